@@ -1,0 +1,1 @@
+"""segstore control plane: Controller.proto gRPC service, stream metadata, workflows."""

@@ -1,0 +1,1 @@
+"""Client library: controller gRPC client, StreamManager, event writers and readers."""

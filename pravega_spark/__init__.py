@@ -1,0 +1,1 @@
+"""Spark Python data source ``segstore``: batch and streaming reads and writes."""

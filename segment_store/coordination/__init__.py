@@ -1,0 +1,1 @@
+"""Coordination over ZooKeeper: the embedded server launcher and (later) the coordination port."""
