@@ -1,0 +1,1 @@
+"""Segment containers: metadata, the container itself, and the registry/manager that runs them."""

@@ -1,0 +1,1 @@
+"""Durable log: operations, data frames, the operation processor, metadata updates and checkpoints."""
