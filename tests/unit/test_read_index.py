@@ -1,0 +1,172 @@
+"""Read index: committed appends read back exactly, tail reads wait, Tier-2 fills gaps, eviction is safe."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from segment_store.containers.metadata import ContainerMetadata, SegmentMetadata
+from segment_store.contracts import SegmentNotExistsError, SegmentTruncatedError
+from segment_store.logs.operations import AppendOperation, DeleteOperation, MergeOperation, SealOperation
+from segment_store.reading.cache import CacheBudget, CacheConfig
+from segment_store.reading.read_index import ReadIndex, ReadIndexConfig, ReadIndexCorruptedError
+
+
+class Tier2:
+    def __init__(self) -> None:
+        self.data: dict[str, bytearray] = {}
+        self.reads = 0
+
+    async def read(self, name: str, offset: int, length: int) -> bytes:
+        self.reads += 1
+        return bytes(self.data[name][offset : offset + length])
+
+
+def setup(max_cache: int = 1 << 30) -> tuple[ContainerMetadata, ReadIndex, Tier2]:
+    meta = ContainerMetadata(0)
+    tier2 = Tier2()
+    index = ReadIndex(meta, tier2.read, CacheBudget(CacheConfig(max_bytes=max_cache)), ReadIndexConfig(4096, 8192))
+    return meta, index, tier2
+
+
+def add_segment(meta: ContainerMetadata, sid: int, name: str) -> SegmentMetadata:
+    segment = SegmentMetadata(segment_id=sid, name=name)
+    meta.add(segment)
+    return segment
+
+
+def commit_append(meta: ContainerMetadata, index: ReadIndex, sid: int, data: bytes) -> None:
+    segment = meta.get(sid)
+    assert segment is not None
+    op = AppendOperation(segment_id=sid, data=data, offset=segment.length, sequence_number=1)
+    segment.length += len(data)
+    index.on_committed([op])
+
+
+async def read_all(index: ReadIndex, sid: int, start: int, end: int) -> bytes:
+    out = bytearray()
+    while start + len(out) < end:
+        result = await index.read(sid, start + len(out), end - start - len(out), 0)
+        assert result.data
+        out += result.data
+    return bytes(out)
+
+
+async def test_read_with_many_small_appends_returns_exact_bytes() -> None:
+    meta, index, _ = setup()
+    add_segment(meta, 1, "s")
+    expected = b"".join(bytes([i]) * (i * 7 % 300 + 1) for i in range(200))
+    pos = 0
+    for i in range(200):
+        n = i * 7 % 300 + 1
+        commit_append(meta, index, 1, expected[pos : pos + n])
+        pos += n
+    assert await read_all(index, 1, 0, len(expected)) == expected
+    assert await read_all(index, 1, 1234, 5000) == expected[1234:5000]
+
+
+async def test_read_at_tail_with_later_append_wakes_up() -> None:
+    meta, index, _ = setup()
+    add_segment(meta, 1, "s")
+    commit_append(meta, index, 1, b"abc")
+    reader = asyncio.create_task(index.read(1, 3, 100, timeout_s=5))
+    await asyncio.sleep(0.01)
+    assert not reader.done()
+    commit_append(meta, index, 1, b"defg")
+    result = await asyncio.wait_for(reader, 1)
+    assert (result.offset, result.data) == (3, b"defg")
+
+
+async def test_read_at_tail_with_timeout_returns_empty() -> None:
+    meta, index, _ = setup()
+    add_segment(meta, 1, "s")
+    result = await index.read(1, 0, 10, timeout_s=0.05)
+    assert result.at_tail_timeout
+
+
+async def test_read_at_end_of_sealed_segment_reports_end() -> None:
+    meta, index, _ = setup()
+    segment = add_segment(meta, 1, "s")
+    commit_append(meta, index, 1, b"abc")
+    waiting = asyncio.create_task(index.read(1, 3, 10, timeout_s=5))
+    await asyncio.sleep(0.01)
+    segment.sealed = True
+    index.on_committed([SealOperation(segment_id=1, length=3, sequence_number=2)])
+    assert (await asyncio.wait_for(waiting, 1)).end_of_segment
+
+
+async def test_read_below_start_offset_with_truncation_raises() -> None:
+    meta, index, _ = setup()
+    segment = add_segment(meta, 1, "s")
+    commit_append(meta, index, 1, b"abcdef")
+    segment.start_offset = 4
+    with pytest.raises(SegmentTruncatedError):
+        await index.read(1, 3, 10, 0)
+    assert (await index.read(1, 4, 10, 0)).data == b"ef"
+
+
+async def test_read_with_evicted_data_comes_from_tier2_exactly() -> None:
+    meta, index, tier2 = setup(max_cache=20_000)
+    segment = add_segment(meta, 1, "s")
+    payload = bytes(range(256)) * 200  # 51,200 bytes
+    for i in range(0, len(payload), 1000):
+        commit_append(meta, index, 1, payload[i : i + 1000])
+    assert index.budget.used_bytes == len(payload)  # nothing in Tier-2: nothing evictable
+    tier2.data["s"] = bytearray(payload)
+    segment.storage_length = len(payload)
+    index.evict()
+    assert index.budget.used_bytes <= 20_000
+    assert await read_all(index, 1, 0, len(payload)) == payload
+    assert tier2.reads > 0
+
+
+async def test_eviction_with_data_only_in_tier1_keeps_it() -> None:
+    meta, index, tier2 = setup(max_cache=5_000)
+    segment = add_segment(meta, 1, "s")
+    for _ in range(10):
+        commit_append(meta, index, 1, b"q" * 1000)
+    segment.storage_length = 4000
+    tier2.data["s"] = bytearray(b"q" * 4000)
+    index.evict()
+    assert index.cached_bytes(1) >= 6000  # bytes above storage length stay
+
+
+async def test_read_with_missing_data_everywhere_raises_corrupted() -> None:
+    meta, index, _ = setup()
+    segment = add_segment(meta, 1, "s")
+    segment.length = 10
+    with pytest.raises(ReadIndexCorruptedError):
+        await index.read(1, 0, 10, 0)
+
+
+async def test_read_after_merge_with_cached_and_tier2_source() -> None:
+    meta, index, tier2 = setup()
+    target = add_segment(meta, 1, "t")
+    source = add_segment(meta, 2, "t#txn")
+    commit_append(meta, index, 1, b"AAAA")
+    commit_append(meta, index, 2, b"bbbbbb")
+    # the source's first 3 bytes are only in Tier-2 (evicted)
+    tier2.data["t#txn"] = bytearray(b"bbbbbb")
+    source.storage_length = 6
+    index.evict()
+    index._indexes[2].offsets = [3]  # type: ignore[attr-defined]
+    index._indexes[2].blocks = [bytearray(b"bbb")]  # type: ignore[attr-defined]
+    source.sealed = True
+    source.merged = True
+    target.length = 10
+    index.on_committed([MergeOperation(segment_id=1, source_id=2, target_offset=4, length=6, sequence_number=3)])
+    assert await read_all(index, 1, 0, 10) == b"AAAAbbbbbb"
+    with pytest.raises(SegmentNotExistsError):
+        await index.read(2, 0, 1, 0)
+
+
+async def test_delete_with_waiting_reader_fails_it() -> None:
+    meta, index, _ = setup()
+    segment = add_segment(meta, 1, "s")
+    waiting = asyncio.create_task(index.read(1, 0, 10, timeout_s=5))
+    await asyncio.sleep(0.01)
+    segment.deleted = True
+    index.on_committed([DeleteOperation(segment_id=1, sequence_number=4)])
+    with pytest.raises(SegmentNotExistsError):
+        await asyncio.wait_for(waiting, 1)
