@@ -1,0 +1,35 @@
+"""Errors of the wire codec.
+
+Every malformed input the codec sees (bad header, unknown type code, a body shorter or longer than its
+fields, an out-of-order append frame, an unencodable value) surfaces as :class:`ProtocolError`; nothing
+else escapes the decoders. A protocol error is never retriable: the same bytes fail the same way, and
+the connection that carried them must be closed.
+"""
+
+from __future__ import annotations
+
+from segment_store.errors import SegstoreError
+
+
+class ProtocolError(SegstoreError):
+    """Bytes or commands that violate the Pravega wire protocol; the connection cannot continue."""
+
+    retriable = False
+
+
+class IncompatibleVersionError(ProtocolError):
+    """The peer's ``Hello`` version range does not overlap ours."""
+
+    def __init__(self, message: str, peer_high: int, peer_low: int) -> None:
+        super().__init__(message)
+        self.peer_high = peer_high
+        self.peer_low = peer_low
+
+
+def detached(error: ProtocolError) -> ProtocolError:
+    """Strip ``error``'s traceback and exception chain so that keeping it (decoders store the error they
+    hit, to raise it in order) does not keep the frames, and so the caller's input buffers, alive."""
+    error.__traceback__ = None
+    error.__context__ = None
+    error.__cause__ = None
+    return error

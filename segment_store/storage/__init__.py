@@ -1,0 +1,1 @@
+"""Tier-2 storage: chunk storage port and backends, Parquet chunk format (SLTS)."""
