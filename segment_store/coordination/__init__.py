@@ -1,1 +1,1 @@
-"""Coordination over ZooKeeper: the embedded server launcher and (later) the coordination port."""
+"""Coordination over ZooKeeper: the embedded server launcher and the versioned coordination store port."""

@@ -1,0 +1,237 @@
+"""The coordination port over real ZooKeeper, through kazoo.
+
+kazoo is thread based: requests are queued to its connection thread and completed on
+its callback thread. Each operation here issues kazoo's ``*_async`` request and bridges
+the result to an asyncio future with ``loop.call_soon_threadsafe``; nothing blocks the
+event loop and no worker thread is held per request. Requests are handed to kazoo in
+call order, so ZooKeeper's FIFO client order carries over (``sync`` then ``get`` is a
+linearized read). Connecting, closing and registering watches block in kazoo and run in
+a worker thread (``asyncio.to_thread``).
+
+Error mapping (kazoo -> :mod:`segment_store.coordination.store`): ``NoNodeError`` ->
+``NodeNotFoundError``, ``NodeExistsError`` -> ``NodeExistsError``, ``BadVersionError`` ->
+``BadVersionError``, ``NotEmptyError`` -> ``NotEmptyError``; connection loss, session
+expiry, timeouts and a closed connection -> ``CoordinationUnavailableError`` (retriable;
+the outcome of a mutation is then unknown); any other kazoo error -> ``CoordinationError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from kazoo import exceptions as kz
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from segment_store.coordination.store import (
+    BadVersionError,
+    ChildrenCallback,
+    CoordinationClosedError,
+    CoordinationError,
+    CoordinationUnavailableError,
+    DataCallback,
+    NodeExistsError,
+    NodeNotFoundError,
+    NotEmptyError,
+    Versioned,
+    WatchHandle,
+    validate_path,
+)
+
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    kz.ConnectionLoss,
+    kz.SessionExpiredError,
+    kz.OperationTimeoutError,
+    kz.ConnectionClosedError,
+    kz.SessionMovedError,
+    KazooTimeoutError,
+)
+
+
+def map_kazoo_error(exc: BaseException, path: str) -> BaseException:
+    """The store error for a kazoo exception (non-kazoo exceptions come back unchanged)."""
+    if isinstance(exc, kz.NoNodeError):
+        return NodeNotFoundError("no node", path)
+    if isinstance(exc, kz.NodeExistsError):
+        return NodeExistsError("node exists", path)
+    if isinstance(exc, kz.BadVersionError):
+        return BadVersionError("version mismatch", path)
+    if isinstance(exc, kz.NotEmptyError):
+        return NotEmptyError("node has children", path)
+    if isinstance(exc, _UNAVAILABLE):
+        return CoordinationUnavailableError(f"ZooKeeper unavailable ({type(exc).__name__})", path)
+    if isinstance(exc, kz.KazooException):
+        return CoordinationError(f"ZooKeeper error {type(exc).__name__}", path)
+    return exc
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():  # the awaiting caller was cancelled (timeout); nothing to deliver
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+class _KazooWatch:
+    """Forwards kazoo watch callbacks (kazoo's thread) to the registering event loop."""
+
+    def __init__(self, callback: Callable[[Any], None]) -> None:
+        self._callback = callback
+        self._loop = asyncio.get_running_loop()
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def _post(self, value: object) -> bool | None:
+        if self.cancelled or self._loop.is_closed():
+            return False  # tells the kazoo recipe to stop watching
+        with contextlib.suppress(RuntimeError):  # loop closed between the check and the call
+            self._loop.call_soon_threadsafe(self._deliver, value)
+        return None
+
+    def _deliver(self, value: object) -> None:
+        if not self.cancelled:
+            self._callback(value)
+
+    def on_data(self, data: bytes | None, stat: ZnodeStat | None) -> bool | None:
+        return self._post(None if stat is None else Versioned(data or b"", stat.version))
+
+    def on_children(self, children: list[str]) -> bool | None:
+        return self._post(sorted(children))
+
+
+class KazooCoordinationStore:
+    """``CoordinationStore`` over a kazoo client; one instance is one ZooKeeper session."""
+
+    def __init__(self, client: KazooClient, *, owns_client: bool = True) -> None:
+        """Wrap a *started* client; :meth:`close` stops it when ``owns_client``."""
+        self._client = client
+        self._owns_client = owns_client
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls, hosts: str, *, session_timeout_s: float = 10.0, connect_timeout_s: float = 15.0
+    ) -> KazooCoordinationStore:
+        """Connect to ``hosts`` (a ZooKeeper connect string, optionally with a chroot).
+
+        Raises :class:`CoordinationUnavailableError` when no server answers in time.
+        """
+        client = KazooClient(hosts=hosts, timeout=session_timeout_s)
+        try:
+            await asyncio.to_thread(client.start, connect_timeout_s)
+        except (KazooTimeoutError, kz.KazooException) as exc:
+            await asyncio.to_thread(client.close)
+            raise CoordinationUnavailableError(f"cannot connect to ZooKeeper at {hosts}") from exc
+        return cls(client)
+
+    @property
+    def client(self) -> KazooClient:
+        """The underlying kazoo client (for recipes this port does not cover)."""
+        return self._client
+
+    def _open(self, path: str) -> str:
+        if self._closed:
+            raise CoordinationClosedError("store is closed", path)
+        return validate_path(path)
+
+    async def _call(self, path: str, start: Callable[[], Any]) -> Any:
+        """Issue one kazoo async request and await its result on this loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def done(result: Any) -> None:
+            ok = result.successful()
+            value = result.value if ok else result.exception
+            with contextlib.suppress(RuntimeError):  # the loop is gone; nobody is waiting
+                loop.call_soon_threadsafe(_settle, future, ok, value)
+
+        try:
+            start().rawlink(done)
+            return await future
+        except Exception as exc:
+            mapped = map_kazoo_error(exc, path)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    async def get(self, path: str) -> Versioned:
+        path = self._open(path)
+        data, stat = await self._call(path, lambda: self._client.get_async(path))
+        return Versioned(data or b"", stat.version)
+
+    async def create(self, path: str, data: bytes, *, ephemeral: bool = False, make_parents: bool = True) -> int:
+        path = self._open(path)
+        _, stat = await self._call(
+            path,
+            lambda: self._client.create_async(
+                path, bytes(data), ephemeral=ephemeral, makepath=make_parents, include_data=True
+            ),
+        )
+        return int(stat.version)
+
+    async def compare_and_set(self, path: str, data: bytes, expected_version: int) -> int:
+        path = self._open(path)
+        if expected_version < 0:
+            raise ValueError(f"expected_version must be >= 0, got {expected_version}")
+        stat = await self._call(path, lambda: self._client.set_async(path, bytes(data), expected_version))
+        return int(stat.version)
+
+    async def delete(self, path: str, expected_version: int | None = None) -> None:
+        path = self._open(path)
+        version = -1 if expected_version is None else expected_version
+        await self._call(path, lambda: self._client.delete_async(path, version))
+
+    async def children(self, path: str) -> list[str]:
+        path = self._open(path)
+        return sorted(await self._call(path, lambda: self._client.get_children_async(path)))
+
+    async def exists(self, path: str) -> bool:
+        path = self._open(path)
+        return await self._call(path, lambda: self._client.exists_async(path)) is not None
+
+    async def sync(self, path: str) -> None:
+        path = self._open(path)
+        await self._call(path, lambda: self._client.sync_async(path))
+
+    async def watch_data(self, path: str, callback: DataCallback) -> WatchHandle:
+        path = self._open(path)
+        watch = _KazooWatch(callback)
+        try:
+            await asyncio.to_thread(DataWatch, self._client, path, watch.on_data)
+        except Exception as exc:
+            mapped = map_kazoo_error(exc, path)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        return watch
+
+    async def watch_children(self, path: str, callback: ChildrenCallback) -> WatchHandle:
+        path = self._open(path)
+        if not await self.exists(path):
+            raise NodeNotFoundError("no node", path)
+        watch = _KazooWatch(callback)
+        try:
+            await asyncio.to_thread(ChildrenWatch, self._client, path, watch.on_children)
+        except Exception as exc:
+            mapped = map_kazoo_error(exc, path)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        return watch
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            await asyncio.to_thread(self._client.stop)
+            await asyncio.to_thread(self._client.close)

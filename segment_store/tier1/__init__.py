@@ -1,0 +1,1 @@
+"""Tier-1 durable data logs: the port (:mod:`.log`), an in-memory log, and the file ledger log."""

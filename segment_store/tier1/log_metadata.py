@@ -1,0 +1,159 @@
+"""The metadata record of a file ledger log, kept in the coordination store.
+
+One node per log holds a JSON document: the epoch and the owner that acquired it, the
+ordered ledger list, the next ledger id, and the truncation address. It changes only by
+versioned compare-and-set (see :mod:`segment_store.tier1.file_ledger_log`); this module
+only builds and checks new values, it does no I/O.
+
+A ledger record is *open* (``last_entry is None``: being written by the owner of
+``epoch``, its end unknown) or *closed at* ``last_entry`` (-1 for an empty ledger).
+Readers never read a closed ledger past ``last_entry``. Invariants, checked on every
+construction: ledger ids strictly increase and stay below ``next_ledger_id``; only the
+last ledger may be open; epochs of ledgers never exceed the log's epoch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+from segment_store.tier1.log import DataLogCorruptedError, LogAddress
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRecord:
+    """One ledger of the log: its id, the epoch that created it, and its end if closed."""
+
+    ledger_id: int
+    epoch: int
+    last_entry: int | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.last_entry is None
+
+    def closed_at(self, last_entry: int) -> LedgerRecord:
+        return replace(self, last_entry=last_entry)
+
+
+@dataclass(frozen=True, slots=True)
+class LogMetadata:
+    """The whole metadata record of one log (immutable; methods return new values)."""
+
+    epoch: int
+    owner: str
+    ledgers: tuple[LedgerRecord, ...]
+    next_ledger_id: int
+    truncation: tuple[int, int] | None = None  # (ledger_id, entry_id) of the last discarded entry
+
+    def __post_init__(self) -> None:
+        previous = 0
+        for index, ledger in enumerate(self.ledgers):
+            if ledger.ledger_id <= previous:
+                raise ValueError(f"ledger ids must increase: {ledger.ledger_id} after {previous}")
+            if ledger.is_open and index != len(self.ledgers) - 1:
+                raise ValueError(f"only the last ledger may be open, {ledger.ledger_id} is not last")
+            if ledger.epoch > self.epoch:
+                raise ValueError(f"ledger {ledger.ledger_id} has epoch {ledger.epoch} > log epoch {self.epoch}")
+            previous = ledger.ledger_id
+        if self.next_ledger_id <= previous:
+            raise ValueError(f"next_ledger_id {self.next_ledger_id} is not above ledger {previous}")
+
+    @classmethod
+    def new(cls, owner: str) -> LogMetadata:
+        """The record of a log that has never been written: epoch 1, no ledgers."""
+        return cls(epoch=1, owner=owner, ledgers=(), next_ledger_id=1)
+
+    def fenced_by(self, owner: str) -> LogMetadata:
+        """The same log acquired by ``owner`` at the next epoch."""
+        return replace(self, epoch=self.epoch + 1, owner=owner)
+
+    def ledger(self, ledger_id: int) -> LedgerRecord | None:
+        for ledger in self.ledgers:
+            if ledger.ledger_id == ledger_id:
+                return ledger
+        return None
+
+    def with_ledger_closed(self, ledger_id: int, last_entry: int) -> LogMetadata:
+        """Close the (open) ledger ``ledger_id`` after ``last_entry``."""
+        if last_entry < -1:
+            raise ValueError(f"last_entry must be >= -1, got {last_entry}")
+        ledgers = tuple(
+            ledger.closed_at(last_entry) if ledger.ledger_id == ledger_id else ledger for ledger in self.ledgers
+        )
+        return replace(self, ledgers=ledgers)
+
+    def with_new_ledger(self) -> tuple[LogMetadata, LedgerRecord]:
+        """Append an open ledger created by the current epoch; returns it too."""
+        record = LedgerRecord(self.next_ledger_id, self.epoch)
+        updated = replace(self, ledgers=(*self.ledgers, record), next_ledger_id=self.next_ledger_id + 1)
+        return updated, record
+
+    def without_empty_ledgers(self) -> tuple[LogMetadata, list[LedgerRecord]]:
+        """Drop closed ledgers that hold no entry; returns the dropped ones too."""
+        kept = tuple(ledger for ledger in self.ledgers if ledger.last_entry != -1)
+        dropped = [ledger for ledger in self.ledgers if ledger.last_entry == -1]
+        return replace(self, ledgers=kept), dropped
+
+    def truncated(self, upto: LogAddress) -> tuple[LogMetadata, list[LedgerRecord]]:
+        """Discard everything at or before ``upto``; returns the ledgers now wholly discarded.
+
+        The truncation point only moves forward; open ledgers are never dropped.
+        """
+        point = (upto.ledger_id, upto.entry_id)
+        if self.truncation is not None and point <= self.truncation:
+            return self, []
+        kept: list[LedgerRecord] = []
+        dropped: list[LedgerRecord] = []
+        for ledger in self.ledgers:
+            last = ledger.last_entry
+            if last is not None and (ledger.ledger_id, last) <= point:
+                dropped.append(ledger)
+            else:
+                kept.append(ledger)
+        return replace(self, ledgers=tuple(kept), truncation=point), dropped
+
+    def truncation_address(self) -> tuple[int, int]:
+        """The truncation point, ``(0, 0)`` ordering before every real entry when none."""
+        return self.truncation if self.truncation is not None else (0, 0)
+
+    def last_closed_address(self) -> LogAddress | None:
+        """The address of the last entry of the last non-empty closed ledger, if any."""
+        for ledger in reversed(self.ledgers):
+            if ledger.last_entry is not None and ledger.last_entry >= 0:
+                return LogAddress(ledger_id=ledger.ledger_id, entry_id=ledger.last_entry, epoch=ledger.epoch)
+        return None
+
+    def serialize(self) -> bytes:
+        document = {
+            "format": FORMAT_VERSION,
+            "epoch": self.epoch,
+            "owner": self.owner,
+            "next_ledger_id": self.next_ledger_id,
+            "truncation": list(self.truncation) if self.truncation is not None else None,
+            "ledgers": [[ledger.ledger_id, ledger.epoch, ledger.last_entry] for ledger in self.ledgers],
+        }
+        return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+
+    @classmethod
+    def parse(cls, data: bytes) -> LogMetadata:
+        """Decode :meth:`serialize` output; raises :class:`DataLogCorruptedError` otherwise."""
+        try:
+            document = json.loads(data)
+            if document.get("format") != FORMAT_VERSION:
+                raise ValueError(f"unknown metadata format {document.get('format')!r}")
+            truncation = document["truncation"]
+            return cls(
+                epoch=int(document["epoch"]),
+                owner=str(document["owner"]),
+                next_ledger_id=int(document["next_ledger_id"]),
+                truncation=(int(truncation[0]), int(truncation[1])) if truncation is not None else None,
+                ledgers=tuple(
+                    LedgerRecord(int(lid), int(epoch), None if last is None else int(last))
+                    for lid, epoch, last in document["ledgers"]
+                ),
+            )
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise DataLogCorruptedError(f"unreadable log metadata: {exc}") from exc
