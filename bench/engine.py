@@ -65,11 +65,28 @@ async def run_case(root: Path, store_factory: Any, event_size: int, seconds: flo
     }
 
 
+def _zookeeper_stores(connect: str) -> Any:
+    from segment_store.coordination.kazoo_store import KazooCoordinationStore
+
+    async def factory() -> Any:
+        return await KazooCoordinationStore.connect(connect)
+
+    return factory
+
+
+def _memory_stores() -> Any:
+    server = MemoryCoordinationServer()
+
+    async def factory() -> Any:
+        return server.connect()
+
+    return factory
+
+
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     results = []
     zk = None
     if args.zookeeper:
-        from segment_store.coordination.kazoo_store import KazooCoordinationStore
         from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 
         zk_dir = tempfile.mkdtemp(prefix="bench-zk-")
@@ -78,16 +95,7 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     try:
         for event_size in (100, 10_000):
             with tempfile.TemporaryDirectory(prefix="bench-engine-") as tmp:
-                if zk is not None:
-                    connect = zk.connect_string
-
-                    async def factory() -> Any:
-                        return await KazooCoordinationStore.connect(connect)
-                else:
-                    server = MemoryCoordinationServer()
-
-                    async def factory() -> Any:
-                        return server.connect()
+                factory = _zookeeper_stores(zk.connect_string) if zk is not None else _memory_stores()
                 result = await run_case(Path(tmp), factory, event_size, args.seconds, args.in_flight)
                 result["metadata_store"] = "zookeeper" if zk else "memory"
                 results.append(result)
