@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from segment_store.protocol import commands as _commands  # noqa: F401  (registers every command)
 from segment_store.protocol.constants import HEADER, HEADER_SIZE, MAX_FRAME_PAYLOAD
-from segment_store.protocol.errors import ProtocolError, detached
+from segment_store.protocol.errors import ProtocolError, detached, next_ready
 from segment_store.protocol.registry import BODY_DECODERS, WireCommand, command_class
 from segment_store.protocol.types import Buffer
 
@@ -148,13 +148,7 @@ class FrameDecoder:
         return self
 
     def __next__(self) -> WireCommand:
-        if not self._ready:
-            raise StopIteration
-        item = self._ready[0]
-        if isinstance(item, ProtocolError):
-            raise item.with_traceback(None)
-        self._ready.popleft()
-        return item
+        return next_ready(self._ready)
 
     def next_command(self) -> WireCommand | None:
         """The next complete command, or None if none is ready. Raises a ProtocolError in its turn."""

@@ -8,6 +8,9 @@ the connection that carried them must be closed.
 
 from __future__ import annotations
 
+from collections import deque
+from typing import TypeVar
+
 from segment_store.errors import SegstoreError
 
 
@@ -33,3 +36,21 @@ def detached(error: ProtocolError) -> ProtocolError:
     error.__context__ = None
     error.__cause__ = None
     return error
+
+
+_T = TypeVar("_T")
+
+
+def next_ready(ready: deque[_T | ProtocolError]) -> _T:
+    """The next item of an incremental parser's ready queue, in order.
+
+    Raises StopIteration when the queue is empty, and the stored ProtocolError when it is next in
+    line; the error stays queued, so every later call raises it again.
+    """
+    if not ready:
+        raise StopIteration
+    item = ready[0]
+    if isinstance(item, ProtocolError):
+        raise item.with_traceback(None)
+    ready.popleft()
+    return item

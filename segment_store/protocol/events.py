@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from segment_store.protocol.constants import EVENT_TYPE_CODE, HEADER, HEADER_SIZE, MAX_FRAME_PAYLOAD
-from segment_store.protocol.errors import ProtocolError, detached
+from segment_store.protocol.errors import ProtocolError, detached, next_ready
 from segment_store.protocol.types import Buffer
 
 
@@ -103,13 +103,7 @@ class EventParser:
         return self
 
     def __next__(self) -> SegmentEvent:
-        if not self._ready:
-            raise StopIteration
-        item = self._ready[0]
-        if isinstance(item, ProtocolError):
-            raise item.with_traceback(None)
-        self._ready.popleft()
-        return item
+        return next_ready(self._ready)
 
     def _check(self, type_code: int, length: int, offset: int) -> int:
         if type_code != EVENT_TYPE_CODE:
