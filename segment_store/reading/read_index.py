@@ -196,6 +196,13 @@ class ReadIndex:
             self.budget.remove((segment_id, index.offsets.pop(0)))
             index.blocks.pop(0)
 
+    def merge_completed(self, target_id: int) -> None:
+        """Tier-2 concatenated a merged source into ``target_id``: drop redirects now below its storage length."""
+        index = self._indexes.get(target_id)
+        segment = self.metadata.get(target_id)
+        if index is not None and segment is not None and index.redirects:
+            index.redirects = [r for r in index.redirects if r.offset + r.length > segment.storage_length]
+
     def drop_segment(self, segment_id: int) -> None:
         index = self._indexes.pop(segment_id, None)
         if index is None:

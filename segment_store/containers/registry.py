@@ -1,0 +1,126 @@
+"""The containers one segment store process runs, and the routing of segment names to them.
+
+Which containers a process runs comes from outside (a static list in standalone mode,
+the controller's assignment through ZooKeeper in a cluster). A container that fails
+(Tier-1 or Tier-2 trouble it cannot ride out) is restarted here: a new instance
+recovers from Tier-1 and fences the failed one. Requests for a container that is not
+running here raise :class:`ContainerNotOwnedError` (the wire server answers
+``WrongHost``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+
+from segment_store.containers.config import ContainerConfig
+from segment_store.containers.mapping import container_of
+from segment_store.containers.segment_container import ContainerState, SegmentContainer, StorageFactory
+from segment_store.contracts import ContainerNotOwnedError
+from segment_store.tier1.log import DurableDataLogFactory
+
+log = logging.getLogger(__name__)
+
+
+class ContainerRegistry:
+    def __init__(
+        self,
+        container_count: int,
+        data_log_factory: DurableDataLogFactory,
+        storage_factory: StorageFactory,
+        config: ContainerConfig | None = None,
+        restart_delay_s: float = 1.0,
+    ) -> None:
+        if container_count <= 0:
+            raise ValueError(f"container_count must be positive, not {container_count}")
+        self.container_count = container_count
+        self.config = config or ContainerConfig()
+        self._data_logs = data_log_factory
+        self._storage_factory = storage_factory
+        self._restart_delay_s = restart_delay_s
+        self._containers: dict[int, SegmentContainer] = {}
+        self._restarts: dict[int, asyncio.Task[None]] = {}
+        self._closed = False
+
+    # ---- routing --------------------------------------------------------------------------------------------
+    def container_id(self, segment_name: str) -> int:
+        return container_of(segment_name, self.container_count)
+
+    def get(self, container_id: int) -> SegmentContainer:
+        container = self._containers.get(container_id)
+        if container is None or container.state is not ContainerState.RUNNING:
+            raise ContainerNotOwnedError(container_id)
+        return container
+
+    def for_segment(self, segment_name: str) -> SegmentContainer:
+        return self.get(self.container_id(segment_name))
+
+    @property
+    def running(self) -> list[int]:
+        return sorted(cid for cid, c in self._containers.items() if c.state is ContainerState.RUNNING)
+
+    # ---- lifecycle ------------------------------------------------------------------------------------------
+    async def start_container(self, container_id: int) -> SegmentContainer:
+        """Start (recover) ``container_id`` here; returns it once it serves."""
+        if not 0 <= container_id < self.container_count:
+            raise ValueError(f"container id {container_id} outside [0, {self.container_count})")
+        existing = self._containers.get(container_id)
+        if existing is not None and existing.state in (ContainerState.RUNNING, ContainerState.STARTING):
+            return existing
+        container = SegmentContainer(
+            container_id, self._data_logs.create_log(container_id), self._storage_factory, self.config
+        )
+        self._containers[container_id] = container
+        container.add_failure_listener(functools.partial(self._on_failure_of, container_id, container))
+        try:
+            await container.start()
+        except BaseException:
+            if self._containers.get(container_id) is container:
+                del self._containers[container_id]
+            raise
+        return container
+
+    async def stop_container(self, container_id: int) -> None:
+        task = self._restarts.pop(container_id, None)
+        if task is not None:
+            task.cancel()
+        container = self._containers.pop(container_id, None)
+        if container is not None:
+            await container.stop()
+
+    def _on_failure_of(self, container_id: int, container: SegmentContainer, exc: BaseException) -> None:
+        if self._closed or self._containers.get(container_id) is not container or container_id in self._restarts:
+            return
+        self._restarts[container_id] = asyncio.create_task(self._restart(container_id, container))
+
+    async def _restart(self, container_id: int, failed: SegmentContainer) -> None:
+        delay = self._restart_delay_s
+        try:
+            await failed.stop()
+            while not self._closed and self._containers.get(container_id) is failed:
+                await asyncio.sleep(delay)
+                try:
+                    new = SegmentContainer(
+                        container_id, self._data_logs.create_log(container_id), self._storage_factory, self.config
+                    )
+                    new.add_failure_listener(functools.partial(self._on_failure_of, container_id, new))
+                    await new.start()
+                except Exception as exc:  # logged; retried with backoff until it works or we are told to stop
+                    log.error("container %s: restart failed, retrying in %.1fs: %r", container_id, delay, exc)
+                    delay = min(delay * 2, 30.0)
+                    continue
+                self._containers[container_id] = new
+                log.info("container %s: restarted after failure", container_id)
+        finally:
+            self._restarts.pop(container_id, None)
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._restarts.values()):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for container_id in list(self._containers):
+            await self.stop_container(container_id)

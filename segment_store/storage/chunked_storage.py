@@ -1,0 +1,466 @@
+"""ChunkedSegmentStorage: Tier-2 of one container as segments over a chunk storage (Pravega SLTS).
+
+Each :meth:`~ChunkedSegmentStorage.write` becomes one new, immutable Parquet chunk
+(:mod:`segment_store.storage.parquet_chunk`) named
+
+    data/c{container}/{escaped segment name}/e{epoch}-{seq}.parquet
+
+and one journal record ("chunk added"); every other change (create, seal, concat, truncate,
+delete) is a journal record only. The chunk metadata of all segments lives in memory and is
+made durable by the :class:`~segment_store.storage.system_journal.SystemJournal` (journal and
+snapshots in the same chunk storage, seed 004). A method returns once its record is durable;
+memory changes only then, so a failure changes nothing.
+
+Boot (:meth:`~ChunkedSegmentStorage.open`) replays the journal and then deletes the data
+chunks no metadata references (written but never journaled: a crash or a failed record, or
+a zombie's), but only chunks of an epoch up to its own, so a zombie booting late cannot delete
+a newer owner's chunks. Chunks released by truncate/delete are deleted after the record is
+durable; failures are logged and left to that sweep.
+
+Reads decode the Parquet chunks in worker threads: from the chunk's local path when the
+backend has one (filesystem), else from the chunk bytes, of which a small LRU is kept so
+sequential reads of one chunk fetch it once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import operator
+import re
+import string
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+from segment_store.contracts import (
+    BadOffsetError,
+    ContainerOfflineError,
+    InvalidOffsetError,
+    SegmentExistsError,
+    SegmentNotExistsError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+)
+from segment_store.storage import parquet_chunk
+from segment_store.storage.chunk_metadata import (
+    AddChunk,
+    ChunkEntry,
+    ChunkMetadata,
+    ConcatSegments,
+    CreateSegment,
+    DeleteSegment,
+    SealSegment,
+    SegmentLayout,
+    TruncateSegment,
+)
+from segment_store.storage.chunk_storage import (
+    BufferLike,
+    ChunkNotFoundError,
+    ChunkStorage,
+    ChunkStorageUnavailableError,
+    as_buffers,
+)
+from segment_store.storage.fs_chunk_storage import map_os_error
+from segment_store.storage.segment_storage import ChunkRef, Framing, IngestPairs, StorageSegmentInfo
+from segment_store.storage.storage_config import ChunkedStorageConfig
+from segment_store.storage.system_journal import SnapshotInfoStore, SystemJournal
+
+log = logging.getLogger(__name__)
+
+_SAFE = frozenset(string.ascii_letters + string.digits + "-_.")
+_MAX_ESCAPED = 200
+_DATA_CHUNK = re.compile(r"e(\d+)-(\d+)\.parquet")
+
+
+def data_prefix(container_id: int) -> str:
+    """``data/c{container}/``: where the container's data chunks live."""
+    return f"data/c{container_id}/"
+
+
+def escape_segment_name(segment: str) -> str:
+    """``segment`` as one valid chunk name component (percent-escaped; hashed if very long).
+
+    Letters, digits, ``-``, ``_`` and ``.`` (not leading) stay; every other character, '/'
+    included, becomes ``%XX`` per UTF-8 byte. Results over 200 bytes keep a prefix and end in
+    ``~`` + 32 hex digits of SHA-256 of the name (an escaped name never holds a bare ``~``).
+    """
+    out: list[str] = []
+    for i, ch in enumerate(segment):
+        if ch in _SAFE and not (i == 0 and ch == "."):
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+    escaped = "".join(out)
+    if len(escaped) > _MAX_ESCAPED:
+        digest = hashlib.sha256(segment.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        escaped = f"{escaped[:150]}~{digest}"
+    return escaped
+
+
+def data_chunk_name(container_id: int, segment: str, epoch: int, seq: int) -> str:
+    return f"{data_prefix(container_id)}{escape_segment_name(segment)}/e{epoch}-{seq}.parquet"
+
+
+def parse_data_chunk_name(name: str) -> tuple[int, int] | None:
+    """``(epoch, seq)`` of a data chunk name, or ``None`` if it is not one."""
+    match = _DATA_CHUNK.fullmatch(name.rpartition("/")[2])
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+class ChunkedSegmentStorage:
+    """The :class:`~segment_store.storage.segment_storage.SegmentStorage` of one container.
+
+    ``chunk_storage`` is shared with other containers (names are per container) and is not
+    closed by :meth:`close`. ``snapshot_info_store`` keeps the pointer to the latest snapshot
+    (see :class:`~segment_store.storage.system_journal.SnapshotInfoStore`). Calls before
+    :meth:`open` or after :meth:`close` raise ContainerOfflineError; :meth:`open` may raise
+    StorageNotPrimaryError (a newer owner exists) or JournalCorruptedError.
+    """
+
+    def __init__(
+        self,
+        chunk_storage: ChunkStorage,
+        container_id: int,
+        snapshot_info_store: SnapshotInfoStore,
+        config: ChunkedStorageConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._storage = chunk_storage
+        self._cid = container_id
+        self._info_store = snapshot_info_store
+        self._config = config or ChunkedStorageConfig()
+        self._clock = clock
+        self._sleep = sleep
+        self._journal: SystemJournal | None = None
+        self._open = False
+        self._locks = _SegmentLocks()
+        self._cache = _ChunkCache(self._config.chunk_cache_bytes)
+
+    @property
+    def container_id(self) -> int:
+        return self._cid
+
+    @property
+    def journal(self) -> SystemJournal:
+        """The system journal (after :meth:`open`)."""
+        if self._journal is None:
+            raise ContainerOfflineError(f"container {self._cid}: Tier-2 storage is not open")
+        return self._journal
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def open(self, epoch: int) -> None:
+        """Boot: replay the journal (fencing lower epochs), snapshot, sweep unreferenced chunks."""
+        if self._open:
+            raise RuntimeError(f"container {self._cid}: Tier-2 storage is already open")
+        listed = await asyncio.to_thread(lambda: list(self._storage.list(data_prefix(self._cid))))
+        parsed = {name: parse_data_chunk_name(name) for name in listed}
+        own = [p[1] for p in parsed.values() if p is not None and p[0] == epoch]
+        journal = SystemJournal(
+            self._storage, self._cid, self._info_store, self._config, clock=self._clock, sleep=self._sleep
+        )
+        metadata = await journal.boot(epoch, min_seq=max(own, default=-1) + 1)
+        self._journal = journal
+        self._open = True
+        if journal.booted_from_snapshot:
+            await self._sweep(metadata, parsed, epoch)
+        elif listed:
+            log.error(
+                "container %s: no snapshot pointer but %d data chunks exist; not deleting them", self._cid, len(listed)
+            )
+
+    async def _sweep(self, metadata: ChunkMetadata, listed: dict[str, tuple[int, int] | None], epoch: int) -> None:
+        referenced = metadata.referenced_chunks()
+        orphans = [n for n, p in listed.items() if n not in referenced and p is not None and p[0] <= epoch]
+        missing = referenced - listed.keys()
+        if missing:
+            log.error("container %s: %d referenced chunks are missing, e.g. %r", self._cid, len(missing), min(missing))
+        if orphans:
+            deleted = await asyncio.to_thread(self._delete_quietly, orphans)
+            log.info("container %s: deleted %d of %d unreferenced data chunks", self._cid, deleted, len(orphans))
+
+    async def close(self) -> None:
+        """Finish queued journal commits and cleanups; later calls raise ContainerOfflineError."""
+        self._open = False
+        if self._journal is not None:
+            await self._journal.close()
+        self._cache.clear()
+
+    # -- queries --------------------------------------------------------------------------
+
+    async def exists(self, name: str) -> bool:
+        return self._metadata().get(name) is not None
+
+    async def info(self, name: str) -> StorageSegmentInfo:
+        seg = self._require(name)
+        return StorageSegmentInfo(seg.name, seg.length, seg.start_offset, seg.sealed, seg.framing, len(seg.chunks))
+
+    async def chunks(self, name: str) -> list[ChunkRef]:
+        seg = self._require(name)
+        return [ChunkRef(c.name, c.start_offset, c.length, self._storage.location(c.name)) for c in seg.chunks]
+
+    async def read(self, name: str, offset: int, length: int) -> bytes:
+        """Exactly ``length`` bytes at ``offset``, decoded from the chunks holding them."""
+        seg = self._require(name)
+        if offset < 0 or length < 0:
+            raise InvalidOffsetError(name, f"negative offset {offset} or length {length}")
+        if offset < seg.start_offset:
+            raise SegmentTruncatedError(name, seg.start_offset, offset)
+        end = offset + length
+        if end > seg.length:
+            raise InvalidOffsetError(name, f"read [{offset}, {end}) is beyond length {seg.length}")
+        parts: list[bytes] = []
+        for chunk in seg.overlapping(offset, end):
+            start = max(offset, chunk.start_offset)
+            stop = min(end, chunk.end_offset)
+            parts.append(await self._read_piece(name, chunk, start - chunk.start_offset, stop - start))
+        return b"".join(parts)
+
+    async def _read_piece(self, segment: str, chunk: ChunkEntry, offset: int, length: int) -> bytes:
+        attempts = self._config.read_attempts
+        for attempt in range(attempts):
+            try:
+                return await asyncio.to_thread(self._decode, chunk.name, offset, length)
+            except ChunkNotFoundError:
+                seg = self._metadata().get(segment)
+                if seg is None or all(c.name != chunk.name for c in seg.chunks):
+                    # released by a truncate or delete that ran while this read was in flight
+                    if seg is not None and seg.start_offset > chunk.start_offset + offset:
+                        raise SegmentTruncatedError(segment, seg.start_offset, chunk.start_offset + offset) from None
+                    raise SegmentNotExistsError(segment, "deleted while reading") from None
+                raise  # a referenced chunk is missing: the metadata is wrong, never paper over it
+            except ChunkStorageUnavailableError as exc:
+                if attempt + 1 == attempts:
+                    raise
+                log.debug("container %s: read of %r failed, retrying: %r", self._cid, chunk.name, exc)
+                await self._sleep(self._config.retry_delay_s)
+        raise AssertionError("unreachable")
+
+    def _decode(self, chunk: str, offset: int, length: int) -> bytes:
+        """Segment bytes ``[offset, offset + length)`` of ``chunk``. Runs in a worker thread."""
+        path = _local_path(self._storage.location(chunk))
+        if path is not None:
+            try:
+                return parquet_chunk.decode_range(path, offset, length)
+            except OSError as exc:
+                raise map_os_error(chunk, exc) from exc
+        data = self._cache.get(chunk)
+        if data is None:
+            data = self._storage.read_all(chunk)
+            self._cache.put(chunk, data)
+        return parquet_chunk.decode_range(data, offset, length)
+
+    # -- changes --------------------------------------------------------------------------
+
+    async def create(self, name: str, framing: Framing) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"segment name must be a non-empty string, not {name!r}")
+        if framing not in ("events", "raw"):
+            raise ValueError(f"framing must be 'events' or 'raw', not {framing!r}")
+        journal = self._live_journal()
+        async with self._locks.hold(name):
+            if journal.metadata.get(name) is not None:
+                raise SegmentExistsError(name)
+            await journal.commit([CreateSegment(name, framing)])
+
+    async def write(self, name: str, offset: int, data: Sequence[BufferLike], ingest_times: IngestPairs | int) -> int:
+        """Append ``data`` at ``offset`` as one new chunk; returns the new length.
+
+        Raises ValueError for more than ``max_chunk_bytes`` bytes or bad ingest times (before
+        anything is written).
+        """
+        journal = self._live_journal()
+        async with self._locks.hold(name):
+            seg = self._require(name)
+            if seg.sealed:
+                raise SegmentSealedError(name)
+            if offset != seg.length:
+                raise BadOffsetError(name, offset, seg.length)
+            buffers = as_buffers(data)
+            size = sum(b.nbytes for b in buffers)
+            if size > self._config.max_chunk_bytes:
+                limit = self._config.max_chunk_bytes
+                raise ValueError(f"{name}: write of {size} bytes exceeds max_chunk_bytes {limit}")
+            if size == 0:
+                return seg.length
+            times = _ingest_ranges(ingest_times)
+            chunk = data_chunk_name(self._cid, name, journal.epoch, journal.next_seq())
+            encoded = await asyncio.to_thread(
+                parquet_chunk.encode, buffers, times, seg.framing, compression=self._config.chunk_compression
+            )
+            try:
+                await asyncio.to_thread(self._storage.write_chunk, chunk, encoded)
+            except Exception:
+                await asyncio.to_thread(self._delete_quietly, [chunk])  # it may have landed
+                raise
+            await journal.commit([AddChunk(name, chunk, offset, size)], orphans=[chunk])
+            if self._storage.location(chunk) is None:
+                self._cache.put(chunk, encoded)
+            return offset + size
+
+    async def seal(self, name: str) -> None:
+        journal = self._live_journal()
+        async with self._locks.hold(name):
+            if not self._require(name).sealed:
+                await journal.commit([SealSegment(name)])
+
+    async def concat(self, target: str, offset: int, source: str) -> None:
+        journal = self._live_journal()
+        async with self._locks.hold(target, source):
+            tgt = self._require(target)
+            src = self._require(source)
+            if tgt.sealed:
+                raise SegmentSealedError(target)
+            if not src.sealed:
+                raise InvalidOffsetError(source, "concat source is not sealed")
+            if src.start_offset != 0:
+                raise InvalidOffsetError(source, f"concat source is truncated (start offset {src.start_offset})")
+            if offset != tgt.length:
+                raise BadOffsetError(target, offset, tgt.length)
+            await journal.commit([ConcatSegments(target, source, offset)])
+
+    async def truncate(self, name: str, offset: int) -> None:
+        journal = self._live_journal()
+        async with self._locks.hold(name):
+            seg = self._require(name)
+            if not 0 <= offset <= seg.length:
+                raise InvalidOffsetError(name, f"truncate at {offset} outside [0, {seg.length}]")
+            if offset <= seg.start_offset:
+                return
+            released = await journal.commit([TruncateSegment(name, offset)])
+            await self._release(released)
+
+    async def delete(self, name: str) -> None:
+        journal = self._live_journal()
+        async with self._locks.hold(name):
+            self._require(name)
+            released = await journal.commit([DeleteSegment(name)])
+            await self._release(released)
+
+    async def _release(self, chunks: list[ChunkEntry]) -> None:
+        if not chunks:
+            return
+        names = [c.name for c in chunks]
+        for chunk in names:
+            self._cache.discard(chunk)
+        await asyncio.to_thread(self._delete_quietly, names)
+
+    def _delete_quietly(self, names: Sequence[str]) -> int:
+        """Delete chunks no metadata references; failures are logged (boot sweeps them). Worker thread."""
+        deleted = 0
+        for name in names:
+            try:
+                deleted += self._storage.delete_if_exists(name)
+            except Exception as exc:
+                log.warning("container %s: cannot delete chunk %r (left for the boot sweep): %r", self._cid, name, exc)
+        return deleted
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _live_journal(self) -> SystemJournal:
+        if not self._open or self._journal is None:
+            raise ContainerOfflineError(f"container {self._cid}: Tier-2 storage is not open")
+        return self._journal
+
+    def _metadata(self) -> ChunkMetadata:
+        return self._live_journal().metadata
+
+    def _require(self, name: str) -> SegmentLayout:
+        seg = self._metadata().get(name)
+        if seg is None:
+            raise SegmentNotExistsError(name)
+        return seg
+
+
+def _ingest_ranges(ingest_times: IngestPairs | int | parquet_chunk.IngestRanges) -> int | parquet_chunk.IngestRanges:
+    """One time for the whole write, or ``(relative offset, ms)`` pairs as IngestRanges (ValueError if bad)."""
+    if isinstance(ingest_times, parquet_chunk.IngestRanges):
+        return ingest_times
+    if isinstance(ingest_times, Sequence):
+        return parquet_chunk.IngestRanges.from_pairs(ingest_times)
+    return operator.index(ingest_times)
+
+
+def _local_path(location: str | None) -> str | None:
+    """The local filesystem path of a ``file://`` location, else ``None``."""
+    if location is None or not location.startswith("file://"):
+        return None
+    return urllib.request.url2pathname(urllib.parse.urlparse(location).path)
+
+
+class _SegmentLocks:
+    """One asyncio lock per segment name, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, *names: str) -> AsyncIterator[None]:
+        ordered = sorted(set(names))  # one global order: no deadlock between concat and others
+        entries = []
+        for name in ordered:
+            entry = self._entries.setdefault(name, (asyncio.Lock(), [0]))
+            entry[1][0] += 1
+            entries.append(entry)
+        locked: list[asyncio.Lock] = []
+        try:
+            for lock, _ in entries:
+                await lock.acquire()
+                locked.append(lock)
+            yield
+        finally:
+            for lock in reversed(locked):
+                lock.release()
+            for name, (_, users) in zip(ordered, entries, strict=True):
+                users[0] -= 1
+                if users[0] == 0:
+                    del self._entries[name]
+
+
+class _ChunkCache:
+    """A thread-safe LRU of chunk bytes with a byte budget (chunks above it are not kept)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max = max_bytes
+        self._items: OrderedDict[str, bytes] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> bytes | None:
+        with self._lock:
+            data = self._items.get(name)
+            if data is not None:
+                self._items.move_to_end(name)
+            return data
+
+    def put(self, name: str, data: bytes) -> None:
+        if len(data) > self._max:
+            return
+        with self._lock:
+            old = self._items.pop(name, None)
+            if old is not None:
+                self._size -= len(old)
+            self._items[name] = data
+            self._size += len(data)
+            while self._size > self._max:
+                _, evicted = self._items.popitem(last=False)
+                self._size -= len(evicted)
+
+    def discard(self, name: str) -> None:
+        with self._lock:
+            old = self._items.pop(name, None)
+            if old is not None:
+                self._size -= len(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._size = 0

@@ -1,0 +1,83 @@
+"""Configuration of the chunked segment storage (SLTS) and its system journal."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from segment_store.storage.parquet_chunk import DEFAULT_COMPRESSION, MAX_CHUNK_BYTES
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkedStorageConfig:
+    """Settings of :class:`~segment_store.storage.chunked_storage.ChunkedSegmentStorage`.
+
+    Defaults suit a local disk or S3; tests shrink the snapshot cadence and the retry delay.
+    """
+
+    max_chunk_bytes: int = 64 * MIB
+    """Largest ``write`` (one chunk); the storage writer keeps flushes smaller. Larger is a ValueError."""
+    chunk_compression: str = DEFAULT_COMPRESSION
+    """Parquet compression of data chunks (readers need not know it)."""
+    snapshot_every_records: int = 100
+    """A snapshot of the container's chunk metadata is written after this many journal records..."""
+    snapshot_every_s: float = 300.0
+    """...or once this long has passed since the last one (checked when a record is written)."""
+    snapshot_attempts: int = 3
+    """Snapshot writes tried (each under a new name) before the snapshot is given up."""
+    journal_write_attempts: int = 3
+    """Attempts to write one journal record (each under a new name) on a retriable outage."""
+    read_attempts: int = 3
+    """Attempts of one chunk read on a retriable outage (seed 004: fixed count, fixed interval)."""
+    retry_delay_s: float = 0.05
+    """Pause between the attempts above."""
+    chunk_cache_bytes: int = 32 * MIB
+    """Budget of the LRU of chunk bytes fetched for reads (backends without a local path)."""
+    boot_read_concurrency: int = 8
+    """Journal objects read at once during boot."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.max_chunk_bytes < MAX_CHUNK_BYTES:
+            raise ValueError(f"max_chunk_bytes: must be in (0, {MAX_CHUNK_BYTES})")
+        if not self.chunk_compression:
+            raise ValueError("chunk_compression: must not be empty")
+        if self.snapshot_every_records < 1:
+            raise ValueError("snapshot_every_records: must be at least 1")
+        if self.snapshot_every_s <= 0:
+            raise ValueError("snapshot_every_s: must be positive")
+        for key in ("snapshot_attempts", "journal_write_attempts", "read_attempts", "boot_read_concurrency"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key}: must be at least 1")
+        if self.retry_delay_s < 0:
+            raise ValueError("retry_delay_s: must not be negative")
+        if self.chunk_cache_bytes < 0:
+            raise ValueError("chunk_cache_bytes: must not be negative")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, str]) -> ChunkedStorageConfig:
+        """Build from string values (a config file section); unknown keys raise ``ValueError``."""
+        known = {field.name: field for field in fields(cls)}
+        parsed: dict[str, object] = {}
+        for key, raw in values.items():
+            if key not in known:
+                raise ValueError(f"{key}: unknown chunked storage setting")
+            default = known[key].default
+            try:
+                if isinstance(default, int):
+                    parsed[key] = int(raw)
+                elif isinstance(default, float):
+                    parsed[key] = float(raw)
+                else:
+                    parsed[key] = raw
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from exc
+        return cls(**parsed)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, prefix: str = "SEGSTORE_TIER2_") -> ChunkedStorageConfig:
+        """Build from environment variables named ``<prefix><FIELD IN CAPITALS>``."""
+        values = {name[len(prefix) :].lower(): value for name, value in os.environ.items() if name.startswith(prefix)}
+        return cls.from_mapping(values)

@@ -1,0 +1,255 @@
+"""One segment's pending storage operations, applied to Tier-2 in log order (Pravega's SegmentAggregator).
+
+The storage writer hands each committed storage operation of a segment to its
+aggregator. Appends are buffered and written as one chunk once the buffer reaches
+the flush threshold or its oldest append its maximum age; any other operation
+(seal, truncate, merge, delete) first flushes the appends queued before it, then
+applies itself. So Tier-2 sees exactly the log's order for each segment.
+
+Invariants:
+- the aggregator's ``storage_length`` is what Tier-2 holds; appends are written at
+  exactly that offset, never twice: an append wholly below it (already flushed
+  before a restart) is skipped, one straddling it is cut;
+- a chunk holds whole appends (so event segments are cut at event boundaries);
+- an operation leaves the queue only once Tier-2 has applied it durably, so
+  :attr:`lowest_sequence` bounds what Tier-1 may truncate;
+- on any error the queue is unchanged; :meth:`resync` re-reads Tier-2 before the
+  next attempt, so a write that did take effect is not repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from segment_store.contracts import SegmentExistsError, SegmentNotExistsError
+from segment_store.errors import SegstoreError
+from segment_store.logs.operations import (
+    AppendOperation,
+    DeleteOperation,
+    MergeOperation,
+    Operation,
+    SealOperation,
+    TruncateOperation,
+)
+from segment_store.storage.segment_storage import Framing, SegmentStorage
+from segment_store.writer.config import WriterConfig
+
+
+class StorageWriterCorruptedError(SegstoreError):
+    """Tier-2 disagrees with the log in a way no retry can fix (data missing below an append)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentTarget:
+    """What the aggregator needs to know about its segment."""
+
+    segment_id: int
+    name: str
+    framing: Framing
+
+
+class AggregatorHost(Protocol):
+    """Callbacks into the storage writer."""
+
+    def aggregator(self, segment_id: int) -> SegmentAggregator: ...
+
+    def on_flushed(self, segment_id: int, storage_length: int, bytes_done: int) -> None: ...
+
+    def on_sealed(self, segment_id: int) -> None: ...
+
+    def on_merged(self, target_id: int, source_id: int, storage_length: int) -> None: ...
+
+    def on_deleted(self, segment_id: int, bytes_dropped: int) -> None: ...
+
+
+class SegmentAggregator:
+    """See module docstring. All methods run on the container's event loop."""
+
+    def __init__(
+        self,
+        target: SegmentTarget,
+        storage: SegmentStorage,
+        host: AggregatorHost,
+        config: WriterConfig,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.target = target
+        self._storage = storage
+        self._host = host
+        self._config = config
+        self._clock = clock
+        self._queue: deque[Operation] = deque()
+        self._lock = asyncio.Lock()
+        self._append_bytes = 0  # bytes of queued appends
+        self._barriers = 0  # queued operations that are not appends
+        self._oldest_append_at: float | None = None
+        self.storage_length: int | None = None  # unknown until resync()
+        self.exists_in_storage = False
+        self.sealed_in_storage = False
+        self.finished = False  # deleted or merged away: nothing more will come
+
+    # ---- queue ---------------------------------------------------------------------------------------------
+    def add(self, op: Operation) -> None:
+        if self.finished:
+            raise StorageWriterCorruptedError(f"{self.target.name}: operation {op.sequence_number} after its end")
+        self._queue.append(op)
+        if isinstance(op, AppendOperation):
+            self._append_bytes += len(op.data)
+            if self._oldest_append_at is None:
+                self._oldest_append_at = self._clock()
+        else:
+            self._barriers += 1
+
+    @property
+    def lowest_sequence(self) -> int | None:
+        """Sequence number of the oldest operation not yet applied to Tier-2 (None: nothing pending)."""
+        return self._queue[0].sequence_number if self._queue else None
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._queue)
+
+    def due_in(self, now: float) -> float | None:
+        """Seconds until this aggregator must flush (0: now), or None if nothing is queued."""
+        if not self._queue:
+            return None
+        if self._barriers or self._append_bytes >= self._config.flush_threshold_bytes:
+            return 0.0
+        assert self._oldest_append_at is not None
+        return max(0.0, self._oldest_append_at + self._config.flush_max_age_s - now)
+
+    # ---- Tier-2 state --------------------------------------------------------------------------------------
+    async def resync(self) -> None:
+        """Read what Tier-2 holds of the segment (at start and after any failure)."""
+        try:
+            info = await self._storage.info(self.target.name)
+        except SegmentNotExistsError:
+            self.storage_length, self.exists_in_storage, self.sealed_in_storage = 0, False, False
+            return
+        self.storage_length, self.exists_in_storage, self.sealed_in_storage = info.length, True, info.sealed
+
+    async def _ensure_exists(self) -> None:
+        if self.exists_in_storage:
+            return
+        try:
+            await self._storage.create(self.target.name, self.target.framing)
+        except SegmentExistsError:
+            await self.resync()
+            return
+        self.exists_in_storage = True
+
+    # ---- processing ----------------------------------------------------------------------------------------
+    async def process(self, force: bool = False) -> None:
+        """Apply queued operations that are due (all of them with ``force``); raises on Tier-2 failure."""
+        async with self._lock:
+            if self.storage_length is None:
+                await self.resync()
+            while self._queue:
+                op = self._queue[0]
+                if isinstance(op, AppendOperation):
+                    if not force and self.due_in(self._clock()) != 0.0:
+                        return
+                    await self._flush_appends()
+                elif isinstance(op, SealOperation):
+                    await self._ensure_exists()
+                    if not self.sealed_in_storage:
+                        await self._storage.seal(self.target.name)
+                        self.sealed_in_storage = True
+                    self._pop_barrier()
+                    self._host.on_sealed(self.target.segment_id)
+                elif isinstance(op, TruncateOperation):
+                    await self._truncate(op)
+                elif isinstance(op, MergeOperation):
+                    await self._merge(op)
+                elif isinstance(op, DeleteOperation):
+                    await self._delete()
+                else:
+                    raise StorageWriterCorruptedError(f"{type(op).__name__} is not a storage operation")
+
+    def _pop_barrier(self) -> None:
+        self._queue.popleft()
+        self._barriers -= 1
+
+    async def _flush_appends(self) -> None:
+        assert self.storage_length is not None
+        ops: list[AppendOperation] = []
+        size = 0
+        for op in self._queue:
+            if not isinstance(op, AppendOperation) or (ops and size + len(op.data) > self._config.max_flush_bytes):
+                break
+            ops.append(op)
+            size += len(op.data)
+        buffers: list[bytes | memoryview] = []
+        ingest: list[tuple[int, int]] = []
+        position = self.storage_length
+        for op in ops:
+            end = op.offset + len(op.data)
+            if end <= position:
+                continue  # already in Tier-2 (flushed before a restart)
+            if op.offset > position:
+                raise StorageWriterCorruptedError(
+                    f"{self.target.name}: Tier-2 ends at {position} but the next append starts at {op.offset}"
+                )
+            data = op.data if op.offset == position else memoryview(op.data)[position - op.offset :]
+            written = position - self.storage_length
+            if not ingest or ingest[-1][1] != op.ingest_time_ms:
+                ingest.append((written, op.ingest_time_ms))
+            buffers.append(data)
+            position = end
+        if buffers:
+            await self._ensure_exists()
+            self.storage_length = await self._storage.write(self.target.name, self.storage_length, buffers, ingest)
+        for _ in ops:
+            self._queue.popleft()
+        self._append_bytes -= size
+        self._oldest_append_at = self._clock() if self._append_bytes else None
+        self._host.on_flushed(self.target.segment_id, self.storage_length, size)
+
+    async def _truncate(self, op: TruncateOperation) -> None:
+        assert self.storage_length is not None
+        if op.offset > 0:
+            await self._ensure_exists()
+            await self._storage.truncate(self.target.name, min(op.offset, self.storage_length))
+        self._pop_barrier()
+
+    async def _merge(self, op: MergeOperation) -> None:
+        source = self._host.aggregator(op.source_id)
+        await source.process(force=True)
+        assert self.storage_length is not None
+        if self.storage_length >= op.target_offset + op.length and not source.exists_in_storage:
+            pass  # concatenated before a restart
+        else:
+            if source.pending or not source.sealed_in_storage:
+                raise StorageWriterCorruptedError(
+                    f"{self.target.name}: merge source {source.target.name} is not sealed in Tier-2"
+                )
+            if self.storage_length != op.target_offset:
+                raise StorageWriterCorruptedError(
+                    f"{self.target.name}: Tier-2 length {self.storage_length} != merge offset {op.target_offset}"
+                )
+            await self._ensure_exists()
+            await self._storage.concat(self.target.name, op.target_offset, source.target.name)
+            source.exists_in_storage = False
+        self.storage_length = op.target_offset + op.length
+        source.finished = True
+        self._pop_barrier()
+        self._host.on_merged(self.target.segment_id, op.source_id, self.storage_length)
+
+    async def _delete(self) -> None:
+        if self.exists_in_storage:
+            with contextlib.suppress(SegmentNotExistsError):  # gone already (a retry after a lost reply)
+                await self._storage.delete(self.target.name)
+            self.exists_in_storage = False
+        dropped = self._append_bytes
+        self._queue.clear()
+        self._append_bytes = 0
+        self._barriers = 0
+        self._oldest_append_at = None
+        self.finished = True
+        self._host.on_deleted(self.target.segment_id, dropped)

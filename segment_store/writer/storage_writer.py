@@ -1,0 +1,312 @@
+"""The storage writer of one container: moves committed operations from Tier-1 to Tier-2.
+
+It reads the in-memory operation log in sequence order, hands each storage
+operation to its segment's :class:`~segment_store.writer.aggregator.SegmentAggregator`,
+flushes aggregators when they are due (size, age, or a seal/truncate/merge/delete
+waiting behind appends), records Tier-2 progress in the container metadata
+(``storage_length``, ``sealed_in_storage``; merged and deleted segments are
+forgotten), and then lets Tier-1 truncate below the oldest operation not yet in
+Tier-2.
+
+Guarantees:
+- per segment, Tier-2 applies operations in log order; across segments a merge
+  waits for its source and a new segment waits for a deleted namesake;
+- :meth:`StorageWriter.truncation_sequence` never passes an operation that is not
+  durably in Tier-2, so Tier-1 keeps everything recovery needs;
+- retriable Tier-2 failures (an outage) are retried with backoff for as long as
+  they last; nothing is dropped. Anything else stops the writer and calls the
+  failure callback (the container goes offline and recovers on restart).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from segment_store.containers.metadata import ContainerMetadata, SegmentMetadata
+from segment_store.contracts import SegmentNotExistsError
+from segment_store.errors import SegstoreError
+from segment_store.logs.memory_log import InMemoryOperationLog
+from segment_store.logs.operations import MapSegmentOperation, Operation, SegmentOperation
+from segment_store.storage.segment_storage import SegmentStorage
+from segment_store.writer.aggregator import SegmentAggregator, SegmentTarget, StorageWriterCorruptedError
+from segment_store.writer.config import WriterConfig
+
+log = logging.getLogger(__name__)
+
+Truncator = Callable[[int], Awaitable[object]]
+
+
+@dataclass(slots=True)
+class WriterListener:
+    """Callbacks the container gives the writer (all optional)."""
+
+    bytes_done: Callable[[int], None] = lambda n: None
+    """Appended bytes that no longer need Tier-1/cache (flushed, found in Tier-2, or of a deleted segment)."""
+    segment_removed: Callable[[int], None] = lambda segment_id: None
+    """A deleted or merged segment is gone from Tier-2 (the read index drops it)."""
+    merge_completed: Callable[[int, int], None] = lambda target_id, source_id: None
+    failed: Callable[[BaseException], None] = lambda exc: None
+
+
+def framing_of(segment: SegmentMetadata) -> str:
+    return "events" if segment.segment_type.holds_events else "raw"
+
+
+class StorageWriter:
+    """See module docstring. :meth:`start` after the container recovered; :meth:`stop` to end."""
+
+    def __init__(
+        self,
+        metadata: ContainerMetadata,
+        operation_log: InMemoryOperationLog,
+        storage: SegmentStorage,
+        truncate_tier1: Truncator,
+        config: WriterConfig | None = None,
+        listener: WriterListener | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.metadata = metadata
+        self.config = config or WriterConfig()
+        self._log = operation_log
+        self._storage = storage
+        self._truncate_tier1 = truncate_tier1
+        self._listener = listener or WriterListener()
+        self._clock = clock
+        self._aggregators: dict[int, SegmentAggregator] = {}
+        first = operation_log.read_now(-1, 1)
+        self._last_read = first[0].sequence_number - 1 if first else metadata.sequence_number
+        self._truncated_below = -1
+        self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._semaphore = asyncio.Semaphore(self.config.max_concurrent_flushes)
+        self._retry_delay = 0.0
+        self.failure: BaseException | None = None
+        self.flushed_bytes = 0
+        self.flush_count = 0
+
+    # ---- AggregatorHost -------------------------------------------------------------------------------------
+    def aggregator(self, segment_id: int) -> SegmentAggregator:
+        agg = self._aggregators.get(segment_id)
+        if agg is None:
+            segment = self.metadata.get(segment_id)
+            if segment is None:
+                raise SegmentNotExistsError(f"#{segment_id}")
+            target = SegmentTarget(segment_id, segment.name, framing_of(segment))  # type: ignore[arg-type]
+            agg = self._aggregators[segment_id] = SegmentAggregator(
+                target, self._storage, self, self.config, self._clock
+            )
+        return agg
+
+    def on_flushed(self, segment_id: int, storage_length: int, bytes_done: int) -> None:
+        segment = self.metadata.get(segment_id)
+        if segment is not None:
+            segment.storage_length = max(segment.storage_length, min(storage_length, segment.length))
+        self.flushed_bytes += bytes_done
+        self.flush_count += 1
+        self._listener.bytes_done(bytes_done)
+
+    def on_sealed(self, segment_id: int) -> None:
+        segment = self.metadata.get(segment_id)
+        if segment is not None:
+            segment.sealed_in_storage = True
+
+    def on_merged(self, target_id: int, source_id: int, storage_length: int) -> None:
+        target = self.metadata.get(target_id)
+        if target is not None:
+            target.storage_length = max(target.storage_length, min(storage_length, target.length))
+        self.metadata.remove(source_id)
+        self._aggregators.pop(source_id, None)
+        self._listener.merge_completed(target_id, source_id)
+        self._listener.segment_removed(source_id)
+
+    def on_deleted(self, segment_id: int, bytes_dropped: int) -> None:
+        self.metadata.remove(segment_id)
+        self._aggregators.pop(segment_id, None)
+        self._listener.bytes_done(bytes_dropped)
+        self._listener.segment_removed(segment_id)
+
+    # ---- lifecycle ------------------------------------------------------------------------------------------
+    async def reconcile(self) -> None:
+        """Align the recovered metadata with Tier-2 (call once, after recovery, before :meth:`start`).
+
+        Sets every segment's ``storage_length``/``sealed_in_storage`` from Tier-2 (a checkpoint
+        may predate flushes), and finishes deletions and merges whose operations Tier-1 no
+        longer holds (their metadata outlived them in a checkpoint).
+        """
+        replayed = self._log.read_now(-1, len(self._log))
+        pending_ids = {op.segment_id for op in replayed if isinstance(op, SegmentOperation)}
+        pending_names = {op.name for op in replayed if isinstance(op, MapSegmentOperation)}
+        for segment in list(self.metadata.segments()):
+            if not segment.live and segment.segment_id not in pending_ids:
+                reused = self.metadata.get_by_name(segment.name) is not None or segment.name in pending_names
+                if segment.deleted and not reused and await self._storage.exists(segment.name):
+                    await self._storage.delete(segment.name)  # deleted in the log, not yet in Tier-2
+                self.metadata.remove(segment.segment_id)
+                self._listener.segment_removed(segment.segment_id)
+                continue
+            try:
+                info = await self._storage.info(segment.name)
+            except SegmentNotExistsError:
+                continue
+            if info.length > segment.length:
+                raise StorageWriterCorruptedError(
+                    f"{segment.name}: Tier-2 holds {info.length} bytes, the log only {segment.length}"
+                )
+            segment.storage_length = info.length
+            segment.sealed_in_storage = info.sealed
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"storage-writer-{self.metadata.container_id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._fail_waiters(SegstoreError("storage writer stopped"))
+
+    async def flush_all(self) -> None:
+        """Wait until every operation committed so far is in Tier-2 (``FlushToStorage``)."""
+        if self.failure is not None:
+            raise SegstoreError(f"storage writer failed: {self.failure!r}")
+        target = self._log.last_sequence
+        if target <= self._last_read and not any(
+            (s := a.lowest_sequence) is not None and s <= target for a in self._aggregators.values()
+        ):
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flush_waiters.append((target, future))
+        self._wake.set()
+        await future
+
+    @property
+    def truncation_sequence(self) -> int:
+        """Every storage operation with a smaller sequence number is in Tier-2."""
+        lowest = [s for a in self._aggregators.values() if (s := a.lowest_sequence) is not None]
+        return min(lowest) if lowest else self._last_read + 1
+
+    # ---- loop -----------------------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        try:
+            while True:
+                await self._iteration()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self.failure = exc
+            log.error("container %s: storage writer failed: %r", self.metadata.container_id, exc)
+            self._fail_waiters(SegstoreError(f"storage writer failed: {exc!r}"))
+            self._listener.failed(exc)
+
+    async def _iteration(self) -> None:
+        ops = await self._log.read(self._last_read, self.config.max_read_count, self._wait_time())
+        for op in ops:
+            await self._route(op)
+        if ops:
+            self._last_read = ops[-1].sequence_number
+            self._log.truncate(self._last_read + 1)  # the aggregators hold what is not in Tier-2 yet
+        force_until = max((t for t, _ in self._flush_waiters), default=-1)
+        if self._retry_delay > 0:
+            await self._sleep_or_wake(self._retry_delay)
+        try:
+            await self._flush(force_until)
+        except SegstoreError as exc:
+            if not exc.retriable:
+                raise
+            self._retry_delay = min(
+                self.config.retry_max_delay_s, max(self.config.retry_min_delay_s, self._retry_delay * 2)
+            )
+            log.warning("container %s: Tier-2 unavailable, retrying in %.2fs: %r",
+                        self.metadata.container_id, self._retry_delay, exc)
+            for agg in self._aggregators.values():
+                agg.storage_length = None  # resync before the next attempt
+            return
+        self._retry_delay = 0.0
+        self._resolve_waiters()
+        below = self.truncation_sequence
+        if below > self._truncated_below:
+            self._truncated_below = below
+            await self._truncate_tier1(below)
+
+    def _wait_time(self) -> float:
+        if self._flush_waiters:
+            return 0.0
+        now = self._clock()
+        dues = [d for a in self._aggregators.values() if (d := a.due_in(now)) is not None]
+        return min([self.config.flush_max_age_s, *dues]) if dues else self.config.flush_max_age_s
+
+    async def _sleep_or_wake(self, delay: float) -> None:
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), delay)
+
+    async def _route(self, op: Operation) -> None:
+        if isinstance(op, MapSegmentOperation):
+            for agg in list(self._aggregators.values()):
+                if agg.target.name == op.name and agg.target.segment_id != op.segment_id:
+                    await self._process_until_done(agg)  # a deleted/merged namesake leaves Tier-2 first
+            return
+        if not op.is_storage_operation:
+            return
+        assert isinstance(op, SegmentOperation)
+        self.aggregator(op.segment_id).add(op)
+
+    async def _process_until_done(self, agg: SegmentAggregator) -> None:
+        delay = self.config.retry_min_delay_s
+        while True:
+            try:
+                await agg.process(force=True)
+                return
+            except SegstoreError as exc:
+                if not exc.retriable:
+                    raise
+                log.warning("container %s: Tier-2 unavailable, retrying in %.2fs: %r",
+                            self.metadata.container_id, delay, exc)
+                agg.storage_length = None
+                await asyncio.sleep(delay)
+                delay = min(self.config.retry_max_delay_s, delay * 2)
+
+    async def _flush(self, force_until: int) -> None:
+        now = self._clock()
+        due = [
+            a for a in self._aggregators.values()
+            if a.pending and (a.due_in(now) == 0.0 or (force_until >= 0 and (a.lowest_sequence or 0) <= force_until))
+        ]
+        if not due:
+            return
+
+        async def run(agg: SegmentAggregator) -> None:
+            async with self._semaphore:
+                await agg.process(force=force_until >= 0)
+
+        results = await asyncio.gather(*(run(a) for a in due), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            fatal = [e for e in errors if not (isinstance(e, SegstoreError) and e.retriable)]
+            raise fatal[0] if fatal else errors[0]
+
+    def _resolve_waiters(self) -> None:
+        if not self._flush_waiters:
+            return
+        lowest = min([s for a in self._aggregators.values() if (s := a.lowest_sequence) is not None], default=None)
+        keep = []
+        for target, future in self._flush_waiters:
+            if target <= self._last_read and (lowest is None or lowest > target):
+                if not future.done():
+                    future.set_result(None)
+            else:
+                keep.append((target, future))
+        self._flush_waiters = keep
+
+    def _fail_waiters(self, error: BaseException) -> None:
+        waiters, self._flush_waiters = self._flush_waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_exception(error)

@@ -1,0 +1,53 @@
+"""A segment container over the real in-memory Tier-1 and a fault-injectable in-memory Tier-2, for tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from segment_store.containers.config import ContainerConfig
+from segment_store.containers.segment_container import SegmentContainer
+from segment_store.logs.config import DurableLogConfig
+from segment_store.reading.cache import CacheConfig
+from segment_store.storage.chunked_storage import ChunkedSegmentStorage
+from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
+from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.segment_storage import SegmentStorage
+from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
+from segment_store.writer.config import WriterConfig
+
+SMALL = ContainerConfig(
+    durable_log=DurableLogConfig(
+        max_frame_bytes=8192,
+        checkpoint_min_commit_count=10,
+        checkpoint_commit_count=50,
+        checkpoint_total_commit_length_bytes=256 * 1024,
+    ),
+    writer=WriterConfig(flush_threshold_bytes=64 * 1024, flush_max_age_s=0.05, retry_min_delay_s=0.01,
+                        retry_max_delay_s=0.05),
+    cache=CacheConfig(max_bytes=64 * 1024 * 1024),
+)
+
+
+class ContainerEnv:
+    """Tier-1 and Tier-2 that outlive container instances, so tests can restart and "crash" containers."""
+
+    def __init__(self, config: ContainerConfig = SMALL, chunks: Any = None) -> None:
+        self.config = config
+        self.tier1 = InMemoryDurableDataLogFactory()
+        self.chunks = chunks if chunks is not None else FaultyChunkStorage(MemoryChunkStorage())
+        self.instances: list[SegmentContainer] = []
+
+    def storage(self, container_id: int, snapshot_info: Any) -> SegmentStorage:
+        return ChunkedSegmentStorage(self.chunks, container_id, snapshot_info)
+
+    async def start(self, container_id: int = 0, config: ContainerConfig | None = None) -> SegmentContainer:
+        container = SegmentContainer(
+            container_id, self.tier1.create_log(container_id), self.storage, config or self.config
+        )
+        await container.start()
+        self.instances.append(container)
+        return container
+
+    async def close(self) -> None:
+        for container in self.instances:
+            await container.stop()

@@ -1,0 +1,654 @@
+"""System journal (seed 004): record format, the chain, and one test per failure scenario of the seed.
+
+Everything runs on the in-memory chunk storage (wrapped in the fault injector or a corrupting
+wrapper where a scenario needs it) with a manual clock; "reopen" is a new instance with a
+higher epoch on the same chunk storage and snapshot pointer store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import zlib
+from collections.abc import Callable
+
+import pytest
+
+from segment_store.contracts import ContainerOfflineError
+from segment_store.storage.chunk_metadata import (
+    AddChunk,
+    ChunkEntry,
+    ChunkMetadata,
+    ChunkMetadataError,
+    CreateSegment,
+    SegmentLayout,
+    TruncateSegment,
+)
+from segment_store.storage.chunk_storage import ChunkData, ChunkInfo, ChunkStorage, ChunkStorageUnavailableError
+from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_prefix, parse_data_chunk_name
+from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
+from segment_store.storage.journal_records import (
+    HEADER,
+    JournalRecord,
+    RecordFormatError,
+    SnapshotRecord,
+    decode_record,
+    encode_record,
+    parse_system_name,
+    system_name,
+    system_prefix,
+)
+from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.storage_config import ChunkedStorageConfig
+from segment_store.storage.system_journal import (
+    InMemorySnapshotInfoStore,
+    JournalCorruptedError,
+    SnapshotInfo,
+    StorageNotPrimaryError,
+    SystemJournal,
+)
+
+CID = 3
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Env:
+    """Chunk storage (with fault injection) + pointer store + clock shared by successive owners."""
+
+    def __init__(self, chunks: ChunkStorage | None = None, **config: object) -> None:
+        self.faulty = FaultyChunkStorage(chunks or MemoryChunkStorage())
+        self.pointer = InMemorySnapshotInfoStore(CID)
+        self.clock = ManualClock()
+        settings: dict[str, object] = {"retry_delay_s": 0.0}
+        settings.update(config)
+        self.config = ChunkedStorageConfig(**settings)  # type: ignore[arg-type]
+
+    async def open(self, epoch: int, **config: object) -> ChunkedSegmentStorage:
+        cfg = ChunkedStorageConfig(**{**_fields(self.config), **config}) if config else self.config
+        storage = ChunkedSegmentStorage(self.faulty, CID, self.pointer, cfg, clock=self.clock)
+        await storage.open(epoch)
+        return storage
+
+    def names(self, kind: str) -> list[str]:
+        prefix = data_prefix(CID) if kind == "data" else system_prefix(CID, kind)  # type: ignore[arg-type]
+        return list(self.faulty.inner.list(prefix))
+
+    def written(self, prefix: str = "") -> list[str]:
+        return [name for op, name in self.faulty.calls if op == "write_chunk" and name.startswith(prefix)]
+
+
+def _fields(config: ChunkedStorageConfig) -> dict[str, object]:
+    return {name: getattr(config, name) for name in config.__dataclass_fields__}
+
+
+class FlakyPointerStore(InMemorySnapshotInfoStore):
+    def __init__(self) -> None:
+        super().__init__(CID)
+        self.fail_saves = False
+
+    async def save(self, info: SnapshotInfo) -> None:
+        if self.fail_saves:
+            raise ChunkStorageUnavailableError("pointer", "injected")
+        await super().save(info)
+
+
+async def describe(storage: ChunkedSegmentStorage) -> dict[str, tuple[object, ...]]:
+    """Everything observable about every segment the journal knows."""
+    out: dict[str, tuple[object, ...]] = {}
+    for seg in storage.journal.metadata:
+        content = await storage.read(seg.name, seg.start_offset, seg.length - seg.start_offset)
+        out[seg.name] = (seg.framing, seg.sealed, seg.start_offset, seg.length, tuple(seg.chunks), content)
+    return out
+
+
+async def put_record(env: Env, record: JournalRecord | SnapshotRecord, data: bytes | None = None) -> str:
+    env.faulty.inner.write_chunk(record.name, encode_record(record) if data is None else data)
+    return record.name
+
+
+# -- record format ---------------------------------------------------------------------------
+
+
+def test_record_round_trip_and_names() -> None:
+    record = JournalRecord(
+        CID,
+        5,
+        17,
+        "system/c3/snapshot/e000000000005-000000000016",
+        (
+            CreateSegment("a/b", "events"),
+            AddChunk("a/b", "data/c3/a%2Fb/e5-18.parquet", 0, 100),
+            TruncateSegment("a/b", 50),
+        ),
+    )
+    assert record.name == "system/c3/journal/e000000000005-000000000017"
+    assert decode_record(record.name, encode_record(record), CID) == record
+    parsed = parse_system_name(record.name)
+    assert parsed is not None and (parsed.kind, parsed.epoch, parsed.seq) == ("journal", 5, 17)
+    snap = SnapshotRecord(CID, 5, 18, record.name, [SegmentLayout("x", "raw").to_json()])
+    decoded = decode_record(snap.name, encode_record(snap), CID)
+    assert isinstance(decoded, SnapshotRecord) and decoded.prev == record.name
+    assert [s.name for s in decoded.metadata()] == ["x"]
+
+
+def _corruptions() -> list[tuple[str, Callable[[bytes], bytes]]]:
+    def flip(data: bytes) -> bytes:
+        return data[:-3] + bytes([data[-3] ^ 1]) + data[-2:]
+
+    def relength(data: bytes) -> bytes:
+        magic, version, length, crc = HEADER.unpack_from(data)
+        return HEADER.pack(magic, version, length + 1, crc) + data[HEADER.size :]
+
+    def flip_in_string(data: bytes) -> bytes:  # still valid JSON: only the CRC can tell
+        at = data.index(b'"segment":"') + len(b'"segment":"')
+        return data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :]
+
+    return [
+        ("flipped-bit-in-string", flip_in_string),
+        ("truncated", lambda d: d[: len(d) // 2]),
+        ("header-only", lambda d: d[: HEADER.size]),
+        ("shorter-than-header", lambda d: d[:5]),
+        ("empty", lambda d: b""),
+        ("flipped-bit", flip),
+        ("trailing-garbage", lambda d: d + b"\x00"),
+        ("length-lies", relength),
+        ("bad-magic", lambda d: b"XXXX" + d[4:]),
+        ("bad-version", lambda d: d[:4] + b"\x09" + d[5:]),
+    ]
+
+
+@pytest.mark.parametrize(("label", "corrupt"), _corruptions(), ids=[c[0] for c in _corruptions()])
+def test_decode_record_with_corrupt_bytes_raises(label: str, corrupt: Callable[[bytes], bytes]) -> None:
+    record = JournalRecord(CID, 1, 2, None, (CreateSegment("a", "raw"),))
+    with pytest.raises(RecordFormatError):
+        decode_record(record.name, corrupt(encode_record(record)), CID)
+
+
+def test_decode_record_with_wrong_identity_raises() -> None:
+    record = JournalRecord(CID, 1, 2, None, (CreateSegment("a", "raw"),))
+    data = encode_record(record)
+    with pytest.raises(RecordFormatError):
+        decode_record(system_name(CID, "journal", 1, 3), data, CID)  # a copy under another name
+    with pytest.raises(RecordFormatError):
+        decode_record(system_name(CID, "snapshot", 1, 2), data, CID)  # another kind
+    with pytest.raises(RecordFormatError):
+        decode_record(record.name, data, CID + 1)  # another container
+
+
+def test_decode_record_with_malformed_changes_raises() -> None:
+    body = b'{"container":3,"epoch":1,"seq":2,"prev":null,"changes":[{"op":"add","segment":"a"}]}'
+    data = HEADER.pack(b"SLTJ", 1, len(body), zlib.crc32(body)) + body
+    with pytest.raises(RecordFormatError):
+        decode_record(system_name(CID, "journal", 1, 2), data, CID)
+
+
+@pytest.mark.parametrize(("epoch", "snapshot_id"), [(-1, 0), (0, -1), (1 << 63, 0), (0, 1 << 63), (1.0, 0)])
+def test_snapshot_info_with_values_outside_int64_raises(epoch: int, snapshot_id: int) -> None:
+    with pytest.raises(ValueError):
+        SnapshotInfo(epoch, snapshot_id)
+    SnapshotInfo((1 << 63) - 1, (1 << 63) - 1)
+
+
+def test_metadata_apply_with_change_that_does_not_fit_raises_and_changes_nothing() -> None:
+    metadata = ChunkMetadata()
+    metadata.apply(CreateSegment("a", "raw"))
+    metadata.apply(AddChunk("a", "c1", 0, 10))
+    for bad in (AddChunk("a", "c2", 5, 10), AddChunk("b", "c2", 0, 10), TruncateSegment("a", 11)):
+        with pytest.raises(ChunkMetadataError):
+            metadata.apply(bad)
+    [seg] = metadata
+    assert (seg.length, seg.chunks) == (10, [ChunkEntry("c1", 0, 10)])
+    metadata.check()
+
+
+def test_metadata_check_with_gap_raises() -> None:
+    seg = SegmentLayout("a", "raw")
+    seg.append(ChunkEntry("c1", 0, 10))
+    seg.append(ChunkEntry("c2", 11, 10))
+    with pytest.raises(ChunkMetadataError, match="gap"):
+        ChunkMetadata({"a": seg}).check()
+
+
+# -- commits ---------------------------------------------------------------------------------
+
+
+async def test_commit_with_concurrent_changes_writes_one_record() -> None:
+    env = Env()
+    storage = await env.open(1)
+    before = storage.journal.records_written
+    await asyncio.gather(*(storage.create(f"s{i}", "raw") for i in range(10)))
+    assert storage.journal.records_written == before + 1
+    [record_name] = [n for n in env.names("journal")]
+    record = decode_record(record_name, env.faulty.inner.read_all(record_name), CID)
+    assert isinstance(record, JournalRecord) and len(record.changes) == 10
+    reopened = await env.open(2)
+    assert sorted(s.name for s in reopened.journal.metadata) == sorted(f"s{i}" for i in range(10))
+
+
+async def test_journal_before_boot_refuses_commits() -> None:
+    journal = SystemJournal(MemoryChunkStorage(), CID, InMemorySnapshotInfoStore(CID))
+    with pytest.raises(ContainerOfflineError):
+        await journal.commit([CreateSegment("a", "raw")])
+
+
+# -- zombies and fencing ---------------------------------------------------------------------
+
+
+async def test_boot_with_zombie_writing_after_new_owner_ignores_zombie_changes() -> None:
+    env = Env()
+    zombie = await env.open(1)
+    await zombie.create("s", "raw")
+    await zombie.write("s", 0, [b"acknowledged"], 1)
+    owner = await env.open(2)
+    # the old owner keeps going: its calls succeed (its journal objects are written)...
+    await zombie.write("s", 12, [b"zombie"], 2)
+    await zombie.create("ghost", "raw")
+    await zombie.write("ghost", 0, [b"boo"], 2)
+    zombie_chunks = {c.chunk_name for name in ("s", "ghost") for c in await zombie.chunks(name)}
+    await owner.write("s", 12, [b"-owner"], 3)
+    expected = await describe(owner)
+
+    successor = await env.open(3)
+    assert await describe(successor) == expected
+    assert not await successor.exists("ghost")
+    assert await successor.read("s", 0, 18) == b"acknowledged-owner"
+    live = {c.chunk_name for c in await successor.chunks("s")}
+    # ...but after the next boot nothing of the zombie's changes remains, not even its chunks
+    assert set(env.names("data")) == live
+    assert not (zombie_chunks - live) & set(env.names("data"))
+
+
+async def test_boot_ignores_records_following_objects_not_on_the_chain() -> None:
+    env = Env()
+    storage = await env.open(1)
+    await storage.create("s", "raw")
+    await storage.write("s", 0, [b"data"], 1)
+    missing = system_name(CID, "journal", 1, 555)
+    await put_record(env, JournalRecord(CID, 1, 900, missing, (CreateSegment("x", "raw"),)))
+    await put_record(
+        env, JournalRecord(CID, 1, 901, "system/c3/journal/e000000000001-000000000900", (CreateSegment("y", "raw"),))
+    )
+    expected = await describe(storage)
+    reopened = await env.open(2)
+    assert await describe(reopened) == expected
+
+
+async def test_boot_at_fork_follows_newer_epoch_not_zombie_history() -> None:
+    """A new owner's boot snapshot and a zombie's records both follow the same object."""
+    env = Env()
+    env.pointer = FlakyPointerStore()
+    zombie = await env.open(1)
+    await zombie.create("s", "raw")
+    await zombie.write("s", 0, [b"before"], 1)
+    env.pointer.fail_saves = True
+    with pytest.raises(ChunkStorageUnavailableError):
+        await env.open(2)  # wrote its boot snapshot (following the zombie's tip), could not move the pointer
+    env.pointer.fail_saves = False
+    await zombie.write("s", 6, [b"-zombie"], 2)  # alternative history after the fork
+    await zombie.create("ghost", "raw")
+    successor = await env.open(3)
+    assert await successor.read("s", 0, 6) == b"before"
+    assert (await successor.info("s")).length == 6
+    assert not await successor.exists("ghost")
+
+
+async def test_boot_with_valid_record_following_the_tip_applies_it() -> None:
+    """Control for the corrupt-record tests: the same hand-made record, intact, is applied."""
+    env = Env()
+    storage = await env.open(1)
+    await storage.create("s", "raw")
+    await put_record(env, JournalRecord(CID, 1, 900, storage.journal.tip, (CreateSegment("ghost", "raw"),)))
+    reopened = await env.open(2)
+    assert await reopened.exists("ghost")
+
+
+@pytest.mark.parametrize(("label", "corrupt"), _corruptions(), ids=[c[0] for c in _corruptions()])
+async def test_boot_ignores_partial_and_corrupt_records(label: str, corrupt: Callable[[bytes], bytes]) -> None:
+    env = Env()
+    storage = await env.open(1)
+    await storage.create("s", "raw")
+    await storage.write("s", 0, [b"data"], 1)
+    record = JournalRecord(CID, 1, 900, storage.journal.tip, (CreateSegment("ghost", "raw"),))
+    await put_record(env, record, corrupt(encode_record(record)))
+    expected = await describe(storage)
+    reopened = await env.open(2)
+    assert await describe(reopened) == expected
+    assert not await reopened.exists("ghost")
+
+
+async def test_boot_ignores_copy_of_record_under_another_name() -> None:
+    env = Env()
+    storage = await env.open(1)
+    await storage.create("s", "raw")
+    first = storage.journal.tip
+    assert first is not None
+    await storage.write("s", 0, [b"later change"], 1)
+    # the copy would be the newest successor of the first record's predecessor and cut off the write
+    env.faulty.inner.write_chunk(system_name(CID, "journal", 1, 999), env.faulty.inner.read_all(first))
+    reopened = await env.open(2)
+    assert await reopened.read("s", 0, 12) == b"later change"
+
+
+async def test_boot_with_duplicate_record_from_retried_write_applies_it_once() -> None:
+    env = Env()
+    storage = await env.open(1)
+    await storage.create("s", "raw")
+    landed: list[str] = []
+
+    def first_journal_write(op: str, name: str) -> bool:
+        if op == "write_chunk" and name.startswith(system_prefix(CID, "journal")) and not landed:
+            landed.append(name)
+            return True
+        return False
+
+    # the write lands but the writer sees a timeout, and cannot delete it: the retry duplicates it
+    env.faulty.inject(first_journal_write, after=True, times=1)
+    env.faulty.inject(lambda op, name: name in landed, ops=["delete_if_exists"])
+    assert await storage.write("s", 0, [b"once"], 1) == 4
+    records = [decode_record(n, env.faulty.inner.read_all(n), CID) for n in env.names("journal")]
+    adds = [r for r in records if isinstance(r, JournalRecord) and isinstance(r.changes[0], AddChunk)]
+    assert len(adds) == 2 and adds[0].changes == adds[1].changes  # the duplicate is there
+    env.faulty.clear()
+    reopened = await env.open(2)
+    info = await reopened.info("s")
+    assert (info.length, info.chunk_count) == (4, 1)
+    assert await reopened.read("s", 0, 4) == b"once"
+
+
+async def test_open_with_lower_epoch_than_pointer_raises_not_primary() -> None:
+    env = Env()
+    await env.open(5)
+    with pytest.raises(StorageNotPrimaryError):
+        await env.open(4)
+
+
+async def test_open_with_no_pointer_but_newer_journal_objects_raises_not_primary() -> None:
+    env = Env()
+    await put_record(env, SnapshotRecord(CID, 9, 0, None, []))
+    with pytest.raises(StorageNotPrimaryError):
+        await env.open(8)
+    assert env.pointer.info is None
+
+
+async def test_open_with_no_pointer_ignores_older_objects_and_keeps_data() -> None:
+    env = Env()
+    await put_record(env, JournalRecord(CID, 1, 4, None, (CreateSegment("from-a-failed-boot", "raw"),)))
+    env.faulty.inner.write_chunk(f"{data_prefix(CID)}x/e1-5.parquet", b"not referenced")
+    storage = await env.open(2)
+    assert len(storage.journal.metadata) == 0
+    assert env.names("data") == [f"{data_prefix(CID)}x/e1-5.parquet"]  # no pointer: never sweep blindly
+
+
+async def test_zombie_learns_it_is_fenced_when_its_snapshot_pointer_is_refused() -> None:
+    env = Env(snapshot_every_records=2)
+    zombie = await env.open(1)
+    await zombie.create("a", "raw")
+    await env.open(2)
+    await zombie.create("b", "raw")  # second record: snapshot; the fenced pointer store refuses it
+    with pytest.raises(StorageNotPrimaryError):
+        await zombie.create("c", "raw")
+    data_before = env.names("data")
+    with pytest.raises(StorageNotPrimaryError):
+        await zombie.write("a", 0, [b"refused"], 1)
+    assert env.names("data") == data_before  # its chunk was written, then deleted: no record names it
+    assert env.pointer.info is not None and env.pointer.info.epoch == 2
+
+
+class StalePointerStore(InMemorySnapshotInfoStore):
+    """Answers the first load with an old pointer: the previous owner moved it while we booted."""
+
+    def __init__(self, real: InMemorySnapshotInfoStore, stale: SnapshotInfo) -> None:
+        super().__init__(CID)
+        self.real = real
+        self.stale: SnapshotInfo | None = stale
+
+    async def load(self) -> SnapshotInfo | None:
+        stale, self.stale = self.stale, None
+        return stale or await self.real.load()
+
+    async def save(self, info: SnapshotInfo) -> None:
+        await self.real.save(info)
+
+
+async def test_boot_starts_over_when_pointer_moves_and_old_objects_vanish() -> None:
+    env = Env()
+    old_owner = await env.open(1)
+    await old_owner.create("s", "raw")
+    await old_owner.write("s", 0, [b"data"], 1)
+    stale = env.pointer.info
+    assert stale is not None
+    assert await old_owner.journal.snapshot()
+    await old_owner.close()  # its cleanup deleted everything before the new snapshot
+    assert system_name(CID, "snapshot", 1, stale.snapshot_id) not in env.names("snapshot")
+    env.pointer = StalePointerStore(env.pointer, stale)
+    reopened = await env.open(2)
+    assert await reopened.read("s", 0, 4) == b"data"
+
+
+async def test_open_with_pointed_snapshot_missing_raises_corrupted() -> None:
+    env = Env()
+    await env.open(1)
+    assert env.pointer.info is not None
+    env.faulty.inner.delete(system_name(CID, "snapshot", 1, env.pointer.info.snapshot_id))
+    with pytest.raises(JournalCorruptedError):
+        await env.open(2)
+
+
+async def test_open_with_record_that_does_not_apply_raises_corrupted() -> None:
+    env = Env()
+    storage = await env.open(1)
+    await storage.create("s", "raw")
+    await put_record(env, JournalRecord(CID, 1, 900, storage.journal.tip, (AddChunk("s", "c", 7, 1),)))
+    with pytest.raises(JournalCorruptedError):
+        await env.open(2)
+
+
+# -- snapshots -------------------------------------------------------------------------------
+
+
+class CorruptingChunkStorage:
+    """Delegates to ``inner`` but stores a damaged copy for the first ``times`` matching writes."""
+
+    def __init__(self, inner: ChunkStorage, prefix: str, times: int) -> None:
+        self.inner = inner
+        self.prefix = prefix
+        self.remaining = times
+        self.corrupted: list[str] = []
+
+    def write_chunk(self, name: str, data: ChunkData) -> ChunkInfo:
+        if name.startswith(self.prefix) and self.remaining > 0:
+            self.remaining -= 1
+            self.corrupted.append(name)
+            raw = bytes(data)  # type: ignore[arg-type]
+            return self.inner.write_chunk(name, raw[:-1] + bytes([raw[-1] ^ 0xFF]))
+        return self.inner.write_chunk(name, data)
+
+    def __getattr__(self, attr: str) -> object:
+        return getattr(self.inner, attr)
+
+
+async def test_snapshot_that_fails_read_back_is_not_used() -> None:
+    corrupting = CorruptingChunkStorage(MemoryChunkStorage(), system_prefix(CID, "snapshot"), times=1)
+    env = Env(corrupting)  # type: ignore[arg-type]
+    storage = await env.open(1)
+    [bad] = corrupting.corrupted
+    info = env.pointer.info
+    assert info is not None and system_name(CID, "snapshot", 1, info.snapshot_id) != bad
+    assert bad not in env.names("snapshot")  # retracted
+    await storage.create("s", "raw")
+    record = decode_record(storage.journal.tip or "", corrupting.inner.read_all(storage.journal.tip or ""), CID)
+    assert record.prev == system_name(CID, "snapshot", 1, info.snapshot_id)  # the chain goes through the good one
+    assert await (await env.open(2)).exists("s")
+
+
+async def test_snapshot_whose_read_back_fails_is_replaced_under_new_name() -> None:
+    env = Env()
+    env.faulty.inject(lambda op, name: name.startswith(system_prefix(CID, "snapshot")), ops=["read_all"], times=1)
+    await env.open(1)
+    written = env.written(system_prefix(CID, "snapshot"))
+    assert len(written) == 2 and len(set(written)) == 2
+    assert env.pointer.info == SnapshotInfo(1, parse_system_name(written[1]).seq)  # type: ignore[union-attr]
+
+
+async def test_snapshot_write_failure_is_retried_under_new_name() -> None:
+    env = Env()
+    env.faulty.inject(lambda op, name: name.startswith(system_prefix(CID, "snapshot")), ops=["write_chunk"], times=2)
+    await env.open(1)
+    written = env.written(system_prefix(CID, "snapshot"))
+    assert len(written) == 3 and len(set(written)) == 3
+    assert env.names("snapshot") == [written[2]]
+    assert env.pointer.info == SnapshotInfo(1, parse_system_name(written[2]).seq)  # type: ignore[union-attr]
+
+
+async def test_boot_snapshot_failing_every_attempt_fails_open_and_next_owner_recovers() -> None:
+    env = Env(snapshot_attempts=2)
+    first = await env.open(1)
+    await first.create("s", "raw")
+    await first.write("s", 0, [b"kept"], 1)
+    with env.faulty.outage(ops=["write_chunk"]), pytest.raises(ChunkStorageUnavailableError):
+        await env.open(2)
+    assert env.pointer.info is not None and env.pointer.info.epoch == 1
+    third = await env.open(3)
+    assert await third.read("s", 0, 4) == b"kept"
+
+
+async def test_runtime_snapshot_failures_keep_the_chain_of_records() -> None:
+    env = Env(snapshot_every_records=3)
+    storage = await env.open(1)
+    await storage.create("s", "raw")
+    fault = env.faulty.inject(lambda op, name: name.startswith(system_prefix(CID, "snapshot")), ops=["write_chunk"])
+    data = b""
+    for i in range(8):
+        piece = bytes([65 + i]) * (i + 1)
+        await storage.write("s", len(data), [piece], i)
+        data += piece
+    assert fault.hits >= 6  # several snapshots were attempted and failed
+    env.faulty.remove(fault)
+    reopened = await env.open(2)
+    assert await reopened.read("s", 0, len(data)) == data
+
+
+async def test_pointer_save_failure_keeps_old_pointer_and_chain_through_new_snapshots() -> None:
+    env = Env(snapshot_every_records=2)
+    env.pointer = FlakyPointerStore()
+    storage = await env.open(1)
+    booted_at = env.pointer.info
+    env.pointer.fail_saves = True
+    await storage.create("s", "raw")
+    data = b""
+    for i in range(6):
+        await storage.write("s", len(data), [b"xy"], i)
+        data += b"xy"
+    assert storage.journal.snapshots_written >= 3
+    assert env.pointer.info == booted_at  # never moved, so nothing was cleaned up either
+    env.pointer.fail_saves = False
+    reopened = await env.open(2)
+    assert await reopened.read("s", 0, len(data)) == data
+
+
+async def test_pointer_save_failure_at_boot_fails_open_and_next_owner_recovers() -> None:
+    env = Env()
+    env.pointer = FlakyPointerStore()
+    first = await env.open(1)
+    await first.create("s", "raw")
+    env.pointer.fail_saves = True
+    with pytest.raises(ChunkStorageUnavailableError):
+        await env.open(2)
+    env.pointer.fail_saves = False
+    assert await (await env.open(3)).exists("s")
+
+
+async def test_boot_with_many_records_replays_only_those_after_the_pointer() -> None:
+    env = Env(snapshot_every_records=10)
+    storage = await env.open(1)
+    for i in range(23):
+        await storage.create(f"s{i}", "raw")
+    await storage.write("s0", 0, [b"payload"], 1)
+    await storage.journal.wait_idle()
+    assert storage.journal.snapshots_written == 1 + 2  # boot + after records 10 and 20
+    await storage.close()  # waits for the cleanups
+    assert env.pointer.info is not None
+    pointer_key = (env.pointer.info.epoch, env.pointer.info.snapshot_id)
+    left = [parse_system_name(n) for n in env.names("journal") + env.names("snapshot")]
+    assert all(p is not None and p.key >= pointer_key for p in left)
+    assert len(env.names("journal")) == 4  # records 21..24 follow the last snapshot
+    expected = await describe(await env.open(2))
+
+    # the same history, but cleanups fail: boot must still read only what follows the pointer
+    env2 = Env(snapshot_every_records=10)
+    env2.faulty.inject(lambda op, name: name.startswith("system/"), ops=["delete_if_exists"])
+    storage = await env2.open(1)
+    for i in range(23):
+        await storage.create(f"s{i}", "raw")
+    await storage.write("s0", 0, [b"payload"], 1)
+    await storage.close()
+    assert len(env2.names("journal")) == 24
+    env2.faulty.calls.clear()
+    second = await env2.open(2)
+    reads = [n for op, n in env2.faulty.calls if op == "read_all" and n.startswith("system/")]
+    assert len(reads) == 1 + 4 + 1  # the pointed-at snapshot, 4 records, the new snapshot's read-back
+    assert await describe(second) == expected
+
+
+async def test_snapshot_after_time_limit_even_with_few_records() -> None:
+    env = Env(snapshot_every_records=1000, snapshot_every_s=60.0)
+    storage = await env.open(1)
+    await storage.create("a", "raw")
+    assert storage.journal.snapshots_written == 1
+    env.clock.now += 59.0
+    await storage.create("b", "raw")
+    await storage.journal.wait_idle()
+    assert storage.journal.snapshots_written == 1
+    env.clock.now += 2.0
+    await storage.create("c", "raw")
+    await storage.journal.wait_idle()
+    assert storage.journal.snapshots_written == 2
+    assert env.pointer.info is not None and env.pointer.info.snapshot_id > 2
+    await storage.create("d", "raw")
+    await storage.journal.wait_idle()
+    assert storage.journal.snapshots_written == 2
+
+
+# -- names -----------------------------------------------------------------------------------
+
+
+async def test_names_are_unique_across_epochs_and_restarts_with_same_epoch() -> None:
+    env = Env(snapshot_every_records=3)
+    data = b""
+    for epoch in (1, 2, 2, 3, 7):
+        storage = await env.open(epoch)
+        if not await storage.exists("s"):
+            await storage.create("s", "raw")
+        for _ in range(4):
+            await storage.write("s", len(data), [b"abc"], 1)
+            data += b"abc"
+        await storage.truncate("s", len(data) - 3)
+        for name in env.written():
+            if name.startswith("system/"):
+                parsed = parse_system_name(name)
+                assert parsed is not None and parsed.container_id == CID
+            else:
+                assert name.startswith(data_prefix(CID)) and parse_data_chunk_name(name) is not None
+        # crash: no close
+    written = env.written()
+    assert len(written) == len(set(written))
+    epochs = [
+        parse_system_name(n).epoch if n.startswith("system/") else parse_data_chunk_name(n)[0]  # type: ignore[union-attr,index]
+        for n in written
+    ]
+    assert epochs == sorted(epochs)  # each instance writes only names of its own epoch
+    final = await env.open(8)
+    info = await final.info("s")
+    assert (info.start_offset, info.length) == (len(data) - 3, len(data))
+
+
+def test_header_layout_is_sixteen_bytes() -> None:
+    assert HEADER.size == 16
+    assert struct.calcsize(">4sBxxxII") == 16
