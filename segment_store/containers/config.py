@@ -21,6 +21,8 @@ class ContainerConfig:
     max_unflushed_bytes: int = 512 * 1024 * 1024
     """Appended bytes not yet in Tier-2 beyond which new appends wait (throttling, not failure)."""
     max_segment_name_bytes: int = 1024
+    namesake_removal_timeout_s: float = 30.0
+    """How long creating a segment waits for a deleted namesake to leave Tier-2 (then ThrottledTimeoutError)."""
 
     def __post_init__(self) -> None:
         if self.max_append_bytes <= 0:

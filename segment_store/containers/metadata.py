@@ -94,6 +94,7 @@ class ContainerMetadata:
         self.next_segment_id = 1
         self._by_id: dict[int, SegmentMetadata] = {}
         self._live_by_name: dict[str, int] = {}
+        self._dead_by_name: dict[str, set[int]] = {}  # deleted/merged, still held until Tier-2 catches up
 
     # ---- lookups --------------------------------------------------------------------------------------------
     def get(self, segment_id: int) -> SegmentMetadata | None:
@@ -102,6 +103,10 @@ class ContainerMetadata:
     def get_by_name(self, name: str) -> SegmentMetadata | None:
         segment_id = self._live_by_name.get(name)
         return None if segment_id is None else self._by_id[segment_id]
+
+    def has_dead(self, name: str) -> bool:
+        """A deleted or merged segment called ``name`` still awaits its Tier-2 deletion or concat."""
+        return bool(self._dead_by_name.get(name))
 
     def segments(self) -> Iterator[SegmentMetadata]:
         return iter(list(self._by_id.values()))
@@ -118,18 +123,27 @@ class ContainerMetadata:
         self._by_id[segment.segment_id] = segment
         if segment.live:
             self._live_by_name[segment.name] = segment.segment_id
+        else:
+            self._dead_by_name.setdefault(segment.name, set()).add(segment.segment_id)
         self.next_segment_id = max(self.next_segment_id, segment.segment_id + 1)
 
     def unlink_name(self, segment: SegmentMetadata) -> None:
         """Free the segment's name (after delete or merge); its id stays until storage cleanup."""
         if self._live_by_name.get(segment.name) == segment.segment_id:
             del self._live_by_name[segment.name]
+        if segment.segment_id in self._by_id:
+            self._dead_by_name.setdefault(segment.name, set()).add(segment.segment_id)
 
     def remove(self, segment_id: int) -> None:
         """Forget a segment entirely (it is deleted or merged in Tier-2 too)."""
         segment = self._by_id.pop(segment_id, None)
         if segment is not None:
             self.unlink_name(segment)
+            dead = self._dead_by_name.get(segment.name)
+            if dead is not None:
+                dead.discard(segment_id)
+                if not dead:
+                    del self._dead_by_name[segment.name]
 
     def replace_with(self, other: ContainerMetadata) -> None:
         """Take over ``other``'s state (recovery loads a checkpoint into the live object)."""
@@ -140,6 +154,7 @@ class ContainerMetadata:
         self.next_segment_id = other.next_segment_id
         self._by_id = other._by_id
         self._live_by_name = other._live_by_name
+        self._dead_by_name = other._dead_by_name
 
     # ---- snapshots (checkpoint operations) ------------------------------------------------------------------
     def snapshot(self, overrides: dict[int, SegmentMetadata] | None = None) -> bytes:

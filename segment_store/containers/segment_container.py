@@ -45,6 +45,7 @@ from segment_store.contracts import (
     SegmentNotExistsError,
     SegmentSealedError,
     SegmentType,
+    ThrottledTimeoutError,
     TooLargeError,
 )
 from segment_store.logs.durable_log import DurableLog, LogState
@@ -240,7 +241,29 @@ class SegmentContainer:
         if not name or len(name.encode()) > self.config.max_segment_name_bytes:
             raise ValueError(f"segment name must be 1..{self.config.max_segment_name_bytes} bytes: {name!r}")
         values = {k: v for k, v in (attributes or {}).items() if v != NULL_ATTRIBUTE_VALUE}
+        await self._await_namesake_removal(name)
         await self._run(MapSegmentOperation(name=name, segment_type=segment_type, attributes=values))
+
+    async def _await_namesake_removal(self, name: str) -> None:
+        """Tier-2 names segments by name: a deleted/merged namesake must leave Tier-2 before ``name`` is reused.
+
+        So the log never holds a new segment's creation before the Tier-2 removal of the old one,
+        which is what lets recovery tell the two apart (see the storage writer).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.namesake_removal_timeout_s
+        while self.durable_log.updater.name_freed_in_flight(name) or self.metadata.has_dead(name):
+            self._check_running()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise ThrottledTimeoutError(
+                    f"{name}: a deleted segment of this name is still being removed from Tier-2; retry later"
+                )
+            if self.durable_log.updater.name_freed_in_flight(name):
+                await asyncio.sleep(min(0.005, remaining))
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.writer.flush_all(), remaining)
 
     async def append(
         self,

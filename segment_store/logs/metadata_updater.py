@@ -99,6 +99,10 @@ class MetadataUpdater:
         committed = self.metadata.get_by_name(name)
         return None if committed is None else self._view(committed.segment_id)
 
+    def name_freed_in_flight(self, name: str) -> bool:
+        """An in-flight delete or merge frees ``name`` (its segment is not yet committed as gone)."""
+        return name in self._pending_names and self._pending_names[name] is None
+
     def segment_by_id(self, segment_id: int) -> SegmentMetadata | None:
         return self._view(segment_id)
 

@@ -67,6 +67,12 @@ class AggregatorHost(Protocol):
 
     def on_deleted(self, segment_id: int, bytes_dropped: int) -> None: ...
 
+    def is_gone(self, segment_id: int) -> tuple[bool, bool]:
+        """``(deleted, merged)`` as the committed metadata says (after recovery: as the whole log says)."""
+
+    def has_live_namesake(self, name: str, segment_id: int) -> bool:
+        """Another, live segment has this name (so Tier-2's segment of that name is not ours)."""
+
 
 class SegmentAggregator:
     """See module docstring. All methods run on the container's event loop."""
@@ -146,8 +152,20 @@ class SegmentAggregator:
 
     # ---- processing ----------------------------------------------------------------------------------------
     async def process(self, force: bool = False) -> None:
-        """Apply queued operations that are due (all of them with ``force``); raises on Tier-2 failure."""
+        """Apply queued operations that are due (all of them with ``force``); raises on Tier-2 failure.
+
+        A segment the log deletes later writes nothing: its appends are dropped when its delete
+        comes up. A merge source waits for its target's merge (which forces it), because after a
+        restart its replayed appends may already sit inside the target.
+        """
         async with self._lock:
+            deleted, merged = self._host.is_gone(self.target.segment_id)
+            if deleted:
+                if any(isinstance(op, DeleteOperation) for op in self._queue):
+                    await self._delete()
+                return
+            if merged and not force:
+                return
             if self.storage_length is None:
                 await self.resync()
             while self._queue:
@@ -220,11 +238,13 @@ class SegmentAggregator:
 
     async def _merge(self, op: MergeOperation) -> None:
         source = self._host.aggregator(op.source_id)
-        await source.process(force=True)
+        if source.storage_length is None:
+            await source.resync()
         assert self.storage_length is not None
         if self.storage_length >= op.target_offset + op.length and not source.exists_in_storage:
-            pass  # concatenated before a restart
+            source.discard()  # concatenated before a restart: the source's replayed operations are moot
         else:
+            await source.process(force=True)
             if source.pending or not source.sealed_in_storage:
                 raise StorageWriterCorruptedError(
                     f"{self.target.name}: merge source {source.target.name} is not sealed in Tier-2"
@@ -242,14 +262,20 @@ class SegmentAggregator:
         self._host.on_merged(self.target.segment_id, op.source_id, self.storage_length)
 
     async def _delete(self) -> None:
-        if self.exists_in_storage:
-            with contextlib.suppress(SegmentNotExistsError):  # gone already (a retry after a lost reply)
+        # After a restart a live namesake means Tier-2's segment of this name is the namesake's: the
+        # container creates a name again only once the old segment has left Tier-2.
+        if not self._host.has_live_namesake(self.target.name, self.target.segment_id):
+            with contextlib.suppress(SegmentNotExistsError):  # never flushed, or gone already
                 await self._storage.delete(self.target.name)
-            self.exists_in_storage = False
+        self.exists_in_storage = False
+        self._host.on_deleted(self.target.segment_id, self.discard())
+
+    def discard(self) -> int:
+        """Drop every queued operation (the segment is gone); returns the append bytes dropped."""
         dropped = self._append_bytes
         self._queue.clear()
         self._append_bytes = 0
         self._barriers = 0
         self._oldest_append_at = None
         self.finished = True
-        self._host.on_deleted(self.target.segment_id, dropped)
+        return dropped

@@ -120,10 +120,22 @@ class StorageWriter:
         target = self.metadata.get(target_id)
         if target is not None:
             target.storage_length = max(target.storage_length, min(storage_length, target.length))
+        source = self._aggregators.pop(source_id, None)
         self.metadata.remove(source_id)
-        self._aggregators.pop(source_id, None)
         self._listener.merge_completed(target_id, source_id)
+        if source is not None:
+            self._listener.bytes_done(source.discard())
         self._listener.segment_removed(source_id)
+
+    def is_gone(self, segment_id: int) -> tuple[bool, bool]:
+        segment = self.metadata.get(segment_id)
+        if segment is None:
+            return True, False
+        return segment.deleted, segment.merged
+
+    def has_live_namesake(self, name: str, segment_id: int) -> bool:
+        live = self.metadata.get_by_name(name)
+        return live is not None and live.segment_id != segment_id
 
     def on_deleted(self, segment_id: int, bytes_dropped: int) -> None:
         self.metadata.remove(segment_id)

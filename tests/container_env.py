@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from segment_store.containers.config import ContainerConfig
-from segment_store.containers.segment_container import SegmentContainer
+from segment_store.containers.segment_container import ContainerState, SegmentContainer
 from segment_store.logs.config import DurableLogConfig
 from segment_store.reading.cache import CacheConfig
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
@@ -51,3 +52,14 @@ class ContainerEnv:
     async def close(self) -> None:
         for container in self.instances:
             await container.stop()
+
+
+async def crash(container: SegmentContainer) -> None:
+    """Stop a container's tasks abruptly, as a killed process would: no drain, no close, no final flush."""
+    tasks = [*container.durable_log._tasks]
+    if container.writer._task is not None:
+        tasks.append(container.writer._task)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    container.state = ContainerState.STOPPED

@@ -1,0 +1,196 @@
+"""Storage writer: Tier-2 faults and crashes at each stage of a flush, replay without duplicates."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from container_env import ContainerEnv, crash
+
+from segment_store.containers.registry import ContainerRegistry
+from segment_store.containers.segment_container import ContainerState, SegmentContainer
+from segment_store.protocol import encode_events
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[ContainerEnv]:
+    e = ContainerEnv()
+    yield e
+    await e.close()
+
+
+def block(tag: str, count: int = 20) -> bytes:
+    return encode_events([f"{tag}-{i}".encode() * 5 for i in range(count)])
+
+
+async def fill(c: SegmentContainer, name: str, blocks: int, tag: str = "e") -> bytes:
+    data = bytearray()
+    for i in range(blocks):
+        b = block(f"{tag}{i}")
+        await c.append(name, b)
+        data += b
+    return bytes(data)
+
+
+async def assert_tier2_exact(c: SegmentContainer, name: str, expected: bytes) -> None:
+    """Tier-2 holds exactly ``expected`` (no byte twice), and the container reads it back."""
+    info = await c.storage.info(name)
+    assert info.length == len(expected)
+    chunks = await c.storage.chunks(name)
+    assert sum(ch.length for ch in chunks) == len(expected) - info.start_offset or info.start_offset > 0
+    assert await c.storage.read(name, info.start_offset, len(expected) - info.start_offset) == expected[
+        info.start_offset:
+    ]
+    segment = await c.get_info(name)
+    assert segment.storage_length == segment.length == len(expected)
+
+
+def data_chunk(op: str, name: str) -> bool:
+    return name.startswith("data/")
+
+
+def journal_object(op: str, name: str) -> bool:
+    return name.startswith("system/") and "/journal/" in name
+
+
+async def test_flush_with_transient_chunk_write_failures_retries_without_duplicates(env: ContainerEnv) -> None:
+    c = await env.start()
+    await c.create_segment("s")
+    fault = env.chunks.inject(data_chunk, ops=["write_chunk"], times=3)
+    data = await fill(c, "s", 30)
+    await asyncio.wait_for(c.flush_to_storage(), 10)
+    assert fault.hits == 3
+    await assert_tier2_exact(c, "s", data)
+
+
+async def test_flush_with_journal_write_that_landed_but_failed_applies_once(env: ContainerEnv) -> None:
+    c = await env.start()
+    await c.create_segment("s")
+    await c.flush_to_storage()
+    fault = env.chunks.inject(journal_object, ops=["write_chunk"], after=True, times=1)
+    data = await fill(c, "s", 30)
+    await asyncio.wait_for(c.flush_to_storage(), 10)
+    assert fault.hits == 1
+    await assert_tier2_exact(c, "s", data)
+    await c.stop()
+    c2 = await env.start()
+    await assert_tier2_exact(c2, "s", data)
+
+
+async def test_crash_after_flush_before_tier1_truncation_replays_without_duplicates(env: ContainerEnv) -> None:
+    c = await env.start()
+    await c.create_segment("s")
+    data = await fill(c, "s", 20)
+    await c.flush_to_storage()
+    await crash(c)
+    c2 = await env.start()
+    more = await fill(c2, "s", 5, tag="after")
+    await c2.flush_to_storage()
+    await assert_tier2_exact(c2, "s", data + more)
+
+
+async def test_crash_with_chunk_written_but_not_recorded_recovers_and_sweeps(env: ContainerEnv) -> None:
+    c = await env.start()
+    await c.create_segment("s")
+    env.chunks.inject(journal_object, ops=["write_chunk"])  # every journal record fails: chunks are orphans
+    env.chunks.inject(data_chunk, ops=["delete", "delete_if_exists"])  # ...and their cleanup fails too
+    data = await fill(c, "s", 30)
+    await asyncio.sleep(0.3)  # the writer tries (and fails) to flush several times
+    assert (await c.get_info("s")).storage_length == 0
+    await crash(c)
+    env.chunks.clear()
+    c2 = await env.start()
+    await asyncio.wait_for(c2.flush_to_storage(), 10)
+    await assert_tier2_exact(c2, "s", data)
+    referenced = {ch.chunk_name for ch in await c2.storage.chunks("s")}
+    listed = {n for n in env.chunks.list("data/")}
+    assert listed == referenced, "orphan chunks of the failed flushes survived the boot sweep"
+
+
+async def test_merge_replayed_after_crash_is_not_applied_twice(env: ContainerEnv) -> None:
+    c = await env.start()
+    parent, txn = "p/s/0.#epoch.0", "p/s/0.#epoch.0#transaction." + "0f" * 16
+    await c.create_segment(parent)
+    await c.create_segment(txn)
+    head = await fill(c, parent, 5, "p")
+    tail = await fill(c, txn, 5, "t")
+    await c.merge(parent, txn)
+    await c.flush_to_storage()
+    await crash(c)
+    c2 = await env.start()
+    await c2.flush_to_storage()
+    await assert_tier2_exact(c2, parent, head + tail)
+    assert not await c2.storage.exists(txn)
+
+
+async def test_delete_and_recreate_replayed_after_crash_keeps_the_new_segment(env: ContainerEnv) -> None:
+    c = await env.start()
+    await c.create_segment("s")
+    await fill(c, "s", 5, "old")
+    await c.flush_to_storage()
+    await c.delete_segment("s")
+    await c.create_segment("s")
+    new = await fill(c, "s", 3, "new")
+    await c.flush_to_storage()
+    await crash(c)
+    c2 = await env.start()
+    await c2.flush_to_storage()
+    await assert_tier2_exact(c2, "s", new)
+
+
+async def test_truncate_deletes_only_tier2_chunks_wholly_below_start(env: ContainerEnv) -> None:
+    c = await env.start()
+    await c.create_segment("s")
+    data = bytearray()
+    for i in range(6):
+        data += await fill(c, "s", 10, f"r{i}")
+        await c.flush_to_storage()  # one chunk (at least) per round
+    cut = len(data) // 2 + 7
+    await c.truncate("s", cut)
+    await c.flush_to_storage()
+    info = await c.storage.info("s")
+    assert info.start_offset == cut
+    chunks = await c.storage.chunks("s")
+    assert chunks[0].start_offset <= cut < chunks[0].start_offset + chunks[0].length
+    listed = set(env.chunks.list("data/"))
+    assert listed == {ch.chunk_name for ch in chunks}
+    assert await c.storage.read("s", cut, len(data) - cut) == bytes(data[cut:])
+
+
+async def test_seal_reaches_tier2(env: ContainerEnv) -> None:
+    c = await env.start()
+    await c.create_segment("s")
+    await c.create_segment("empty")
+    data = await fill(c, "s", 3)
+    await c.seal("s")
+    await c.seal("empty")
+    await c.flush_to_storage()
+    assert (await c.storage.info("s")).sealed
+    assert (await c.storage.info("empty")).sealed
+    assert (await c.get_info("s")).storage_length == len(data)
+
+
+async def test_non_retriable_tier2_error_fails_container_and_registry_restarts_it(env: ContainerEnv) -> None:
+    registry = ContainerRegistry(1, env.tier1, env.storage, env.config, restart_delay_s=0.05)
+    try:
+        c = await registry.start_container(0)
+        await c.create_segment("s")
+        env.chunks.inject(data_chunk, ops=["write_chunk"], error=lambda op, n: RuntimeError("disk on fire"), times=1)
+        data = await fill(c, "s", 10)
+        for _ in range(200):
+            if c.failure is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert isinstance(c.failure, RuntimeError)
+        assert c.state in (ContainerState.FAILED, ContainerState.STOPPED)  # failed, then stopped for the restart
+        for _ in range(500):
+            if registry.running == [0] and registry.get(0) is not c:
+                break
+            await asyncio.sleep(0.01)
+        c2 = registry.get(0)
+        assert c2 is not c
+        await asyncio.wait_for(c2.flush_to_storage(), 10)
+        await assert_tier2_exact(c2, "s", data)
+    finally:
+        await registry.close()
