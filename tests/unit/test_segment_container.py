@@ -10,6 +10,7 @@ import pytest
 from container_env import SMALL, ContainerEnv
 
 from segment_store.containers.config import ContainerConfig
+from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import ContainerState
 from segment_store.contracts import (
     NULL_ATTRIBUTE_VALUE,
@@ -17,12 +18,14 @@ from segment_store.contracts import (
     AttributeUpdateType,
     BadAttributeUpdateError,
     BadOffsetError,
+    ContainerNotOwnedError,
     ContainerOfflineError,
     SegmentExistsError,
     SegmentNotExistsError,
     SegmentSealedError,
     SegmentTruncatedError,
     SegmentType,
+    ThrottledTimeoutError,
     TooLargeError,
 )
 from segment_store.protocol import encode_events
@@ -308,3 +311,50 @@ async def test_reads_with_small_cache_come_back_from_tier2(env: ContainerEnv) ->
     c.read_index.evict()
     assert c.read_index.budget.used_bytes <= 256 * 1024
     assert await read_all(c, "s") == bytes(data)
+
+
+async def test_create_with_deleted_namesake_waits_for_its_tier2_removal(env: ContainerEnv) -> None:
+    c = await env.start(config=ContainerConfig(
+        durable_log=SMALL.durable_log, writer=SMALL.writer, cache=SMALL.cache, namesake_removal_timeout_s=0.3,
+    ))
+    await c.create_segment("s")
+    await c.append("s", b"old")
+    await c.flush_to_storage()
+    with env.chunks.outage():
+        await c.delete_segment("s")  # durable in Tier-1; Tier-2 cannot delete yet
+        with pytest.raises(ThrottledTimeoutError):
+            await c.create_segment("s")
+    await c.create_segment("s")  # Tier-2 is back: the old segment goes first
+    await c.append("s", b"new")
+    await c.flush_to_storage()
+    assert await c.storage.read("s", 0, 3) == b"new"
+    assert (await c.storage.info("s")).length == 3
+
+
+async def test_registry_routes_segments_by_hash_and_transactions_with_parent() -> None:
+    env = ContainerEnv()
+    registry = ContainerRegistry(4, env.tier1, env.storage, env.config)
+    try:
+        for cid in range(4):
+            await registry.start_container(cid)
+        names = [f"scope/stream/{n}.#epoch.0" for n in range(40)]
+        owners = {registry.container_id(n) for n in names}
+        assert owners == {0, 1, 2, 3}
+        for name in names:
+            await registry.for_segment(name).create_segment(name)
+            txn = name + "#transaction." + "1" * 32
+            assert registry.container_id(txn) == registry.container_id(name)
+            assert registry.container_id(name.replace(".#epoch.0", ".#epoch.3")) == registry.container_id(name)
+            await registry.for_segment(txn).create_segment(txn)
+            await registry.for_segment(txn).append(txn, b"t")
+            await registry.for_segment(name).merge(name, txn)
+        for cid in range(4):
+            assert {s for s in registry.get(cid).segment_names() if s.startswith("scope/")} == {
+                n for n in names if registry.container_id(n) == cid
+            }
+        await registry.stop_container(2)
+        stranger = next(n for n in names if registry.container_id(n) == 2)
+        with pytest.raises(ContainerNotOwnedError):
+            registry.for_segment(stranger)
+    finally:
+        await registry.close()
