@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -277,23 +278,45 @@ class SegmentContainer:
         Raises SegmentNotExistsError, SegmentSealedError, BadOffsetError (``expected_offset`` is
         not the length), BadAttributeUpdateError, TooLargeError, ContainerOfflineError.
         """
+        await self.wait_for_room()
+        done = await self.submit_append(name, data, attribute_updates, expected_offset)
+        return done.offset
+
+    async def wait_for_room(self) -> None:
+        """Wait while appends are throttled (Tier-2 lags); raises ContainerOfflineError."""
+        await self._throttle()
+
+    def submit_append(
+        self,
+        name: str,
+        data: bytes | memoryview,
+        attribute_updates: Sequence[AttributeUpdate] = (),
+        expected_offset: int | None = None,
+    ) -> asyncio.Future[AppendOperation]:
+        """Queue an append *now*, without waiting for room; appends submitted in order are applied in order.
+
+        For callers that must keep order across many appends (the wire server); they call
+        :meth:`wait_for_room` before submitting. The future completes with the durable operation
+        (its ``offset``) or fails as :meth:`append` raises.
+        """
         if len(data) > self.config.max_append_bytes:
             raise TooLargeError(f"{name}: append of {len(data)} bytes exceeds {self.config.max_append_bytes}")
-        await self._throttle()
+        self._check_running()
         segment = self._pending_segment(name)
         op = AppendOperation(
             segment_id=segment.segment_id, data=data, attribute_updates=tuple(attribute_updates),
             expected_offset=-1 if expected_offset is None else expected_offset,
         )
         self._unflushed_bytes += len(data)
-        try:
-            done: AppendOperation = await self._run(op)
-        except BaseException:
-            self._bytes_done(len(data))
-            raise
-        if self._must_throttle():
+        future = self.durable_log.add(op)
+        future.add_done_callback(functools.partial(self._append_done, len(data)))
+        return future  # type: ignore[return-value]
+
+    def _append_done(self, size: int, future: asyncio.Future[Operation]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            self._bytes_done(size)
+        elif self._must_throttle():
             self._room.clear()
-        return done.offset
 
     async def read(self, name: str, offset: int, max_length: int, timeout_s: float = 0.0) -> ReadResult:
         """Up to ``max_length`` committed bytes at ``offset``; at the tail waits up to ``timeout_s``."""

@@ -1,0 +1,194 @@
+"""Appends of one connection (Pravega's ``AppendProcessor``): writer sessions, ordering, dedup, acks.
+
+A writer sets up appends to a segment (``SetupAppend``) and learns the last event number the
+segment stored for it (its writer-id attribute); it then pipelines appends, each carrying the
+number of its last event. The server chains them: append *n* is stored with the condition
+"writer attribute == number of the previous append" and sets it to *n*, so a resent append the
+segment already has fails its condition instead of being stored twice (the client gets
+``InvalidEventNumber`` and the connection closes, as in Java). Acknowledgements are cumulative
+``DataAppended`` replies sent in order, each naming the previous acknowledged number and the
+segment's length after the append.
+
+Appends are submitted to their containers strictly in arrival order (one pump per connection),
+so one writer's appends reach the durable log in order. A writer's first failure is answered
+once (``SegmentIsSealed``, ``NoSuchSegment``, ``WrongHost``, ...); its later pipelined appends
+fail silently until it sets up again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from segment_store.containers.registry import ContainerRegistry
+from segment_store.containers.segment_container import SegmentContainer
+from segment_store.contracts import (
+    EVENT_COUNT,
+    NULL_ATTRIBUTE_VALUE,
+    AttributeUpdate,
+    AttributeUpdateType,
+    BadAttributeUpdateError,
+    BadOffsetError,
+)
+from segment_store.logs.operations import AppendOperation
+from segment_store.protocol import (
+    Append,
+    AppendSetup,
+    ConditionalCheckFailed,
+    DataAppended,
+    InvalidEventNumber,
+    SetupAppend,
+)
+from segment_store.protocol.registry import WireCommand
+from segment_store.server.replies import error_reply
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class WriterState:
+    last_submitted: int  # event number of the latest append handed to the container
+    last_acked: int
+    failed: bool = False
+
+
+class ConnectionAppends:
+    """The append side of one connection. ``send`` writes a reply; ``close`` drops the connection;
+    ``bytes_changed(delta)`` reports unacknowledged append bytes for flow control."""
+
+    def __init__(
+        self,
+        registry: ContainerRegistry,
+        send: Callable[[WireCommand], None],
+        close: Callable[[], None],
+        bytes_changed: Callable[[int], None],
+    ) -> None:
+        self._registry = registry
+        self._send = send
+        self._close = close
+        self._bytes_changed = bytes_changed
+        self._writers: dict[tuple[str, uuid.UUID], WriterState] = {}
+        self._queue: deque[Append] = deque()
+        self._wake = asyncio.Event()
+        self._pump = asyncio.create_task(self._run(), name="append-pump")
+
+    async def setup(self, command: SetupAppend) -> None:
+        try:
+            container = self._registry.for_segment(command.segment)
+            values = await container.get_attributes(command.segment, [command.writer_id.int])
+        except Exception as exc:
+            self._reply_error(exc, command.request_id, command.segment)
+            return
+        last = values[command.writer_id.int]
+        self._writers[(command.segment, command.writer_id)] = WriterState(last, last)
+        self._send(AppendSetup(command.request_id, command.segment, command.writer_id, last))
+
+    def append(self, append: Append) -> None:
+        """Take an assembled append (in wire order); it is submitted by the pump, in this order."""
+        self._bytes_changed(len(append.data))
+        self._queue.append(append)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            if not self._queue:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            append = self._queue[0]
+            try:
+                container = self._registry.for_segment(append.segment)
+                await container.wait_for_room()
+            except Exception as exc:
+                self._queue.popleft()
+                self._failed(append, self._writers.get((append.segment, append.writer_id)), exc)
+                continue
+            self._queue.popleft()
+            self._submit(container, append)
+
+    def _submit(self, container: SegmentContainer, append: Append) -> None:
+        state = self._writers.get((append.segment, append.writer_id))
+        if state is None:  # the assembler refuses appends without SetupAppend; a stale writer after close
+            self._bytes_changed(-len(append.data))
+            return
+        previous = state.last_submitted
+        if previous != NULL_ATTRIBUTE_VALUE and append.event_number <= previous:
+            self._duplicate(container, append, state)
+            return
+        state.last_submitted = append.event_number
+        updates = (
+            AttributeUpdate(append.writer_id.int, AttributeUpdateType.REPLACE_IF_EQUALS, append.event_number, previous),
+            AttributeUpdate(EVENT_COUNT, AttributeUpdateType.ACCUMULATE, append.event_count),
+        )
+        try:
+            future = container.submit_append(append.segment, append.data, updates, append.expected_offset)
+        except Exception as exc:
+            self._failed(append, state, exc)
+            return
+        future.add_done_callback(lambda f: self._completed(append, state, f))
+
+    def _duplicate(self, container: SegmentContainer, append: Append, state: WriterState) -> None:
+        """A resent append: equal to the last stored event number means the segment has it (acknowledge,
+        store nothing); lower means the writer went backwards (``InvalidEventNumber``, close)."""
+        self._bytes_changed(-len(append.data))
+        if append.event_number < state.last_submitted or append.is_conditional:
+            self._failed_duplicate(append)
+            return
+        length = container.metadata.get_by_name(append.segment)
+        end = length.length if length is not None else -1
+        self._send(DataAppended(append.writer_id, append.event_number, state.last_acked, append.request_id, end))
+        state.last_acked = max(state.last_acked, append.event_number)
+
+    def _failed_duplicate(self, append: Append) -> None:
+        log.warning("writer %s on %s: event number %s is below the stored one; closing",
+                    append.writer_id, append.segment, append.event_number)
+        self._send(InvalidEventNumber(append.writer_id, append.request_id, "", append.event_number))
+        self._close()
+
+    def _completed(self, append: Append, state: WriterState, future: asyncio.Future[AppendOperation]) -> None:
+        if future.cancelled():
+            self._failed(append, state, asyncio.CancelledError())
+            return
+        exc = future.exception()
+        if exc is not None:
+            self._failed(append, state, exc)
+            return
+        self._bytes_changed(-len(append.data))
+        op = future.result()
+        if state.last_acked < append.event_number:
+            end = op.offset + len(append.data)
+            self._send(DataAppended(append.writer_id, append.event_number, state.last_acked, append.request_id, end))
+            state.last_acked = append.event_number
+
+    def _failed(self, append: Append, state: WriterState | None, exc: BaseException) -> None:
+        self._bytes_changed(-len(append.data))
+        if state is not None and append.is_conditional and isinstance(exc, BadOffsetError):
+            state.last_submitted = state.last_acked  # nothing stored: the chain continues from the last ack
+            self._send(ConditionalCheckFailed(append.writer_id, append.event_number, append.request_id))
+            return
+        if state is not None:
+            if state.failed:
+                return  # the writer was told already; later pipelined appends fail with it
+            state.failed = True
+        if isinstance(exc, BadAttributeUpdateError):
+            self._failed_duplicate(append)
+            return
+        self._reply_error(exc, append.request_id, append.segment, append.event_number)
+
+    def _reply_error(self, exc: BaseException, request_id: int, segment: str, offset: int = -1) -> None:
+        reply = error_reply(exc, request_id, segment, offset)
+        if reply is None:
+            self._close()
+        else:
+            self._send(reply)
+
+    def close(self) -> None:
+        self._pump.cancel()
+        for append in self._queue:
+            self._bytes_changed(-len(append.data))
+        self._queue.clear()
+

@@ -1,0 +1,322 @@
+"""Every request command other than appends (Pravega's ``PravegaRequestProcessor``).
+
+:meth:`RequestHandler.handle` answers one request with one reply command, or None when the
+connection must close (see :func:`~segment_store.server.replies.error_reply`). Segments are
+routed to their container by name; a container not running here answers ``WrongHost``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from segment_store.containers.mapping import TRANSIENT_DELIMITER
+from segment_store.containers.registry import ContainerRegistry
+from segment_store.containers.segment_container import SegmentContainer
+from segment_store.contracts import (
+    CREATION_TIME,
+    ROLLOVER_SIZE,
+    SCALE_POLICY_RATE,
+    SCALE_POLICY_TYPE,
+    AttributeUpdate,
+    AttributeUpdateType,
+    BadAttributeUpdateError,
+    SegmentNotExistsError,
+    SegmentType,
+)
+from segment_store.protocol import ChunkInfo as WireChunkInfo
+from segment_store.protocol import (
+    CreateSegment,
+    CreateTableSegment,
+    CreateTransientSegment,
+    DeleteSegment,
+    DeleteTableSegment,
+    ErrorMessage,
+    ErrorMessageCode,
+    FlushToStorage,
+    GetSegmentAttribute,
+    GetStreamSegmentInfo,
+    GetTableSegmentInfo,
+    ListStorageChunks,
+    MergeSegments,
+    MergeSegmentsBatch,
+    OperationUnsupported,
+    ReadSegment,
+    ReadTable,
+    ReadTableEntries,
+    ReadTableEntriesDelta,
+    ReadTableKeys,
+    RemoveTableKeys,
+    SealSegment,
+    SegmentAttribute,
+    SegmentAttributeUpdated,
+    SegmentCreated,
+    SegmentDeleted,
+    SegmentPolicyUpdated,
+    SegmentRead,
+    SegmentsBatchMerged,
+    SegmentSealed,
+    SegmentsMerged,
+    SegmentTruncated,
+    StorageChunksListed,
+    StorageFlushed,
+    StreamSegmentInfo,
+    TableEntriesDeltaRead,
+    TableEntriesRead,
+    TableEntriesUpdated,
+    TableKeysRead,
+    TableKeysRemoved,
+    TableRead,
+    TableSegmentInfo,
+    TruncateSegment,
+    UpdateSegmentAttribute,
+    UpdateSegmentPolicy,
+    UpdateTableEntries,
+)
+from segment_store.protocol import TableEntry as WireEntry
+from segment_store.protocol import TableKey as WireKey
+from segment_store.protocol import TableValue as WireValue
+from segment_store.protocol.registry import WireCommand
+from segment_store.server.config import ServerConfig
+from segment_store.server.replies import error_reply
+from segment_store.tables.entries import NOT_EXISTS, TableEntry, TableKey
+from segment_store.tables.table_store import TableStore
+
+log = logging.getLogger(__name__)
+
+_ENTRY_OVERHEAD = 24  # per entry in a table reply: key/value lengths, version
+
+
+def _segment_of(command: WireCommand) -> str:
+    for field in ("segment", "segment_name", "target", "target_segment_id", "parent_segment"):
+        value = getattr(command, field, None)
+        if isinstance(value, str):
+            return value
+    return ""
+
+
+class RequestHandler:
+    """Answers non-append requests for the containers in ``registry`` (shared by all connections)."""
+
+    def __init__(
+        self,
+        registry: ContainerRegistry,
+        tables: Callable[[SegmentContainer], TableStore],
+        config: ServerConfig,
+    ) -> None:
+        self._registry = registry
+        self._tables = tables
+        self._config = config
+        self._handlers: dict[type, Callable[[Any], Awaitable[WireCommand]]] = {
+            ReadSegment: self._read_segment,
+            GetStreamSegmentInfo: self._segment_info,
+            CreateSegment: self._create_segment,
+            CreateTransientSegment: self._create_transient,
+            UpdateSegmentPolicy: self._update_policy,
+            SealSegment: self._seal,
+            TruncateSegment: self._truncate,
+            DeleteSegment: self._delete,
+            MergeSegments: self._merge,
+            MergeSegmentsBatch: self._merge_batch,
+            GetSegmentAttribute: self._get_attribute,
+            UpdateSegmentAttribute: self._update_attribute,
+            FlushToStorage: self._flush,
+            ListStorageChunks: self._list_chunks,
+            CreateTableSegment: self._create_table,
+            DeleteTableSegment: self._delete_table,
+            UpdateTableEntries: self._update_table,
+            RemoveTableKeys: self._remove_keys,
+            ReadTable: self._read_table,
+            ReadTableKeys: self._read_keys,
+            ReadTableEntries: self._read_entries,
+            ReadTableEntriesDelta: self._read_delta,
+            GetTableSegmentInfo: self._table_info,
+        }
+
+    def handles(self, command: WireCommand) -> bool:
+        return type(command) in self._handlers
+
+    async def handle(self, command: WireCommand) -> WireCommand | None:
+        """The reply to ``command``, or None if the connection must close."""
+        request_id = getattr(command, "request_id", -1)
+        handler = self._handlers.get(type(command))
+        if handler is None:
+            return OperationUnsupported(request_id, type(command).__name__, "")
+        try:
+            return await handler(command)
+        except Exception as exc:
+            offset = getattr(command, "offset", -1)
+            return error_reply(exc, request_id, _segment_of(command), offset if isinstance(offset, int) else -1)
+
+    def _container(self, segment: str) -> SegmentContainer:
+        return self._registry.for_segment(segment)
+
+    # ---- segments -------------------------------------------------------------------------------------------
+    async def _read_segment(self, c: ReadSegment) -> WireCommand:
+        container = self._container(c.segment)
+        length = max(1, min(c.suggested_length, self._config.max_read_bytes))
+        result = await container.read(c.segment, c.offset, length, self._config.read_tail_wait_s)
+        info = await container.get_info(c.segment)
+        at_tail = result.offset + len(result.data) >= info.length
+        return SegmentRead(c.segment, c.offset, at_tail, result.end_of_segment, result.data, c.request_id)
+
+    async def _segment_info(self, c: GetStreamSegmentInfo) -> WireCommand:
+        try:
+            info = await self._container(c.segment_name).get_info(c.segment_name)
+        except SegmentNotExistsError:
+            return StreamSegmentInfo(c.request_id, c.segment_name, False, True, True, 0, 0, 0)
+        return StreamSegmentInfo(
+            c.request_id, c.segment_name, True, info.sealed, info.deleted, info.last_modified_ms, info.length,
+            info.start_offset,
+        )
+
+    async def _create_segment(self, c: CreateSegment) -> WireCommand:
+        attributes = {
+            CREATION_TIME: int(time.time() * 1000),
+            SCALE_POLICY_TYPE: int(c.scale_type),
+            SCALE_POLICY_RATE: c.target_rate,
+            ROLLOVER_SIZE: c.rollover_size_bytes,
+        }
+        await self._container(c.segment).create_segment(c.segment, SegmentType.STREAM, attributes)
+        return SegmentCreated(c.request_id, c.segment)
+
+    async def _create_transient(self, c: CreateTransientSegment) -> WireCommand:
+        name = f"{c.parent_segment}{TRANSIENT_DELIMITER}{c.writer_id.hex}"
+        attributes = {CREATION_TIME: int(time.time() * 1000)}
+        await self._container(name).create_segment(name, SegmentType.STREAM | SegmentType.TRANSIENT, attributes)
+        return SegmentCreated(c.request_id, name)
+
+    async def _update_policy(self, c: UpdateSegmentPolicy) -> WireCommand:
+        await self._container(c.segment).update_attributes(c.segment, [
+            AttributeUpdate(SCALE_POLICY_TYPE, AttributeUpdateType.REPLACE, int(c.scale_type)),
+            AttributeUpdate(SCALE_POLICY_RATE, AttributeUpdateType.REPLACE, c.target_rate),
+        ])
+        return SegmentPolicyUpdated(c.request_id, c.segment)
+
+    async def _seal(self, c: SealSegment) -> WireCommand:
+        await self._container(c.segment).seal(c.segment)
+        return SegmentSealed(c.request_id, c.segment)
+
+    async def _truncate(self, c: TruncateSegment) -> WireCommand:
+        await self._container(c.segment).truncate(c.segment, c.truncation_offset)
+        return SegmentTruncated(c.request_id, c.segment)
+
+    async def _delete(self, c: DeleteSegment) -> WireCommand:
+        await self._container(c.segment).delete_segment(c.segment)
+        return SegmentDeleted(c.request_id, c.segment)
+
+    async def _merge(self, c: MergeSegments) -> WireCommand:
+        if c.attribute_updates:
+            return OperationUnsupported(c.request_id, "MergeSegments with attribute updates", "")
+        result = await self._container(c.target).merge(c.target, c.source)
+        return SegmentsMerged(c.request_id, c.target, c.source, result.target_length)
+
+    async def _merge_batch(self, c: MergeSegmentsBatch) -> WireCommand:
+        container = self._container(c.target_segment_id)
+        offsets = []
+        for source in c.source_segment_ids:
+            try:
+                offsets.append((await container.merge(c.target_segment_id, source)).target_length)
+            except SegmentNotExistsError:  # merged by an earlier attempt of this batch: report the current length
+                offsets.append((await container.get_info(c.target_segment_id)).length)
+        return SegmentsBatchMerged(c.request_id, c.target_segment_id, c.source_segment_ids, tuple(offsets))
+
+    async def _get_attribute(self, c: GetSegmentAttribute) -> WireCommand:
+        values = await self._container(c.segment_name).get_attributes(c.segment_name, [c.attribute_id.int])
+        return SegmentAttribute(c.request_id, values[c.attribute_id.int])
+
+    async def _update_attribute(self, c: UpdateSegmentAttribute) -> WireCommand:
+        update = AttributeUpdate(
+            c.attribute_id.int, AttributeUpdateType.REPLACE_IF_EQUALS, c.new_value, c.expected_value
+        )
+        try:
+            await self._container(c.segment_name).update_attributes(c.segment_name, [update])
+        except BadAttributeUpdateError:
+            return SegmentAttributeUpdated(c.request_id, False)
+        return SegmentAttributeUpdated(c.request_id, True)
+
+    async def _flush(self, c: FlushToStorage) -> WireCommand:
+        await self._registry.get(c.container_id).flush_to_storage()
+        return StorageFlushed(c.request_id)
+
+    async def _list_chunks(self, c: ListStorageChunks) -> WireCommand:
+        container = self._container(c.segment)
+        info = await container.get_info(c.segment)
+        chunks = [] if info.storage_length == 0 else await container.storage.chunks(c.segment)
+        return StorageChunksListed(c.request_id, tuple(
+            WireChunkInfo(ch.length, ch.length, ch.start_offset, ch.chunk_name, True) for ch in chunks
+        ))
+
+    # ---- tables ---------------------------------------------------------------------------------------------
+    def _table(self, segment: str) -> TableStore:
+        return self._tables(self._container(segment))
+
+    async def _create_table(self, c: CreateTableSegment) -> WireCommand:
+        await self._table(c.segment).create_segment(c.segment, c.key_length, c.rollover_size_bytes)
+        return SegmentCreated(c.request_id, c.segment)
+
+    async def _delete_table(self, c: DeleteTableSegment) -> WireCommand:
+        await self._table(c.segment).delete_segment(c.segment, c.must_be_empty)
+        return SegmentDeleted(c.request_id, c.segment)
+
+    async def _update_table(self, c: UpdateTableEntries) -> WireCommand:
+        entries = [TableEntry(e.key.data, e.value.data, e.key.key_version) for e in c.entries]
+        versions = await self._table(c.segment).put(c.segment, entries, c.table_segment_offset)
+        return TableEntriesUpdated(c.request_id, tuple(versions))
+
+    async def _remove_keys(self, c: RemoveTableKeys) -> WireCommand:
+        keys = [TableKey(k.data, k.key_version) for k in c.keys]
+        await self._table(c.segment).remove(c.segment, keys, c.table_segment_offset)
+        return TableKeysRemoved(c.request_id, c.segment)
+
+    async def _read_table(self, c: ReadTable) -> WireCommand:
+        found = await self._table(c.segment).get(c.segment, [k.data for k in c.keys])
+        entries = tuple(
+            WireEntry(WireKey(k.data, NOT_EXISTS), WireValue(b"")) if e is None
+            else WireEntry(WireKey(e.key, e.version), WireValue(e.value))
+            for k, e in zip(c.keys, found, strict=True)
+        )
+        return TableRead(c.request_id, c.segment, entries)
+
+    async def _read_keys(self, c: ReadTableKeys) -> WireCommand:
+        page = await self._table(c.segment).read_keys(
+            c.segment, max(1, c.suggested_key_count), c.args.continuation_token, c.args.from_key, c.args.to_key
+        )
+        keys = tuple(WireKey(k.key, k.version) for k in page.items)
+        return TableKeysRead(c.request_id, c.segment, keys, page.continuation_token)
+
+    async def _read_entries(self, c: ReadTableEntries) -> WireCommand:
+        page = await self._table(c.segment).read_entries(
+            c.segment, max(1, c.suggested_entry_count), c.args.continuation_token, c.args.from_key, c.args.to_key
+        )
+        entries = tuple(WireEntry(WireKey(e.key, e.version), WireValue(e.value)) for e in page.items)
+        return TableEntriesRead(c.request_id, c.segment, entries, page.continuation_token)
+
+    async def _read_delta(self, c: ReadTableEntriesDelta) -> WireCommand:
+        delta = await self._table(c.segment).read_entries_delta(
+            c.segment, c.from_position, max(1, c.suggested_entry_count)
+        )
+        folded: dict[bytes, WireEntry] = {}  # as Pravega: the latest change per key, removals drop the key
+        for e in delta.entries:
+            if e.removed:
+                folded.pop(e.key, None)
+            else:
+                folded.pop(e.key, None)
+                folded[e.key] = WireEntry(WireKey(e.key, e.version), WireValue(e.value))
+        return TableEntriesDeltaRead(
+            c.request_id, c.segment, tuple(folded.values()), delta.should_clear, delta.reached_end,
+            delta.last_position,
+        )
+
+    async def _table_info(self, c: GetTableSegmentInfo) -> WireCommand:
+        info = await self._table(c.segment_name).info(c.segment_name)
+        return TableSegmentInfo(
+            c.request_id, c.segment_name, info.start_offset, info.length, info.entry_count, info.key_length
+        )
+
+
+def invalid_request(request_id: int, segment: str, message: str) -> WireCommand:
+    return ErrorMessage(request_id, segment, message, ErrorMessageCode.ILLEGAL_ARGUMENT_EXCEPTION)
+

@@ -1,0 +1,179 @@
+"""The segment store service: composition root of one segment store process.
+
+Wires Tier-1 (file ledger logs fenced through ZooKeeper, or in memory), Tier-2 (filesystem or
+in-memory chunk storage under chunked segment storage), the containers this process runs, their
+table stores, and the asyncio wire server. Nothing else constructs these adapters.
+
+``SegmentStoreService.start_in_memory()`` is the in-memory builder for tests (one process, state
+lost at exit); :meth:`SegmentStoreService.start` with a :class:`ServiceConfig` naming a data
+directory and a ZooKeeper is the durable one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from segment_store.containers.config import ContainerConfig
+from segment_store.containers.registry import ContainerRegistry
+from segment_store.containers.segment_container import SegmentContainer
+from segment_store.coordination.store import CoordinationStore
+from segment_store.server.config import ServerConfig
+from segment_store.server.connection import FlowTracker, ServerConnection
+from segment_store.server.requests import RequestHandler
+from segment_store.storage.chunk_storage import ChunkStorage
+from segment_store.storage.chunked_storage import ChunkedSegmentStorage
+from segment_store.storage.segment_storage import SegmentStorage
+from segment_store.storage.system_journal import SnapshotInfoStore
+from segment_store.tables.table_store import TableStore
+from segment_store.tier1.log import DurableDataLogFactory
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    """What one segment store process runs."""
+
+    server: ServerConfig = field(default_factory=ServerConfig)
+    container: ContainerConfig = field(default_factory=ContainerConfig)
+    container_count: int = 4
+    """Containers in the whole cluster (fixed for the life of the data: it decides segment placement)."""
+    containers: tuple[int, ...] | None = None
+    """The containers this process runs (static assignment); None = all of them."""
+    data_dir: Path | None = None
+    """Tier-1 ledgers under ``<data_dir>/tier1``, filesystem Tier-2 under ``<data_dir>/tier2``; None = in memory."""
+    zookeeper: str | None = None
+    """ZooKeeper connect string for Tier-1 metadata (required with ``data_dir``)."""
+
+    def __post_init__(self) -> None:
+        if self.container_count <= 0:
+            raise ValueError("container_count: must be positive")
+        if self.containers is not None and not all(0 <= c < self.container_count for c in self.containers):
+            raise ValueError(f"containers: ids must be within [0, {self.container_count})")
+        if self.data_dir is not None and self.zookeeper is None:
+            raise ValueError("zookeeper: a durable service (data_dir set) needs a ZooKeeper connect string")
+
+
+class SegmentStoreService:
+    def __init__(
+        self,
+        config: ServiceConfig,
+        data_logs: DurableDataLogFactory,
+        chunks: ChunkStorage,
+        coordination: CoordinationStore | None = None,
+    ) -> None:
+        self.config = config
+        self._data_logs = data_logs
+        self.chunks = chunks
+        self._coordination = coordination
+        self.registry = ContainerRegistry(config.container_count, data_logs, self._storage, config.container)
+        self._tables: dict[SegmentContainer, TableStore] = {}
+        self.tracker = FlowTracker(config.server)
+        self.requests = RequestHandler(self.registry, self.tables, config.server)
+        self._server: asyncio.Server | None = None
+        self.connections: set[ServerConnection] = set()
+
+    # ---- builders -------------------------------------------------------------------------------------------
+    @classmethod
+    async def start_in_memory(
+        cls, container_count: int = 4, port: int = 0, config: ServiceConfig | None = None
+    ) -> SegmentStoreService:
+        """A service on 127.0.0.1 with in-memory Tier-1 and Tier-2 (tests, notebooks)."""
+        from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+        from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
+
+        base = config or ServiceConfig()
+        server = dataclasses.replace(base.server, host="127.0.0.1", port=port)
+        service = cls(
+            ServiceConfig(server=server, container=base.container, container_count=container_count,
+                          containers=base.containers),
+            InMemoryDurableDataLogFactory(),
+            MemoryChunkStorage(),
+        )
+        await service.start()
+        return service
+
+    @classmethod
+    async def start_durable(cls, config: ServiceConfig) -> SegmentStoreService:
+        """File ledger Tier-1 (metadata in ZooKeeper) and filesystem Tier-2 under ``config.data_dir``."""
+        from segment_store.coordination.kazoo_store import KazooCoordinationStore
+        from segment_store.storage.fs_chunk_storage import FsChunkStorage
+        from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
+        from segment_store.tier1.file_ledger_log import FileLedgerLogFactory
+
+        assert config.data_dir is not None and config.zookeeper is not None
+        store = await KazooCoordinationStore.connect(config.zookeeper)
+        try:
+            factory = FileLedgerLogFactory(FileLedgerLogConfig(root_dir=config.data_dir / "tier1"), store)
+            chunks = FsChunkStorage(config.data_dir / "tier2")
+            chunks.sweep_temp_files()
+            service = cls(config, factory, chunks, store)
+            await service.start()
+        except BaseException:
+            await store.close()
+            raise
+        return service
+
+    # ---- composition ----------------------------------------------------------------------------------------
+    def _storage(self, container_id: int, snapshot_info: SnapshotInfoStore) -> SegmentStorage:
+        return ChunkedSegmentStorage(self.chunks, container_id, snapshot_info)
+
+    def tables(self, container: SegmentContainer) -> TableStore:
+        """The table store of a running container instance (a restarted container gets a new one)."""
+        store = self._tables.get(container)
+        if store is None:
+            for stale in [c for c in self._tables if c is not container and c.container_id == container.container_id]:
+                del self._tables[stale]
+            store = self._tables[container] = TableStore(container)
+        return store
+
+    # ---- lifecycle ------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        await self._data_logs.initialize()
+        ids = self.config.containers if self.config.containers is not None else range(self.config.container_count)
+        for container_id in ids:
+            await self.registry.start_container(container_id)
+        cfg = self.config.server
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._new_connection, cfg.host, cfg.port, backlog=256)
+        log.info("segment store serving %s on %s:%s", self.registry.running, *self.endpoint)
+
+    def _new_connection(self) -> asyncio.Protocol:
+        connection = ServerConnection(
+            self.registry, self.requests, self.tracker, self.config.server, self.connections.discard
+        )
+        if len(self.connections) >= self.config.server.max_connections:
+            log.warning("connection refused: %d connections open", len(self.connections))
+            return _Refuse()
+        self.connections.add(connection)
+        return connection
+
+    @property
+    def endpoint(self) -> tuple[str, int]:
+        assert self._server is not None
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return host, port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for connection in list(self.connections):
+                connection.close()
+            await self._server.wait_closed()
+            self._server = None
+        for store in self._tables.values():
+            await store.close()
+        self._tables.clear()
+        await self.registry.close()
+        await self._data_logs.close()
+        if self._coordination is not None:
+            await self._coordination.close()
+
+
+class _Refuse(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()
