@@ -31,6 +31,61 @@ def _cmd_zookeeper(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_segmentstore(args: argparse.Namespace) -> int:
+    """Run a segment store process (wire server + containers) in the foreground until SIGINT/SIGTERM."""
+    import asyncio
+    import logging
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return asyncio.run(_run_segmentstore(args))
+
+
+async def _run_segmentstore(args: argparse.Namespace) -> int:
+    import asyncio
+    import contextlib
+
+    from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
+    from segment_store.server.config import ServerConfig
+    from segment_store.server.service import SegmentStoreService, ServiceConfig
+
+    run = tuple(int(c) for c in args.run_containers.split(",")) if args.run_containers else None
+    server = ServerConfig(host=args.host, port=args.port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    with contextlib.ExitStack() as stack:
+        if args.in_memory:
+            config = ServiceConfig(server=server, container_count=args.container_count, containers=run)
+            service = await SegmentStoreService.start_in_memory(args.container_count, args.port, config)
+        else:
+            data_dir = Path(args.data_dir).resolve()
+            zookeeper = args.zookeeper
+            if zookeeper is None:
+                zk = stack.enter_context(
+                    EmbeddedZooKeeper(ZooKeeperConfig(data_dir=data_dir / "zookeeper", port=free_port()))
+                )
+                zookeeper = zk.connect_string
+            config = ServiceConfig(
+                server=server,
+                container_count=args.container_count,
+                containers=run,
+                data_dir=data_dir,
+                zookeeper=zookeeper,
+            )
+            service = await SegmentStoreService.start_durable(config)
+        host, port = service.endpoint
+        where = "in memory" if args.in_memory else f"data {args.data_dir}, zookeeper {config.zookeeper}"
+        print(
+            f"segstore segmentstore ready on {host}:{port} (containers {service.registry.running}, {where})", flush=True
+        )
+        await stop.wait()
+        await service.stop()
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     """Start what exists and show it working (grows as components land)."""
     from segment_store.demo import run_demo
@@ -54,6 +109,17 @@ def build_parser() -> argparse.ArgumentParser:
     zk.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     zk.add_argument("--port", type=int, default=2181, help="client port (default 2181)")
     zk.set_defaults(func=_cmd_zookeeper)
+
+    ss = sub.add_parser("segmentstore", help="run a segment store process (Pravega wire protocol)")
+    ss.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    ss.add_argument("--port", type=int, default=12345, help="wire protocol port (default 12345)")
+    ss.add_argument("--data-dir", default="segstore-data", help="Tier-1 and Tier-2 data (default ./segstore-data)")
+    ss.add_argument("--zookeeper", help="ZooKeeper connect string (default: an embedded one under --data-dir)")
+    ss.add_argument("--in-memory", action="store_true", help="keep everything in memory (lost at exit)")
+    ss.add_argument("--container-count", type=int, default=4, help="containers in the cluster (default 4)")
+    ss.add_argument("--run-containers", help="comma-separated container ids to run here (default: all)")
+    ss.add_argument("--log-level", default="info", help="logging level (default info)")
+    ss.set_defaults(func=_cmd_segmentstore)
 
     demo = sub.add_parser("demo", help="start the components that exist and show them working")
     demo.add_argument("--data-dir", help="keep the demo's state here (default: a temporary directory)")

@@ -25,6 +25,10 @@ class ServerConfig:
     """...until the total drops below this."""
     write_buffer_high_bytes: int = 8 * MIB
     """A connection whose peer does not read our replies stops reading requests beyond this much backlog."""
+    max_concurrent_requests: int = 32
+    """Requests (other than appends) of one connection handled at once; the rest wait in order."""
+    max_queued_requests: int = 1024
+    """Above this many waiting requests the connection stops reading its socket."""
     idle_timeout_s: float = 120.0
     """A connection that sends nothing (not even KeepAlive) for this long is closed."""
     read_tail_wait_s: float = 30.0

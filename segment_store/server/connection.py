@@ -3,9 +3,11 @@
 Flow control, so that no client can exhaust the server's memory:
 - append bytes received but not yet acknowledged are counted per connection and for the whole
   process (:class:`FlowTracker`); above a high watermark the connection stops reading its
-  socket (TCP pushes back on the client) and resumes below the low watermark;
-- a peer that does not read our replies (its socket buffer fills, asyncio calls
-  ``pause_writing``) is not read from either, so its requests cannot pile up replies;
+  socket (TCP pushes back on the client) and resumes below the low watermark (the bound is the
+  watermark plus what one socket read delivers, at most 256 KiB, plus one frame);
+- requests run at most ``max_concurrent_requests`` at a time; a peer that does not read our
+  replies (its socket buffer fills, asyncio calls ``pause_writing``) gets no new request started
+  and is not read from either, so its requests cannot pile up replies;
 - the decoder holds at most one frame (<= 16 MiB) of unparsed input;
 - a connection idle (no bytes) longer than ``idle_timeout_s`` is closed; clients send KeepAlive.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -86,6 +89,8 @@ class ServerConnection(asyncio.Protocol):
         self._write_paused = False
         self._reading_paused = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._waiting: deque[WireCommand] = deque()  # requests parsed but not started (bounded concurrency)
+        self._running = 0
         self._transient: list[str] = []
         self._idle_handle: asyncio.TimerHandle | None = None
         self._last_activity = 0.0
@@ -124,6 +129,7 @@ class ServerConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._start_requests()
         self.update_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -165,11 +171,30 @@ class ServerConnection(asyncio.Protocol):
         elif isinstance(item, Hello):
             negotiate(item)
         elif self._requests.handles(item):
-            self._spawn(self._answer(item))
+            self._waiting.append(item)
+            self._start_requests()
+            if len(self._waiting) > self._config.max_queued_requests:
+                self.update_reading()
         else:
             raise ProtocolError(f"{type(item).__name__} is not a request")
 
+    def _start_requests(self) -> None:
+        """Start waiting requests, at most ``max_concurrent_requests`` at once and none while the peer
+        is not reading our replies, so replies in memory stay bounded."""
+        while self._waiting and self._running < self._config.max_concurrent_requests and not self._write_paused:
+            self._running += 1
+            self._spawn(self._answer(self._waiting.popleft()))
+        self.update_reading()
+
     async def _answer(self, command: WireCommand) -> None:
+        try:
+            await self._answer_one(command)
+        finally:
+            self._running -= 1
+            if self._transport is not None:
+                self._start_requests()
+
+    async def _answer_one(self, command: WireCommand) -> None:
         reply = await self._requests.handle(command)
         if reply is None:
             self.close()
@@ -211,7 +236,10 @@ class ServerConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        pause = self._over_watermark or self._write_paused or self._tracker.paused
+        pause = (
+            self._over_watermark or self._write_paused or self._tracker.paused
+            or len(self._waiting) > self._config.max_queued_requests
+        )
         if pause and not self._reading_paused:
             transport.pause_reading()
             self._reading_paused = True
