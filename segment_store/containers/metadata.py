@@ -108,6 +108,10 @@ class ContainerMetadata:
         """A deleted or merged segment called ``name`` still awaits its Tier-2 deletion or concat."""
         return bool(self._dead_by_name.get(name))
 
+    def dead_segments(self, name: str) -> list[SegmentMetadata]:
+        """Deleted or merged segments called ``name`` still held (see :meth:`has_dead`)."""
+        return [self._by_id[i] for i in self._dead_by_name.get(name, ())]
+
     def segments(self) -> Iterator[SegmentMetadata]:
         return iter(list(self._by_id.values()))
 

@@ -29,6 +29,7 @@ import contextlib
 import enum
 import functools
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,7 @@ from segment_store.writer.storage_writer import StorageWriter, WriterListener
 
 log = logging.getLogger(__name__)
 
+RECENT_MERGES = 10_000
 StorageFactory = Callable[[int, SnapshotInfoStore], SegmentStorage]
 """``(container_id, snapshot_info_store) -> SegmentStorage`` for this container."""
 
@@ -134,6 +136,8 @@ class SegmentContainer:
         )
         self.durable_log.add_listener(self.read_index.on_committed)
         self.durable_log.add_listener(self._count_replayed)
+        self.durable_log.add_listener(self._remember_merges)
+        self._recent_merges: OrderedDict[str, int] = OrderedDict()
         self.durable_log.add_failure_listener(self._fail)
         self._unflushed_bytes = 0
         self._room = asyncio.Event()
@@ -353,15 +357,24 @@ class SegmentContainer:
         segment = self._pending_segment(name)
         await self._run(DeleteOperation(segment_id=segment.segment_id))
 
-    async def merge(self, target: str, source: str) -> MergeResult:
-        """Seal ``source`` (if needed) and append it to ``target``; ``source`` is gone afterwards."""
+    async def merge(
+        self, target: str, source: str, attribute_updates: Sequence[AttributeUpdate] = ()
+    ) -> MergeResult:
+        """Seal ``source`` (if needed) and append it to ``target``; ``source`` is gone afterwards.
+
+        ``attribute_updates`` apply to the target atomically with the merge; if one of their
+        conditions fails (BadAttributeUpdateError) nothing is merged (the source stays sealed).
+        """
         source_segment = self._pending_segment(source)
         target_segment = self._pending_segment(target)
         if not source_segment.sealed:
             with contextlib.suppress(SegmentSealedError):  # sealed meanwhile: fine
                 await self._run(SealOperation(segment_id=source_segment.segment_id))
         done: MergeOperation = await self._run(
-            MergeOperation(segment_id=target_segment.segment_id, source_id=source_segment.segment_id)
+            MergeOperation(
+                segment_id=target_segment.segment_id, source_id=source_segment.segment_id,
+                attribute_updates=tuple(attribute_updates),
+            )
         )
         return MergeResult(done.target_offset, done.length)
 
@@ -369,6 +382,22 @@ class SegmentContainer:
         """Wait until everything acknowledged so far is in Tier-2."""
         self._check_running()
         await self.writer.flush_all()
+
+    def was_merged(self, name: str) -> bool:
+        """``name`` was merged into another segment recently (answers retried merges idempotently).
+
+        Remembered for the last :data:`RECENT_MERGES` merges committed or replayed by this instance.
+        """
+        return name in self._recent_merges or any(s.merged for s in self.metadata.dead_segments(name))
+
+    def _remember_merges(self, ops: list[Operation]) -> None:
+        for op in ops:
+            if isinstance(op, MergeOperation):
+                source = self.metadata.get(op.source_id)
+                if source is not None:
+                    self._recent_merges[source.name] = op.segment_id
+                    while len(self._recent_merges) > RECENT_MERGES:
+                        self._recent_merges.popitem(last=False)
 
     def segment_names(self) -> list[str]:
         return [s.name for s in self.metadata.segments() if s.live]

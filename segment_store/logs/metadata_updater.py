@@ -202,12 +202,14 @@ class MetadataUpdater:
             raise InvalidOffsetError(source.name, "merge source must be sealed first")
         if source.start_offset != 0:
             raise InvalidOffsetError(source.name, "a truncated segment cannot be merged")
+        values = resolve_attribute_updates(target, op.attribute_updates)
         op.target_offset = target.length
         op.length = source.length
         target.length += source.length
         target.last_modified_ms = self._clock_ms()
         source.merged = True
         self._pending_names[source.name] = None
+        _store_attributes(target, values)
 
     def _pre_delete(self, op: DeleteOperation) -> None:
         segment = self._live(None, op.segment_id)
@@ -250,6 +252,8 @@ class MetadataUpdater:
             target = self._committed(op.segment_id)
             source = self._committed(op.source_id)
             target.length = op.target_offset + op.length
+            if op.attribute_updates:
+                _store_attributes(target, resolve_attribute_updates_unchecked(target, op.attribute_updates))
             source.merged = True
             meta.unlink_name(source)
         elif isinstance(op, DeleteOperation):

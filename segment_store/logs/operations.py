@@ -147,9 +147,13 @@ class MergeOperation(SegmentOperation):
     source_id: int = 0
     target_offset: int = -1
     length: int = -1
+    attribute_updates: tuple[AttributeUpdate, ...] = ()  # applied to the target, atomically with the merge
 
     def body(self) -> list[bytes | memoryview]:
-        return [self._FIXED.pack(self.segment_id, self.source_id, self.target_offset, self.length)]
+        return [
+            self._FIXED.pack(self.segment_id, self.source_id, self.target_offset, self.length),
+            _encode_updates(self.attribute_updates),
+        ]
 
     @property
     def is_storage_operation(self) -> bool:
@@ -298,7 +302,8 @@ def _read_truncate(r: _Reader, seq: int) -> Operation:
 def _read_merge(r: _Reader, seq: int) -> Operation:
     target, source, target_offset, length = r.unpack(MergeOperation._FIXED)
     return MergeOperation(
-        segment_id=target, source_id=source, target_offset=target_offset, length=length, sequence_number=seq
+        segment_id=target, source_id=source, target_offset=target_offset, length=length,
+        attribute_updates=r.updates(), sequence_number=seq,
     )
 
 

@@ -17,6 +17,8 @@ from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
 from segment_store.contracts import (
     CREATION_TIME,
+    EVENT_COUNT,
+    NULL_ATTRIBUTE_VALUE,
     ROLLOVER_SIZE,
     SCALE_POLICY_RATE,
     SCALE_POLICY_TYPE,
@@ -208,9 +210,23 @@ class RequestHandler:
         return SegmentDeleted(c.request_id, c.segment)
 
     async def _merge(self, c: MergeSegments) -> WireCommand:
-        if c.attribute_updates:
-            return OperationUnsupported(c.request_id, "MergeSegments with attribute updates", "")
-        result = await self._container(c.target).merge(c.target, c.source)
+        updates = [
+            AttributeUpdate(u.attribute_id.int, AttributeUpdateType(u.attribute_update_type), u.new_value, u.old_value)
+            for u in c.attribute_updates
+        ]
+        container = self._container(c.target)
+        try:
+            events = (await container.get_attributes(c.source, [EVENT_COUNT]))[EVENT_COUNT]
+            if events != NULL_ATTRIBUTE_VALUE:
+                updates.append(AttributeUpdate(EVENT_COUNT, AttributeUpdateType.ACCUMULATE, events))
+            result = await container.merge(c.target, c.source, updates)
+        except BadAttributeUpdateError:
+            return SegmentAttributeUpdated(c.request_id, False)  # a condition on the target failed: not merged
+        except SegmentNotExistsError:
+            if not container.was_merged(c.source):
+                raise
+            info = await container.get_info(c.target)  # merged by an earlier attempt: answer as Pravega does
+            return SegmentsMerged(c.request_id, c.target, c.source, info.length)
         return SegmentsMerged(c.request_id, c.target, c.source, result.target_length)
 
     async def _merge_batch(self, c: MergeSegmentsBatch) -> WireCommand:

@@ -12,6 +12,7 @@ from wire_peer import WirePeer
 from segment_store.contracts import NULL_ATTRIBUTE_VALUE
 from segment_store.protocol import (
     AppendSetup,
+    ConditionalAttributeUpdate,
     CreateSegment,
     CreateTableSegment,
     DataAppended,
@@ -243,3 +244,21 @@ async def test_keepalive_is_echoed_and_bad_arguments_answer_error_message(peer: 
     await create(peer, SEGMENT)
     reply = await peer.request(TruncateSegment(2, SEGMENT, 10_000, ""))
     assert isinstance(reply, ErrorMessage) and "offset" in reply.message
+
+
+async def test_conditional_merge_applies_target_attributes_atomically(peer: WirePeer) -> None:
+    txn1 = SEGMENT + "#transaction." + "1" * 32
+    txn2 = SEGMENT + "#transaction." + "2" * 32
+    for i, name in enumerate([SEGMENT, txn1, txn2]):
+        await create(peer, name, i + 1)
+    marker = uuid.uuid4()
+    first = ConditionalAttributeUpdate(marker, ConditionalAttributeUpdate.REPLACE_IF_EQUALS, 1, NULL_ATTRIBUTE_VALUE)
+    merged = await peer.request(MergeSegments(10, SEGMENT, txn1, "", (first,)))
+    assert isinstance(merged, SegmentsMerged)
+    again = await peer.request(MergeSegments(11, SEGMENT, txn1, "", (first,)))  # a retry: already merged
+    assert isinstance(again, SegmentsMerged) and again.new_target_write_offset == merged.new_target_write_offset
+    stale = await peer.request(MergeSegments(12, SEGMENT, txn2, "", (first,)))  # condition fails: nothing merged
+    assert stale == SegmentAttributeUpdated(12, False)
+    assert await peer.request(GetSegmentAttribute(13, SEGMENT, marker, "")) == SegmentAttribute(13, 1)
+    info = await peer.request(GetStreamSegmentInfo(14, txn2, ""))
+    assert isinstance(info, StreamSegmentInfo) and info.exists and info.is_sealed
