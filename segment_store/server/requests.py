@@ -42,6 +42,7 @@ from segment_store.protocol import (
     GetStreamSegmentInfo,
     GetTableSegmentInfo,
     ListStorageChunks,
+    LocateOffset,
     MergeSegments,
     MergeSegmentsBatch,
     OperationUnsupported,
@@ -135,6 +136,7 @@ class RequestHandler:
             ReadTableEntries: self._read_entries,
             ReadTableEntriesDelta: self._read_delta,
             GetTableSegmentInfo: self._table_info,
+            LocateOffset: self._unsupported,
         }
 
     def handles(self, command: WireCommand) -> bool:
@@ -152,6 +154,10 @@ class RequestHandler:
             offset = getattr(command, "offset", -1)
             return error_reply(exc, request_id, _segment_of(command), offset if isinstance(offset, int) else -1)
 
+    async def _unsupported(self, c: WireCommand) -> WireCommand:
+        # LocateOffset needs Pravega's index segments (event offsets by time), which segstore does not keep.
+        return OperationUnsupported(getattr(c, "request_id", -1), type(c).__name__, "")
+
     def _container(self, segment: str) -> SegmentContainer:
         return self._registry.for_segment(segment)
 
@@ -165,10 +171,7 @@ class RequestHandler:
         return SegmentRead(c.segment, c.offset, at_tail, result.end_of_segment, result.data, c.request_id)
 
     async def _segment_info(self, c: GetStreamSegmentInfo) -> WireCommand:
-        try:
-            info = await self._container(c.segment_name).get_info(c.segment_name)
-        except SegmentNotExistsError:
-            return StreamSegmentInfo(c.request_id, c.segment_name, False, True, True, 0, 0, 0)
+        info = await self._container(c.segment_name).get_info(c.segment_name)  # missing: NoSuchSegment, as Java
         return StreamSegmentInfo(
             c.request_id, c.segment_name, True, info.sealed, info.deleted, info.last_modified_ms, info.length,
             info.start_offset,

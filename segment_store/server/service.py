@@ -118,6 +118,11 @@ class SegmentStoreService:
             raise
         return service
 
+    @property
+    def data_logs(self) -> DurableDataLogFactory:
+        """The Tier-1 log factory (in-memory logs outlive a service, so tests can restart on the same state)."""
+        return self._data_logs
+
     # ---- composition ----------------------------------------------------------------------------------------
     def _storage(self, container_id: int, snapshot_info: SnapshotInfoStore) -> SegmentStorage:
         return ChunkedSegmentStorage(self.chunks, container_id, snapshot_info)

@@ -1,0 +1,365 @@
+"""One client connection to a segment store: the codec over an asyncio transport.
+
+:class:`Connection` is an ``asyncio.Protocol``: bytes from the socket go through a
+:class:`~segment_store.protocol.FrameDecoder` and each reply is dispatched at once, on the event loop,
+with no task switch per reply:
+
+* ``DataAppended``, ``ConditionalCheckFailed`` and ``InvalidEventNumber`` go to the append session
+  registered for their writer id;
+* any other reply goes to the one-shot future of its ``request_id`` (:meth:`Connection.request`), or
+  else to the session registered under that request id (failures of appends carry the request id the
+  session's blocks were sent with);
+* ``Hello`` completes the handshake; ``KeepAlive`` echoes are dropped.
+
+Ordering: replies are dispatched in wire order. Failure: when the transport fails, the peer closes, a
+frame cannot be decoded, or :meth:`Connection.close` is called, every pending request fails with
+:class:`~segment_store.client.errors.ConnectionLostError` (retriable) and every registered session is
+told through ``on_connection_lost``; the connection is then dead for good (the pool drops it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import uuid
+from typing import Protocol, TypeVar, cast
+
+from segment_store.client.config import ConnectionConfig
+from segment_store.client.errors import (
+    ConnectionLostError,
+    RequestTimeoutError,
+    UnexpectedReplyError,
+    error_for_reply,
+    is_failure_reply,
+)
+from segment_store.protocol import (
+    ConditionalCheckFailed,
+    DataAppended,
+    FrameDecoder,
+    Hello,
+    InvalidEventNumber,
+    KeepAlive,
+    ProtocolError,
+    WireCommand,
+    encode,
+    local_hello,
+    negotiate,
+)
+
+_log = logging.getLogger(__name__)
+
+Endpoint = tuple[str, int]
+R = TypeVar("R", bound=WireCommand)
+
+_WRITER_REPLIES = frozenset(c.TYPE_CODE for c in (DataAppended, ConditionalCheckFailed, InvalidEventNumber))
+_KEEPALIVE_CODE = KeepAlive.TYPE_CODE
+_HELLO_CODE = Hello.TYPE_CODE
+_WRITE_HIGH_WATER = 4 * 1024 * 1024
+_request_ids = itertools.count(1)
+
+
+def next_request_id() -> int:
+    """A request id unique in this process (so any connection can carry any request)."""
+    return next(_request_ids)
+
+
+class ReplyListener(Protocol):
+    """What an append session implements to receive the replies of its writer id on a connection.
+
+    Both callbacks run on the event loop inside the connection's dispatch and must not block or raise.
+    """
+
+    def on_reply(self, connection: Connection, reply: WireCommand) -> None: ...
+
+    def on_connection_lost(self, connection: Connection, error: ConnectionLostError) -> None: ...
+
+
+class Connection(asyncio.Protocol):
+    """A multiplexed request/reply connection; see the module docstring for dispatch and failure rules.
+
+    Build one with :func:`open_connection` (or hand a transport to ``connection_made`` in tests). Not
+    thread-safe: use it from its event loop only.
+    """
+
+    def __init__(self, endpoint: Endpoint, config: ConnectionConfig | None = None) -> None:
+        self.endpoint = endpoint
+        self.config = config or ConnectionConfig()
+        self.wire_version: int | None = None
+        self._transport: asyncio.Transport | None = None
+        self._decoder = FrameDecoder()
+        self._pending: dict[int, asyncio.Future[WireCommand]] = {}
+        self._routes: dict[int, ReplyListener] = {}
+        self._writers: dict[uuid.UUID, ReplyListener] = {}
+        loop = asyncio.get_running_loop()
+        self._hello: asyncio.Future[Hello] = loop.create_future()
+        self._closed: asyncio.Future[None] = loop.create_future()
+        self._error: ConnectionLostError | None = None
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._keepalive: asyncio.Task[None] | None = None
+
+    # ---- asyncio.Protocol ---------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        with contextlib.suppress(AttributeError, NotImplementedError):
+            self._transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        self._transport.write(encode(local_hello()))
+
+    def data_received(self, data: bytes) -> None:
+        if self._error is not None:
+            return
+        decoder = self._decoder
+        try:
+            decoder.feed(data)
+            for command in decoder:
+                self._dispatch(command)
+        except ProtocolError as exc:
+            _log.warning("closing connection to %s: %s", self.endpoint, exc)
+            self._fail(ConnectionLostError(f"protocol error from server: {exc}", self.endpoint), abort=True)
+
+    def eof_received(self) -> bool:
+        self._fail(ConnectionLostError("server closed the connection", self.endpoint))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = f"connection lost: {exc}" if exc else "connection closed"
+        self._fail(ConnectionLostError(reason, self.endpoint))
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_drainers(None)
+
+    # ---- state --------------------------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        """True until the connection failed or was closed."""
+        return self._error is None and self._transport is not None
+
+    @property
+    def error(self) -> ConnectionLostError | None:
+        """Why the connection is dead, or None while it is usable."""
+        return self._error
+
+    @property
+    def load(self) -> int:
+        """Pending requests plus registered append sessions (how busy the pool sees it)."""
+        return len(self._pending) + len(self._writers)
+
+    # ---- handshake and lifetime ---------------------------------------------------------------------------
+
+    async def handshake(self) -> int:
+        """Wait for the server's ``Hello`` and agree on a wire version; start the keep-alive timer.
+
+        Raises ConnectionLostError if the connection fails first, IncompatibleVersionError (and closes) if
+        the version ranges do not overlap.
+        """
+        hello = await self._hello
+        try:
+            self.wire_version = negotiate(hello)
+        except ProtocolError:
+            self.close()
+            raise
+        interval = self.config.keepalive_interval_ms
+        if interval > 0 and self._keepalive is None:
+            self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive(interval / 1000.0))
+        return self.wire_version
+
+    async def _keep_alive(self, interval_s: float) -> None:
+        frame = encode(KeepAlive())
+        while self._error is None:
+            await asyncio.sleep(interval_s)
+            if self._error is None and self._transport is not None:
+                self._transport.write(frame)
+
+    def close(self) -> None:
+        """Close now: pending requests fail with ConnectionLostError, sessions are told. Idempotent."""
+        self._fail(ConnectionLostError("connection closed by the client", self.endpoint))
+
+    def abort(self, reason: str) -> None:
+        """Drop the connection at once (no flush of buffered writes), as after a broken reply stream."""
+        self._fail(ConnectionLostError(reason, self.endpoint), abort=True)
+
+    async def wait_closed(self) -> None:
+        """Wait until the transport is closed (after :meth:`close` or a failure)."""
+        if self._transport is None:
+            return
+        await asyncio.shield(self._closed)
+
+    def _fail(self, error: ConnectionLostError, abort: bool = False) -> None:
+        if self._error is not None:
+            return
+        self._error = error
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        transport = self._transport
+        if transport is not None:
+            if abort:
+                transport.abort()
+            else:
+                transport.close()
+        if not self._hello.done():
+            self._hello.set_exception(error)
+            self._hello.exception()  # retrieved: nobody may be waiting for it
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+        listeners = list({id(x): x for x in [*self._writers.values(), *self._routes.values()]}.values())
+        self._writers.clear()
+        self._routes.clear()
+        self._wake_drainers(error)
+        for listener in listeners:
+            try:
+                listener.on_connection_lost(self, error)
+            except Exception:
+                _log.exception("append session failed to handle the loss of %s", self.endpoint)
+        if transport is None and not self._closed.done():
+            self._closed.set_result(None)
+
+    # ---- sending ------------------------------------------------------------------------------------------
+
+    def _check_open(self) -> asyncio.Transport:
+        if self._error is not None:
+            raise self._error
+        if self._transport is None:
+            raise ConnectionLostError("connection is not established", self.endpoint)
+        return self._transport
+
+    def send(self, command: WireCommand) -> None:
+        """Queue one command on the socket. Raises ConnectionLostError if the connection is dead."""
+        self._check_open().write(encode(command))
+
+    def send_frame(self, frame: bytes) -> None:
+        """Queue already encoded frame bytes. Raises ConnectionLostError if the connection is dead."""
+        self._check_open().write(frame)
+
+    async def drain(self) -> None:
+        """Wait while the socket's write buffer is above its high-water mark. Raises ConnectionLostError."""
+        self._check_open()
+        if not self._write_paused:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
+
+    def _wake_drainers(self, error: Exception | None) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                if error is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(error)
+
+    async def request(self, command: WireCommand, expect: type[R], timeout_s: float | None = -1.0) -> R:
+        """Send ``command`` (which has a ``request_id``) and return its reply, of type ``expect``.
+
+        ``timeout_s``: -1 uses ``request_timeout_ms``; None waits for ever (tail reads). Raises the typed
+        error of a failure reply (see ``errors``), UnexpectedReplyError for another reply,
+        RequestTimeoutError, or ConnectionLostError.
+        """
+        request_id: int = getattr(command, "request_id")  # noqa: B009  (every request command has one)
+        transport = self._check_open()
+        if request_id in self._pending:
+            raise ValueError(f"request id {request_id} is already pending on this connection")
+        future: asyncio.Future[WireCommand] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            transport.write(encode(command))
+            if timeout_s is not None and timeout_s < 0:
+                timeout_s = self.config.request_timeout_ms / 1000.0
+            if self._write_paused:
+                await self.drain()
+            try:
+                reply = await asyncio.wait_for(future, timeout_s) if timeout_s is not None else await future
+            except TimeoutError:
+                raise RequestTimeoutError(
+                    f"no reply to {type(command).__name__} (request {request_id}) within {timeout_s} s"
+                ) from None
+        finally:
+            if self._pending.get(request_id) is future:
+                del self._pending[request_id]
+        if isinstance(reply, expect):
+            return reply
+        if is_failure_reply(reply):
+            raise error_for_reply(reply)
+        raise UnexpectedReplyError(type(command).__name__, reply)
+
+    # ---- append sessions ----------------------------------------------------------------------------------
+
+    def register_writer(self, writer_id: uuid.UUID, request_id: int, listener: ReplyListener) -> None:
+        """Route replies for ``writer_id`` (and unclaimed replies with ``request_id``) to ``listener``.
+
+        Raises ConnectionLostError if the connection is dead, ValueError if the writer id is taken.
+        """
+        self._check_open()
+        existing = self._writers.get(writer_id)
+        if existing is not None and existing is not listener:
+            raise ValueError(f"writer {writer_id} already has a session on this connection")
+        self._writers[writer_id] = listener
+        self._routes[request_id] = listener
+
+    def unregister_writer(self, writer_id: uuid.UUID, request_id: int, listener: ReplyListener) -> None:
+        """Stop routing to ``listener`` (no-op for routes that now belong to another listener)."""
+        if self._writers.get(writer_id) is listener:
+            del self._writers[writer_id]
+        if self._routes.get(request_id) is listener:
+            del self._routes[request_id]
+
+    # ---- dispatch -----------------------------------------------------------------------------------------
+
+    def _dispatch(self, command: WireCommand) -> None:
+        code = command.TYPE_CODE
+        if code in _WRITER_REPLIES:
+            listener = self._writers.get(command.writer_id)  # type: ignore[attr-defined]
+            if listener is not None:
+                listener.on_reply(self, command)
+                return
+        elif code == _KEEPALIVE_CODE:
+            return
+        elif code == _HELLO_CODE:
+            if not self._hello.done():
+                self._hello.set_result(cast(Hello, command))
+            return
+        request_id = getattr(command, "request_id", None)
+        if request_id is not None:
+            future = self._pending.pop(request_id, None)
+            if future is not None:
+                if not future.done():
+                    future.set_result(command)
+                return
+            route = self._routes.get(request_id)
+            if route is not None:
+                route.on_reply(self, command)
+                return
+        _log.debug("dropping reply nobody waits for from %s: %r", self.endpoint, command)
+
+
+async def open_connection(endpoint: Endpoint, config: ConnectionConfig | None = None) -> Connection:
+    """Connect to ``endpoint`` and exchange ``Hello``. Raises ConnectionLostError (retriable) on failure."""
+    config = config or ConnectionConfig()
+    loop = asyncio.get_running_loop()
+    connection = Connection(endpoint, config)
+    try:
+        async with asyncio.timeout(config.connect_timeout_ms / 1000.0):
+            await loop.create_connection(lambda: connection, endpoint[0], endpoint[1])
+            await connection.handshake()
+    except ProtocolError:
+        connection.close()
+        raise
+    except ConnectionLostError:
+        connection.close()
+        raise
+    except (OSError, TimeoutError) as exc:
+        connection.close()
+        raise ConnectionLostError(f"cannot connect: {exc!r}", endpoint) from exc
+    return connection

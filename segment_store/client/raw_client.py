@@ -1,0 +1,400 @@
+"""The segment client: every request/reply command of the wire protocol as one async method.
+
+Each call picks a pooled connection to the segment's segment store (a fixed endpoint, or a resolver
+such as the controller's ``getURI``), sends one request with a fresh request id and returns a plain
+result value (``results``). Failure replies raise their typed error (``errors``); a lost connection
+raises ConnectionLostError. Calls are not retried here: reads and info are safe to repeat, creates and
+merges are not (a repeated create may answer SegmentAlreadyExistsError), so retrying is the caller's
+decision (``RetryPolicy.call``); requests that only read (info, attributes, ``read_segment``, table reads)
+are retried by ``ClientConfig.read_retry``. Appends and reads with flow control live in ``writer``, ``conditional``
+and ``reader``; this class makes them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
+from segment_store.client.conditional import ConditionalWriter
+from segment_store.client.config import ClientConfig, ReaderConfig, WriterConfig
+from segment_store.client.connection import Connection, Endpoint, next_request_id
+from segment_store.client.pool import ConnectionPool
+from segment_store.client.reader import SegmentReader
+from segment_store.client.results import (
+    NO_VERSION,
+    DeltaPage,
+    EntriesPage,
+    KeysPage,
+    ReadSegmentResult,
+    SegmentStatus,
+    TableSegmentStatus,
+    VersionedEntry,
+    VersionedKey,
+)
+from segment_store.client.writer import SegmentWriter
+from segment_store.protocol import (
+    NO_SCALE,
+    NULL_ATTRIBUTE_VALUE,
+    NULL_TABLE_SEGMENT_OFFSET,
+    ChunkInfo,
+    ConditionalAttributeUpdate,
+    CreateSegment,
+    CreateTableSegment,
+    CreateTransientSegment,
+    DeleteSegment,
+    DeleteTableSegment,
+    FlushToStorage,
+    GetSegmentAttribute,
+    GetStreamSegmentInfo,
+    GetTableSegmentInfo,
+    ListStorageChunks,
+    MergeSegments,
+    MergeSegmentsBatch,
+    ReadSegment,
+    ReadTable,
+    ReadTableEntries,
+    ReadTableEntriesDelta,
+    ReadTableKeys,
+    RemoveTableKeys,
+    SealSegment,
+    SegmentAttribute,
+    SegmentAttributeUpdated,
+    SegmentCreated,
+    SegmentDeleted,
+    SegmentPolicyUpdated,
+    SegmentRead,
+    SegmentsBatchMerged,
+    SegmentSealed,
+    SegmentsMerged,
+    SegmentTruncated,
+    StorageChunksListed,
+    StorageFlushed,
+    StreamSegmentInfo,
+    TableEntriesDeltaRead,
+    TableEntriesRead,
+    TableEntriesUpdated,
+    TableEntry,
+    TableIteratorArgs,
+    TableKey,
+    TableKeysRead,
+    TableKeysRemoved,
+    TableRead,
+    TableSegmentInfo,
+    TableValue,
+    TruncateSegment,
+    UpdateSegmentAttribute,
+    UpdateSegmentPolicy,
+    UpdateTableEntries,
+    WireCommand,
+)
+
+EndpointResolver = Callable[[str], Awaitable[Endpoint]]
+R = TypeVar("R", bound=WireCommand)
+
+#: An entry to write: (key, value) for an unconditional put, or (key, value, expected key version).
+EntryUpdate = tuple[bytes, bytes] | tuple[bytes, bytes, int]
+#: A key to remove: the key alone (unconditional), or (key, expected key version).
+KeyRemoval = bytes | tuple[bytes, int]
+
+
+def _entries(entries: Iterable[TableEntry]) -> list[VersionedEntry]:
+    return [VersionedEntry(e.key.data, e.value.data, e.key.key_version) for e in entries]
+
+
+class SegmentClient:
+    """Async client of one or more segment stores; share one per process (it owns a connection pool).
+
+    ``endpoint`` is either the one segment store's ``(host, port)`` or an async resolver from segment name
+    to endpoint. Use from one event loop; ``async with`` closes the pool if this client created it.
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint | EndpointResolver,
+        config: ClientConfig | None = None,
+        pool: ConnectionPool | None = None,
+    ) -> None:
+        self.config = config or ClientConfig()
+        self._owns_pool = pool is None
+        self.pool = pool or ConnectionPool(self.config.connection, self.config.pool)
+        self._static: Endpoint | None = endpoint if isinstance(endpoint, tuple) else None
+        self._resolve: EndpointResolver | None = None if isinstance(endpoint, tuple) else endpoint
+        self._token = self.config.connection.delegation_token
+
+    async def __aenter__(self) -> SegmentClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection pool if this client created it."""
+        if self._owns_pool:
+            await self.pool.close()
+
+    @property
+    def delegation_token(self) -> str:
+        """The token sent with every request (``ConnectionConfig.delegation_token``)."""
+        return self._token
+
+    async def endpoint_for(self, segment: str) -> Endpoint:
+        """The endpoint serving ``segment``."""
+        if self._static is not None:
+            return self._static
+        assert self._resolve is not None
+        return await self._resolve(segment)
+
+    async def connection_for(self, segment: str) -> Connection:
+        """A pooled connection to the segment store of ``segment``. Raises ConnectionLostError."""
+        return await self.pool.get(await self.endpoint_for(segment))
+
+    async def _call(self, segment: str, command: WireCommand, expect: type[R], timeout_s: float | None = -1.0) -> R:
+        connection = await self.connection_for(segment)
+        return await connection.request(command, expect, timeout_s)
+
+    async def _read_call(
+        self, segment: str, make: Callable[[int], WireCommand], expect: type[R], timeout_s: float | None = -1.0
+    ) -> R:
+        """A request that is safe to repeat: retried by ``read_retry`` (fresh request id each time)."""
+
+        async def attempt() -> R:
+            return await self._call(segment, make(next_request_id()), expect, timeout_s)
+
+        return await self.config.read_retry.call(attempt)
+
+    # ---- append sessions and readers ----------------------------------------------------------------------
+
+    def writer(
+        self, segment: str, writer_id: uuid.UUID | None = None, config: WriterConfig | None = None
+    ) -> SegmentWriter:
+        """An append session for ``segment`` (random writer id unless given); ``await open()`` it."""
+        return SegmentWriter(self, segment, writer_id or uuid.uuid4(), config or self.config.writer)
+
+    def conditional_writer(
+        self, segment: str, writer_id: uuid.UUID | None = None, config: WriterConfig | None = None
+    ) -> ConditionalWriter:
+        """A conditional-append session for ``segment``."""
+        return ConditionalWriter(self, segment, writer_id or uuid.uuid4(), config or self.config.writer)
+
+    def reader(
+        self, segment: str, offset: int = 0, end_offset: int | None = None, config: ReaderConfig | None = None
+    ) -> SegmentReader:
+        """A prefetching reader of ``segment`` from ``offset`` (up to ``end_offset`` if given)."""
+        return SegmentReader(self, segment, offset, end_offset, config or self.config.reader)
+
+    # ---- stream segments ----------------------------------------------------------------------------------
+
+    async def create_segment(
+        self, segment: str, scale_type: int = NO_SCALE, target_rate: int = 0, rollover_size_bytes: int = 0
+    ) -> None:
+        """Create a stream segment. Raises SegmentAlreadyExistsError."""
+        command = CreateSegment(next_request_id(), segment, target_rate, scale_type, self._token, rollover_size_bytes)
+        await self._call(segment, command, SegmentCreated)
+
+    async def create_transient_segment(self, parent_segment: str, writer_id: uuid.UUID) -> str:
+        """Create a transient segment of ``writer_id`` under ``parent_segment``; returns its name."""
+        command = CreateTransientSegment(next_request_id(), writer_id, parent_segment, self._token)
+        reply = await self._call(parent_segment, command, SegmentCreated)
+        return reply.segment
+
+    async def seal_segment(self, segment: str) -> None:
+        """Seal ``segment``. Raises NoSuchSegmentError."""
+        await self._call(segment, SealSegment(next_request_id(), segment, self._token), SegmentSealed)
+
+    async def truncate_segment(self, segment: str, offset: int) -> None:
+        """Drop the data of ``segment`` below ``offset``."""
+        command = TruncateSegment(next_request_id(), segment, offset, self._token)
+        await self._call(segment, command, SegmentTruncated)
+
+    async def delete_segment(self, segment: str) -> None:
+        """Delete ``segment``. Raises NoSuchSegmentError."""
+        await self._call(segment, DeleteSegment(next_request_id(), segment, self._token), SegmentDeleted)
+
+    async def merge_segments(
+        self, target: str, source: str, attribute_updates: Sequence[ConditionalAttributeUpdate] = ()
+    ) -> int:
+        """Merge ``source`` (sealed) into ``target``; returns the target's new length (-1 if not told)."""
+        command = MergeSegments(next_request_id(), target, source, self._token, tuple(attribute_updates))
+        reply = await self._call(target, command, SegmentsMerged)
+        return reply.new_target_write_offset
+
+    async def merge_segments_batch(self, target: str, sources: Sequence[str]) -> list[int]:
+        """Merge each of ``sources`` into ``target`` in order; returns the target length after each."""
+        command = MergeSegmentsBatch(next_request_id(), target, tuple(sources), self._token)
+        reply = await self._call(target, command, SegmentsBatchMerged)
+        return list(reply.new_target_write_offset)
+
+    async def get_segment_info(self, segment: str) -> SegmentStatus:
+        """The state of ``segment``. Raises NoSuchSegmentError (or answers ``exists=False``)."""
+        reply = await self._read_call(
+            segment, lambda rid: GetStreamSegmentInfo(rid, segment, self._token), StreamSegmentInfo
+        )
+        return SegmentStatus(
+            reply.segment_name,
+            reply.exists,
+            reply.is_sealed,
+            reply.is_deleted,
+            reply.last_modified,
+            reply.write_offset,
+            reply.start_offset,
+        )
+
+    async def update_segment_policy(self, segment: str, scale_type: int, target_rate: int) -> None:
+        """Change the scaling policy of ``segment``."""
+        command = UpdateSegmentPolicy(next_request_id(), segment, target_rate, scale_type, self._token)
+        await self._call(segment, command, SegmentPolicyUpdated)
+
+    async def get_segment_attribute(self, segment: str, attribute_id: uuid.UUID) -> int | None:
+        """The value of one attribute, or None if it is not set."""
+        reply = await self._read_call(
+            segment, lambda rid: GetSegmentAttribute(rid, segment, attribute_id, self._token), SegmentAttribute
+        )
+        return None if reply.value == NULL_ATTRIBUTE_VALUE else reply.value
+
+    async def update_segment_attribute(
+        self, segment: str, attribute_id: uuid.UUID, new_value: int, expected_value: int | None = None
+    ) -> bool:
+        """Compare-and-set one attribute (``expected_value`` None: must be unset); True if it was set."""
+        expected = NULL_ATTRIBUTE_VALUE if expected_value is None else expected_value
+        command = UpdateSegmentAttribute(next_request_id(), segment, attribute_id, new_value, expected, self._token)
+        reply = await self._call(segment, command, SegmentAttributeUpdated)
+        return reply.success
+
+    async def read_segment(
+        self, segment: str, offset: int, length: int, timeout_s: float | None = -1.0
+    ) -> ReadSegmentResult:
+        """Read up to ``length`` bytes at ``offset`` (fewer near the tail; at the tail the server waits).
+
+        Raises SegmentIsTruncatedError below the start, NoSuchSegmentError.
+        """
+        reply = await self._read_call(
+            segment, lambda rid: ReadSegment(segment, offset, length, self._token, rid), SegmentRead, timeout_s
+        )
+        return ReadSegmentResult(reply.segment, reply.offset, reply.data, reply.at_tail, reply.end_of_segment)
+
+    async def flush_to_storage(self, container_id: int, endpoint: Endpoint | None = None) -> None:
+        """Flush everything container ``container_id`` holds to Tier-2 (admin)."""
+        target = endpoint or self._static
+        if target is None:
+            raise ValueError("endpoint: required when the client resolves endpoints per segment")
+        connection = await self.pool.get(target)
+        await connection.request(FlushToStorage(container_id, self._token, next_request_id()), StorageFlushed)
+
+    async def list_storage_chunks(self, segment: str) -> list[ChunkInfo]:
+        """The Tier-2 chunks of ``segment`` (admin)."""
+        reply = await self._read_call(
+            segment, lambda rid: ListStorageChunks(segment, self._token, rid), StorageChunksListed
+        )
+        return list(reply.chunks)
+
+    # ---- table segments -----------------------------------------------------------------------------------
+
+    async def create_table_segment(self, segment: str, key_length: int = 0, rollover_size_bytes: int = 0) -> None:
+        """Create a table segment (``key_length`` > 0: fixed-length keys). Raises SegmentAlreadyExistsError."""
+        command = CreateTableSegment(next_request_id(), segment, self._token, False, key_length, rollover_size_bytes)
+        await self._call(segment, command, SegmentCreated)
+
+    async def delete_table_segment(self, segment: str, must_be_empty: bool = False) -> None:
+        """Delete a table segment. Raises TableSegmentNotEmptyReplyError, NoSuchSegmentError."""
+        command = DeleteTableSegment(next_request_id(), segment, must_be_empty, self._token)
+        await self._call(segment, command, SegmentDeleted)
+
+    async def get_table_segment_info(self, segment: str) -> TableSegmentStatus:
+        """The state of a table segment."""
+        reply = await self._read_call(
+            segment, lambda rid: GetTableSegmentInfo(rid, segment, self._token), TableSegmentInfo
+        )
+        return TableSegmentStatus(
+            reply.segment_name, reply.start_offset, reply.length, reply.entry_count, reply.key_length
+        )
+
+    async def update_table_entries(
+        self,
+        segment: str,
+        entries: Sequence[EntryUpdate] | Mapping[bytes, bytes],
+        table_segment_offset: int = NULL_TABLE_SEGMENT_OFFSET,
+    ) -> list[int]:
+        """Write entries atomically; returns each key's new version, in order.
+
+        A third tuple element conditions the key on its version (``NOT_EXISTS``: insert only). Raises
+        TableKeyBadVersionReplyError / TableKeyDoesNotExistReplyError (nothing written) on a failed condition.
+        """
+        items = list(entries.items()) if isinstance(entries, Mapping) else list(entries)
+        wire = tuple(TableEntry(TableKey(e[0], e[2] if len(e) == 3 else NO_VERSION), TableValue(e[1])) for e in items)
+        command = UpdateTableEntries(next_request_id(), segment, self._token, wire, table_segment_offset)
+        reply = await self._call(segment, command, TableEntriesUpdated)
+        return list(reply.updated_versions)
+
+    async def remove_table_keys(
+        self,
+        segment: str,
+        keys: Sequence[KeyRemoval],
+        table_segment_offset: int = NULL_TABLE_SEGMENT_OFFSET,
+    ) -> None:
+        """Remove keys atomically; a (key, version) pair conditions the removal on that version."""
+        wire = tuple(TableKey(k, NO_VERSION) if isinstance(k, bytes) else TableKey(k[0], k[1]) for k in keys)
+        command = RemoveTableKeys(next_request_id(), segment, self._token, wire, table_segment_offset)
+        await self._call(segment, command, TableKeysRemoved)
+
+    async def read_table(self, segment: str, keys: Sequence[bytes]) -> list[VersionedEntry | None]:
+        """The entry of each key, in order; None for a key that does not exist."""
+        wire = tuple(TableKey(k, NO_VERSION) for k in keys)
+        reply = await self._read_call(segment, lambda rid: ReadTable(rid, segment, self._token, wire), TableRead)
+        found: list[VersionedEntry | None] = []
+        for entry in reply.entries:
+            missing = entry.key.key_version in (TableKey.NOT_EXISTS, NO_VERSION) or not entry.key.data
+            found.append(None if missing else VersionedEntry(entry.key.data, entry.value.data, entry.key.key_version))
+        return found
+
+    async def read_table_keys(
+        self,
+        segment: str,
+        suggested_count: int = 1000,
+        continuation_token: bytes = b"",
+        from_key: bytes = b"",
+        to_key: bytes = b"",
+    ) -> KeysPage:
+        """One page of keys after ``continuation_token`` (b"" starts over)."""
+        args = TableIteratorArgs(continuation_token, from_key, to_key)
+        reply = await self._read_call(
+            segment, lambda rid: ReadTableKeys(rid, segment, self._token, suggested_count, args), TableKeysRead
+        )
+        return KeysPage([VersionedKey(k.data, k.key_version) for k in reply.keys], reply.continuation_token)
+
+    async def read_table_entries(
+        self,
+        segment: str,
+        suggested_count: int = 1000,
+        continuation_token: bytes = b"",
+        from_key: bytes = b"",
+        to_key: bytes = b"",
+    ) -> EntriesPage:
+        """One page of entries after ``continuation_token`` (b"" starts over)."""
+        args = TableIteratorArgs(continuation_token, from_key, to_key)
+        reply = await self._read_call(
+            segment, lambda rid: ReadTableEntries(rid, segment, self._token, suggested_count, args), TableEntriesRead
+        )
+        return EntriesPage(_entries(reply.entries), reply.continuation_token)
+
+    async def iter_table_entries(self, segment: str, page_size: int = 1000) -> AsyncIterator[VersionedEntry]:
+        """Every entry of the table segment, page by page."""
+        token = b""
+        while True:
+            page = await self.read_table_entries(segment, page_size, token)
+            if not page.entries:
+                return
+            for entry in page.entries:
+                yield entry
+            token = page.continuation_token
+
+    async def read_table_entries_delta(
+        self, segment: str, from_position: int, suggested_count: int = 1000
+    ) -> DeltaPage:
+        """Entries changed since ``from_position`` (0: from the start)."""
+        reply = await self._read_call(
+            segment,
+            lambda rid: ReadTableEntriesDelta(rid, segment, self._token, from_position, suggested_count),
+            TableEntriesDeltaRead,
+        )
+        return DeltaPage(_entries(reply.entries), reply.should_clear, reply.reached_end, reply.last_position)

@@ -1,0 +1,81 @@
+"""Retry policy: exponential backoff with jitter, an attempt limit, and an injectable sleep (kazoo ``retry``).
+
+A policy is a value; :meth:`RetryPolicy.call` runs a coroutine function until it succeeds, raises an
+error that is not retriable, or runs out of attempts (then the last error is raised). Tests inject
+``sleep`` (and ``random``) to run without waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def is_retriable(error: BaseException) -> bool:
+    """The default test: the error's ``retriable`` flag (SegstoreError), or a builtin connection error."""
+    flag = getattr(error, "retriable", None)
+    if flag is not None:
+        return bool(flag)
+    return isinstance(error, ConnectionError | TimeoutError)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Backoff ``initial_delay_ms * multiplier**n`` capped at ``max_delay_ms``, +/- ``jitter_fraction``.
+
+    ``max_attempts`` counts calls, the first included (1 = no retry).
+    """
+
+    max_attempts: int = 10
+    initial_delay_ms: float = 10.0
+    max_delay_ms: float = 2_000.0
+    multiplier: float = 2.0
+    jitter_fraction: float = 0.2
+    sleep: Sleep = field(default=asyncio.sleep, compare=False, repr=False)
+    random: Callable[[], float] = field(default=random.random, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts: must be at least 1")
+        if self.initial_delay_ms < 0 or self.max_delay_ms < self.initial_delay_ms:
+            raise ValueError("initial_delay_ms/max_delay_ms: need 0 <= initial_delay_ms <= max_delay_ms")
+        if self.multiplier < 1:
+            raise ValueError("multiplier: must be at least 1")
+        if not 0 <= self.jitter_fraction < 1:
+            raise ValueError("jitter_fraction: must be within [0, 1)")
+
+    def delays_s(self) -> Iterator[float]:
+        """The pauses (seconds) before the second, third, ... attempt: ``max_attempts - 1`` of them."""
+        delay = self.initial_delay_ms
+        for _ in range(self.max_attempts - 1):
+            jitter = 1.0 + self.jitter_fraction * (2.0 * self.random() - 1.0)
+            yield min(delay, self.max_delay_ms) * jitter / 1000.0
+            delay *= self.multiplier
+
+    async def call(
+        self,
+        fn: Callable[[], Awaitable[_T]],
+        retriable: Callable[[BaseException], bool] = is_retriable,
+    ) -> _T:
+        """Run ``fn`` until it returns; re-raise a non-retriable error at once, the last one when exhausted."""
+        delays = self.delays_s()
+        while True:
+            try:
+                return await fn()
+            except Exception as error:
+                if not retriable(error):
+                    raise
+                delay = next(delays, None)
+                if delay is None:
+                    raise
+                _log.debug("retrying in %.3f s after %r", delay, error)
+                await self.sleep(delay)

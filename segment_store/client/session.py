@@ -1,0 +1,241 @@
+"""The append session life cycle shared by the plain and the conditional writer.
+
+A session is one writer id on one segment. It sends ``SetupAppend`` on a pooled connection and learns
+from ``AppendSetup`` the last event number the segment stored for that writer; from then on the
+connection routes the writer's acks and failures to it (``ReplyListener``). When the connection is lost,
+or the server answers ``WrongHost`` or ``InvalidEventNumber`` (a deduplication race after a reconnect),
+the session detaches and sets up again with backoff (``WriterConfig.retry``), on a new connection if the
+old one died; the subclass then drops what the server says it has and resends the rest in order.
+A failure that repeating cannot fix (``SegmentIsSealed``, ``NoSuchSegment``, a rejected token, an
+exhausted retry budget) fails the session for good: :attr:`AppendSession.failure` holds the error and
+every pending write fails with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import uuid
+from typing import Protocol
+
+from segment_store.client.config import WriterConfig
+from segment_store.client.connection import Connection, next_request_id
+from segment_store.client.errors import (
+    ClientClosedError,
+    ConnectionLostError,
+    InvalidEventNumberError,
+    ReplyError,
+    WrongHostError,
+    error_for_reply,
+    is_failure_reply,
+)
+from segment_store.client.retry import is_retriable
+from segment_store.protocol import AppendSetup, SetupAppend, WireCommand
+
+_log = logging.getLogger(__name__)
+
+
+class ConnectionSource(Protocol):
+    """Where sessions and readers get connections (``SegmentClient`` is one)."""
+
+    @property
+    def delegation_token(self) -> str: ...
+
+    async def connection_for(self, segment: str) -> Connection: ...
+
+
+class SessionState(enum.Enum):
+    NEW = "new"
+    SETTING_UP = "setting up"
+    CONNECTED = "connected"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+class AppendSession:
+    """Base of :class:`~segment_store.client.writer.SegmentWriter` and
+    :class:`~segment_store.client.conditional.ConditionalWriter`: setup, routing, reconnect, failure.
+
+    Subclasses implement :meth:`_on_setup`, :meth:`_on_detached`, :meth:`_on_session_reply` and
+    :meth:`_on_failed`. Use from the event loop that opened it.
+    """
+
+    def __init__(self, source: ConnectionSource, segment: str, writer_id: uuid.UUID, config: WriterConfig) -> None:
+        self.segment = segment
+        self.writer_id = writer_id
+        self.config = config
+        self._source = source
+        self._state = SessionState.NEW
+        self._connection: Connection | None = None
+        self._request_id = -1
+        self._failure: BaseException | None = None
+        self._setup_task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._reconnects_without_progress = 0
+        self.setups = 0
+        """How many times ``SetupAppend`` succeeded (1 + reconnects); for tests and metrics."""
+        self.server_last_event_number: int | None = None
+        """What the latest ``AppendSetup`` said the segment holds for this writer id."""
+
+    @property
+    def state(self) -> SessionState:
+        return self._state
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error that ended the session, or None."""
+        return self._failure
+
+    @property
+    def connection(self) -> Connection | None:
+        """The connection the session is set up on (None while reconnecting)."""
+        return self._connection
+
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if self._state is SessionState.CLOSED:
+            raise ClientClosedError(f"writer {self.writer_id} on {self.segment} is closed")
+
+    async def open(self) -> int:
+        """Set the session up (retrying as configured); returns the last event number the segment stored
+        for this writer id (negative if none). Raises the setup's typed error if it cannot be fixed."""
+        self._check_usable()
+        if self._state is SessionState.NEW:
+            self._state = SessionState.SETTING_UP
+            self._setup_task = asyncio.get_running_loop().create_task(self._setup_with_retry())
+        await self._wait_connected()
+        assert self.server_last_event_number is not None
+        return self.server_last_event_number
+
+    async def _wait_connected(self) -> None:
+        while self._state is not SessionState.CONNECTED:
+            self._check_usable()
+            await self._connected.wait()
+        self._check_usable()
+
+    # ---- setup and reconnect ------------------------------------------------------------------------------
+
+    async def _setup_once(self) -> None:
+        if self._state is not SessionState.SETTING_UP:
+            return
+        connection = await self._source.connection_for(self.segment)
+        request_id = next_request_id()
+        connection.register_writer(self.writer_id, request_id, self)
+        command = SetupAppend(request_id, self.writer_id, self.segment, self._source.delegation_token)
+        try:
+            reply = await connection.request(command, AppendSetup)
+        except BaseException:
+            connection.unregister_writer(self.writer_id, request_id, self)
+            raise
+        if self._state is not SessionState.SETTING_UP:
+            connection.unregister_writer(self.writer_id, request_id, self)
+            return
+        self._connection = connection
+        self._request_id = request_id
+        self._state = SessionState.CONNECTED
+        self.setups += 1
+        self.server_last_event_number = reply.last_event_number
+        self._connected.set()
+        _log.debug("writer %s set up on %s, last event %d", self.writer_id, self.segment, reply.last_event_number)
+        self._on_setup(reply.last_event_number)
+
+    async def _setup_with_retry(self) -> None:
+        try:
+            await self.config.retry.call(self._setup_once, self._setup_retriable)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            if self._state is SessionState.SETTING_UP:
+                self._fail(error)
+
+    @staticmethod
+    def _setup_retriable(error: BaseException) -> bool:
+        return is_retriable(error) or isinstance(error, InvalidEventNumberError)
+
+    def _detach(self, cause: BaseException) -> None:
+        """Leave the current connection and set up again (new connection if that one died)."""
+        connection = self._connection
+        if connection is not None:
+            connection.unregister_writer(self.writer_id, self._request_id, self)
+        self._connection = None
+        if self._state is not SessionState.CONNECTED:
+            return
+        self._reconnects_without_progress += 1
+        self._state = SessionState.SETTING_UP
+        self._connected.clear()
+        self._on_detached()
+        if self._reconnects_without_progress > self.config.retry.max_attempts:
+            self._fail(cause)
+            return
+        _log.info("writer %s on %s reconnects after %r", self.writer_id, self.segment, cause)
+        self._setup_task = asyncio.get_running_loop().create_task(self._setup_with_retry())
+
+    def _progress(self) -> None:
+        """The server acknowledged something: reset the budget of reconnects without progress."""
+        self._reconnects_without_progress = 0
+
+    def _fail(self, error: BaseException) -> None:
+        if self._state in (SessionState.FAILED, SessionState.CLOSED):
+            return
+        connection = self._connection
+        if connection is not None:
+            connection.unregister_writer(self.writer_id, self._request_id, self)
+        self._connection = None
+        self._state = SessionState.FAILED
+        self._failure = error
+        self._connected.set()  # wake waiters; they see the failure
+        _log.warning("writer %s on %s failed: %r", self.writer_id, self.segment, error)
+        self._on_failed(error)
+
+    async def _shutdown(self) -> None:
+        """Leave the connection and stop any reconnect (the subclass flushed what it had to)."""
+        task = self._setup_task
+        if task is not None and not task.done():
+            task.cancel()
+        connection = self._connection
+        if connection is not None:
+            connection.unregister_writer(self.writer_id, self._request_id, self)
+        self._connection = None
+        if self._state is not SessionState.FAILED:
+            self._state = SessionState.CLOSED
+        self._connected.set()
+
+    # ---- ReplyListener ------------------------------------------------------------------------------------
+
+    def on_connection_lost(self, connection: Connection, error: ConnectionLostError) -> None:
+        if connection is self._connection:
+            self._detach(error)
+
+    def on_reply(self, connection: Connection, reply: WireCommand) -> None:
+        if connection is not self._connection:
+            return
+        if self._on_session_reply(reply):
+            return
+        if not is_failure_reply(reply):
+            _log.warning("writer %s on %s ignores unexpected %r", self.writer_id, self.segment, reply)
+            return
+        error: ReplyError = error_for_reply(reply)
+        if isinstance(error, WrongHostError | InvalidEventNumberError) or error.retriable:
+            self._detach(error)
+        else:
+            self._fail(error)
+
+    # ---- subclass hooks -----------------------------------------------------------------------------------
+
+    def _on_setup(self, last_event_number: int) -> None:
+        """Connected: drop what the server has up to ``last_event_number`` and (re)send the rest."""
+        raise NotImplementedError
+
+    def _on_detached(self) -> None:
+        """The connection is gone: whatever was sent and not acknowledged must be sent again."""
+        raise NotImplementedError
+
+    def _on_session_reply(self, reply: WireCommand) -> bool:
+        """Handle acks and conditional failures; return False to let the base handle failures."""
+        raise NotImplementedError
+
+    def _on_failed(self, error: BaseException) -> None:
+        """The session is over: fail every pending write with ``error``."""
+        raise NotImplementedError

@@ -1,0 +1,347 @@
+"""The append session of one writer on one segment: batching, backpressure, acks, resend.
+
+Every write gets consecutive event numbers (the first after what the segment already holds for this
+writer id) and a future that completes when the server acknowledges it. Writes are framed as events
+and sent in ``AppendBlockEnd`` blocks of up to ``max_block_bytes``, sized by load:
+
+* idle (nothing awaiting an ack): what was written in this turn of the event loop goes out at once;
+* busy: writes accumulate; a block goes out as soon as one is full, and whatever accumulated goes out
+  when an ack arrives. Blocks are pipelined; the server acks them cumulatively (``DataAppended``).
+
+Backpressure: :meth:`SegmentWriter.write` waits while ``max_unacked_bytes`` are written but not acked.
+
+Reconnect: on a lost connection (or ``WrongHost``/``InvalidEventNumber``) everything sent and not
+acked goes back in front of the unsent writes; after the new ``AppendSetup`` the writes up to its last
+event number are acked and the rest is resent in order. The server's writer-id attribute deduplicates
+anything that arrives twice, so no event is lost or duplicated. ``SegmentIsSealed``/``NoSuchSegment``
+fail every pending write with the typed error; :meth:`SegmentWriter.unacked_events` then lists the
+events that were not stored, in order, e.g. to resend them to successor segments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from segment_store.client.config import WriterConfig
+from segment_store.client.errors import ConnectionLostError
+from segment_store.client.session import AppendSession, ConnectionSource, SessionState
+from segment_store.protocol import (
+    HEADER_SIZE,
+    AppendBlockEnd,
+    DataAppended,
+    encode,
+    encode_events,
+    parse_events,
+)
+from segment_store.protocol.constants import EVENT_TYPE_CODE, HEADER
+from segment_store.protocol.types import Buffer
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Write:
+    """Consecutive events numbered ``first``..``last``, framed in ``data``, sharing one ack future.
+
+    The newest unsent write grows while it is not sent (the events written in one turn of the event
+    loop, up to a block), so a burst of small events costs one future, not one each.
+    """
+
+    first: int
+    last: int
+    data: bytearray
+    future: asyncio.Future[None]
+
+    def drop_through(self, level: int) -> int:
+        """Drop the events numbered up to ``level`` (acked by a setup); return how many bytes went."""
+        skip = level - self.first + 1
+        pos = 0
+        for _ in range(skip):
+            pos += HEADER_SIZE + HEADER.unpack_from(self.data, pos)[1]
+        del self.data[:pos]
+        self.first = level + 1
+        return pos
+
+
+class SegmentWriter(AppendSession):
+    """Append session for ``writer_id`` on ``segment``; make it with ``SegmentClient.writer``.
+
+    ``await open()`` is optional (the first write opens). ``close()`` flushes; ``async with`` closes.
+    """
+
+    def __init__(self, source: ConnectionSource, segment: str, writer_id: uuid.UUID, config: WriterConfig) -> None:
+        super().__init__(source, segment, writer_id, config)
+        self._pending: deque[_Write] = deque()  # not sent on the current connection
+        self._inflight: deque[_Write] = deque()  # sent, not acked
+        self._pending_bytes = 0
+        self._unacked_bytes = 0
+        self._next_event = 1
+        self._acked = 0  # highest event number acknowledged
+        self._room_waiters: deque[asyncio.Future[None]] = deque()
+        self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._send_scheduled = False
+        self._failed_writes: list[_Write] = []
+        self.blocks_sent = 0
+        """Number of append blocks sent (resends included); for tests and metrics."""
+
+    async def __aenter__(self) -> SegmentWriter:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # ---- public API ---------------------------------------------------------------------------------------
+
+    @property
+    def unacked_bytes(self) -> int:
+        """Framed bytes written and not yet acknowledged."""
+        return self._unacked_bytes
+
+    @property
+    def acked_event_number(self) -> int:
+        """The highest event number of this writer the server acknowledged (0: none yet)."""
+        return self._acked
+
+    @property
+    def last_event_number(self) -> int:
+        """The event number given to the latest write (0: none yet)."""
+        return self._next_event - 1
+
+    async def write(self, payload: Buffer) -> asyncio.Future[None]:
+        """Queue one event; wait only while the window of unacked bytes is full.
+
+        Returns a future that completes when the event is stored, or fails with the session's error.
+        Events queued together may share one future: await it, do not cancel it. Raises the session's
+        error (or ClientClosedError) at once if the session is already over.
+        """
+        return await self._write((HEADER.pack(EVENT_TYPE_CODE, len(payload)), payload), 1)
+
+    async def write_many(self, payloads: Iterable[Buffer]) -> asyncio.Future[None]:
+        """Queue several events (consecutive numbers); the future completes when all are stored.
+
+        Large inputs are cut into writes of at most ``max_block_bytes`` each, so the window applies.
+        """
+        batch: list[Buffer] = []
+        size = 0
+        futures: list[asyncio.Future[None]] = []
+        limit = self.config.max_block_bytes
+        for payload in payloads:
+            framed = HEADER_SIZE + len(payload)
+            if batch and size + framed > limit:
+                futures.append(await self._write((encode_events(batch),), len(batch)))
+                batch, size = [], 0
+            batch.append(payload)
+            size += framed
+        if batch:
+            futures.append(await self._write((encode_events(batch),), len(batch)))
+        if not futures:
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        if len(futures) == 1:
+            return futures[0]
+        return asyncio.ensure_future(_all_of(futures))
+
+    async def append(self, payload: Buffer) -> None:
+        """Write one event and wait until it is stored."""
+        await (await self.write(payload))
+
+    async def flush(self) -> None:
+        """Wait until everything written so far is stored. Raises the session's error if it failed."""
+        self._check_usable()
+        target = self._next_event - 1
+        if target <= self._acked:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flush_waiters.append((target, waiter))
+        self._schedule_send()
+        await waiter
+
+    async def close(self) -> None:
+        """Flush, then leave the connection. Raises the session's error if it failed. Idempotent."""
+        try:
+            if self._state not in (SessionState.CLOSED, SessionState.FAILED, SessionState.NEW):
+                await self.flush()
+        finally:
+            await self._shutdown()
+        if self._failure is not None:
+            raise self._failure
+
+    def unacked_events(self) -> list[bytes]:
+        """After a failure: the payloads of the writes that were not stored, in order."""
+        return [event.data for write in self._failed_writes for event in parse_events(bytes(write.data))]
+
+    # ---- writing ------------------------------------------------------------------------------------------
+
+    async def _write(self, parts: tuple[Buffer, ...], count: int) -> asyncio.Future[None]:
+        if self._failure is not None or self._state is not SessionState.CONNECTED:
+            self._check_usable()
+            if self._state is SessionState.NEW:
+                await self.open()
+        size = sum(len(p) for p in parts) if len(parts) > 1 else len(parts[0])
+        config = self.config
+        while self._unacked_bytes and self._unacked_bytes + size > config.max_unacked_bytes:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._room_waiters.append(waiter)
+            await waiter
+            self._check_usable()
+        first = self._next_event
+        self._next_event = first + count
+        pending = self._pending
+        newest = pending[-1] if pending else None
+        if newest is not None and len(newest.data) + size <= config.max_block_bytes:
+            for part in parts:
+                newest.data += part
+            newest.last = first + count - 1
+            future = newest.future
+        else:
+            future = asyncio.get_running_loop().create_future()
+            pending.append(_Write(first, first + count - 1, bytearray().join(parts), future))
+        self._pending_bytes += size
+        self._unacked_bytes += size
+        if self._state is SessionState.CONNECTED:
+            if self._pending_bytes >= config.max_block_bytes:
+                self._send(full_blocks_only=True)
+            if not self._send_scheduled:
+                self._send_scheduled = True
+                asyncio.get_running_loop().call_soon(self._send_when_idle)
+        return future
+
+    def _schedule_send(self) -> None:
+        if not self._send_scheduled:
+            self._send_scheduled = True
+            asyncio.get_running_loop().call_soon(self._send_when_idle)
+
+    def _send_when_idle(self) -> None:
+        self._send_scheduled = False
+        if not self._inflight:
+            self._send(full_blocks_only=False)
+
+    def _send(self, full_blocks_only: bool) -> None:
+        """Send pending writes as blocks of up to ``max_block_bytes`` (only full ones if asked)."""
+        connection = self._connection
+        if connection is None or self._state is not SessionState.CONNECTED:
+            return
+        limit = self.config.max_block_bytes
+        pending = self._pending
+        while pending and (not full_blocks_only or self._pending_bytes >= limit):
+            batch = [pending.popleft()]
+            size = len(batch[0].data)
+            while pending and size + len(pending[0].data) <= limit:
+                write = pending.popleft()
+                batch.append(write)
+                size += len(write.data)
+            data = bytes(batch[0].data) if len(batch) == 1 else b"".join(w.data for w in batch)
+            count = batch[-1].last - batch[0].first + 1
+            frame = encode(AppendBlockEnd(self.writer_id, size, data, count, batch[-1].last, self._request_id))
+            self._pending_bytes -= size
+            self._inflight.extend(batch)
+            try:
+                connection.send_frame(frame)
+            except ConnectionLostError as error:
+                # The connection died under us; its loss callback (or this) brings the session back.
+                self._detach(error)
+                return
+            self.blocks_sent += 1
+
+    # ---- session hooks ------------------------------------------------------------------------------------
+
+    def _on_setup(self, last_event_number: int) -> None:
+        if self.setups == 1 and not self._pending and not self._inflight and last_event_number >= self._next_event:
+            self._next_event = last_event_number + 1  # a reused writer id continues after what is stored
+            self._acked = last_event_number
+        elif last_event_number >= self._next_event:
+            _log.error(
+                "server says writer %s stored event %d on %s but the latest written is %d",
+                self.writer_id, last_event_number, self.segment, self._next_event - 1,
+            )  # fmt: skip
+        self._ack_through(last_event_number)
+        self._send(full_blocks_only=False)
+
+    def _on_detached(self) -> None:
+        if self._inflight:
+            resend = self._inflight
+            self._pending.extendleft(reversed(resend))
+            self._pending_bytes += sum(len(w.data) for w in resend)
+            self._inflight = deque()
+
+    def _on_session_reply(self, reply: object) -> bool:
+        if isinstance(reply, DataAppended):
+            if reply.event_number > self._next_event - 1:
+                self._detach(
+                    ConnectionLostError(
+                        f"server acked event {reply.event_number} of writer {self.writer_id} "
+                        f"but the latest sent is {self._next_event - 1}"
+                    )
+                )
+                return True
+            self._ack_through(reply.event_number)
+            self._send(full_blocks_only=False)
+            return True
+        return False
+
+    def _on_failed(self, error: BaseException) -> None:
+        writes = [*self._inflight, *self._pending]
+        self._inflight.clear()
+        self._pending.clear()
+        self._pending_bytes = 0
+        self._unacked_bytes = 0
+        self._failed_writes.extend(writes)
+        for write in writes:
+            if not write.future.done():
+                write.future.set_exception(error)
+        self._wake(error)
+
+    # ---- acks ---------------------------------------------------------------------------------------------
+
+    def _ack_through(self, level: int) -> None:
+        if level <= self._acked:
+            return
+        self._acked = level
+        self._progress()
+        released = 0
+        for queue in (self._inflight, self._pending):
+            while queue and queue[0].last <= level:
+                write = queue.popleft()
+                released += len(write.data)
+                if queue is self._pending:
+                    self._pending_bytes -= len(write.data)
+                if not write.future.done():
+                    write.future.set_result(None)
+            if queue and queue[0].first <= level:
+                dropped = queue[0].drop_through(level)
+                released += dropped
+                if queue is self._pending:
+                    self._pending_bytes -= dropped
+        self._unacked_bytes -= released
+        self._wake(None)
+
+    def _wake(self, error: BaseException | None) -> None:
+        waiters = self._room_waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+        if self._flush_waiters:
+            keep: list[tuple[int, asyncio.Future[None]]] = []
+            for target, waiter in self._flush_waiters:
+                if waiter.done():
+                    continue
+                if error is not None:
+                    waiter.set_exception(error)
+                elif target <= self._acked:
+                    waiter.set_result(None)
+                else:
+                    keep.append((target, waiter))
+            self._flush_waiters = keep
+
+
+async def _all_of(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        await future

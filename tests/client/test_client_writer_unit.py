@@ -1,0 +1,315 @@
+"""Append sessions over scripted connections: batching, window, acks, reconnect bookkeeping, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from client_fakes import FakeNetwork, FakeStore
+
+from segment_store.client import (
+    ClientConfig,
+    ConditionalCheckFailedError,
+    ConnectionConfig,
+    ConnectionLostError,
+    ConnectionPool,
+    NoSuchSegmentError,
+    RetryPolicy,
+    SegmentClient,
+    SegmentIsSealedError,
+    WriterConfig,
+)
+from segment_store.client.session import SessionState
+from segment_store.protocol import (
+    AppendBlockEnd,
+    ConditionalAppend,
+    ConditionalBlockEnd,
+    ConditionalCheckFailed,
+    DataAppended,
+    InvalidEventNumber,
+    SetupAppend,
+    WireCommand,
+    parse_events,
+)
+
+SEGMENT = "scope/stream/0"
+
+
+async def _noop_sleep(seconds: float) -> None:
+    await asyncio.sleep(0)
+
+
+def _client(store: FakeStore, **writer: int) -> tuple[SegmentClient, FakeNetwork]:
+    network = FakeNetwork(store)
+    retry = RetryPolicy(max_attempts=5, sleep=_noop_sleep)
+    config = ClientConfig(
+        connection=ConnectionConfig(keepalive_interval_ms=0),
+        writer=WriterConfig(retry=retry, **writer),
+    )
+    return SegmentClient(("fake", 1), config, ConnectionPool(config.connection, config.pool, network.connect)), network
+
+
+def _blocks(network: FakeNetwork) -> list[AppendBlockEnd]:
+    return [c for peer in network.peers for c in peer.sent(AppendBlockEnd)]  # type: ignore[misc]
+
+
+async def test_write_when_idle_sends_at_once_and_acks() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    client, _network = _client(store)
+    writer = client.writer(SEGMENT)
+    ack = await writer.write(b"one")
+    await asyncio.wait_for(ack, 1)
+    assert store.events(SEGMENT) == [b"one"]
+    assert writer.acked_event_number == 1 and writer.unacked_bytes == 0
+    await writer.close()
+
+
+async def test_write_in_one_loop_turn_coalesces_into_blocks_of_max_size() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    client, network = _client(store, max_block_bytes=1000, max_unacked_bytes=100_000)
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    acks = [await writer.write(b"x" * 92) for _ in range(50)]  # 100 framed bytes each, no await in between
+    await asyncio.gather(*acks)
+    blocks = _blocks(network)
+    assert len(blocks) == 5
+    assert all(len(b.data) == 1000 and b.num_events == 10 for b in blocks)
+    assert [b.last_event_number for b in blocks] == [10, 20, 30, 40, 50]
+    assert len(store.events(SEGMENT)) == 50
+
+
+async def test_write_while_acks_outstanding_accumulates_until_an_ack() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    store.hold_acks = True
+    client, network = _client(store, max_block_bytes=10_000, max_unacked_bytes=100_000)
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    first = await writer.write(b"first")
+    await asyncio.sleep(0.01)
+    assert len(_blocks(network)) == 1  # idle: sent at once
+    later = [await writer.write(b"e%d" % i) for i in range(20)]
+    await asyncio.sleep(0.01)
+    assert len(_blocks(network)) == 1  # busy: held back
+    store.hold_acks = False
+    store.release()
+    await asyncio.gather(first, *later)
+    blocks = _blocks(network)
+    assert len(blocks) == 2 and blocks[1].num_events == 20
+
+
+async def test_write_with_full_window_waits_for_acks() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    store.hold_acks = True
+    client, _network = _client(store, max_block_bytes=100, max_unacked_bytes=300)
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    for _ in range(3):
+        await writer.write(b"x" * 92)
+    blocked = asyncio.ensure_future(writer.write(b"x" * 92))
+    await asyncio.sleep(0.01)
+    assert not blocked.done() and writer.unacked_bytes == 300
+    store.hold_acks = False
+    store.release()
+    await asyncio.wait_for(blocked, 1)
+    await writer.flush()
+    assert writer.unacked_bytes == 0
+
+
+async def test_ack_cumulative_completes_every_write_up_to_it() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    store.hold_acks = True
+    client, _network = _client(store, max_block_bytes=100)
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    acks = [await writer.write(b"x" * 92) for _ in range(4)]
+    await asyncio.sleep(0.01)
+    last = store.held[-1]
+    store.held.clear()
+    last[0].reply(last[1])  # only the last DataAppended: it covers every event up to 4
+    await asyncio.wait_for(asyncio.gather(*acks), 1)
+
+
+async def test_reconnect_with_unacked_blocks_resends_only_what_the_server_lacks() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    client, network = _client(store, max_block_bytes=1000, max_unacked_bytes=1_000_000)
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    store.drop_after_blocks = 3  # the third block is stored, then the connection dies: its ack is lost
+    acks = [await writer.write(b"%06d" % i) for i in range(500)]
+    await asyncio.wait_for(asyncio.gather(*acks), 5)
+    assert [int(e) for e in store.events(SEGMENT)] == list(range(500))
+    assert store.duplicates == 0
+    assert writer.setups == 2 and len(network.peers) == 2
+    setups = network.peers[1].sent(SetupAppend)
+    assert len(setups) == 1
+    resent = network.peers[1].sent(AppendBlockEnd)
+    first_resent = resent[0]
+    assert isinstance(first_resent, AppendBlockEnd)
+    assert parse_events(first_resent.data)[0].data == b"%06d" % (3 * (1000 // 14))  # after 3 stored blocks
+
+
+async def test_reconnect_with_setup_inside_a_write_drops_its_stored_events() -> None:
+    store = FakeStore()
+    segment = store.create(SEGMENT)
+    client, network = _client(store)
+    writer = client.writer(SEGMENT, writer_id=uuid.UUID(int=1))
+    await writer.open()
+    store.hold_acks = True
+    ack = await writer.write_many([b"a", b"b", b"c", b"d"])
+    await asyncio.sleep(0.01)
+    # Pretend the server kept only events 1..2 of that write (its attribute says 2), then the link fails.
+    segment.data = bytearray(b"".join(b"\x00\x00\x00\x00\x00\x00\x00\x01" + x for x in (b"a", b"b")))
+    segment.writers[writer.writer_id] = 2
+    store.hold_acks = False
+    store.held.clear()
+    network.peers[0].drop()
+    await asyncio.wait_for(ack, 1)
+    assert store.events(SEGMENT) == [b"a", b"b", b"c", b"d"]
+    block = network.peers[1].sent(AppendBlockEnd)[0]
+    assert isinstance(block, AppendBlockEnd) and block.num_events == 2 and block.last_event_number == 4
+
+
+async def test_reconnect_with_refused_connections_retries_with_backoff() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    client, network = _client(store)
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    network.refuse = 3
+    network.peers[0].drop()
+    await asyncio.sleep(0)
+    ack = await writer.write(b"after")
+    await asyncio.wait_for(ack, 1)
+    assert store.events(SEGMENT) == [b"after"]
+
+
+async def test_reconnect_with_retries_exhausted_fails_pending_writes() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    client, network = _client(store)
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    store.hold_acks = True
+    ack = await writer.write(b"lost?")
+    await asyncio.sleep(0)
+    network.refuse = 100
+    network.peers[0].drop()
+    with pytest.raises(ConnectionLostError):
+        await asyncio.wait_for(ack, 1)
+    assert writer.state is SessionState.FAILED
+    assert writer.unacked_events() == [b"lost?"]
+    with pytest.raises(ConnectionLostError):
+        await writer.write(b"more")
+
+
+async def test_invalid_event_number_reply_sets_up_again() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    client, network = _client(store)
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    await writer.append(b"1")
+    peer = network.peers[0]
+    peer.reply(InvalidEventNumber(writer.writer_id, writer._request_id, "", 1))
+    await asyncio.sleep(0.01)
+    assert writer.setups == 2
+    await writer.append(b"2")
+    assert store.events(SEGMENT) == [b"1", b"2"]
+
+
+async def test_sealed_segment_fails_pending_writes_with_typed_error() -> None:
+    store = FakeStore()
+    segment = store.create(SEGMENT)
+    client, _network = _client(store)
+    writer = client.writer(SEGMENT)
+    await writer.append(b"stored")
+    segment.sealed = True
+    acks = [await writer.write(b"late%d" % i) for i in range(3)]
+    for ack in acks:
+        with pytest.raises(SegmentIsSealedError) as info:
+            await ack
+        assert info.value.segment == SEGMENT
+    assert writer.unacked_events() == [b"late0", b"late1", b"late2"]
+    with pytest.raises(SegmentIsSealedError):
+        await writer.close()
+
+
+async def test_open_with_missing_segment_raises_no_such_segment() -> None:
+    client, _network = _client(FakeStore())
+    writer = client.writer("missing")
+    with pytest.raises(NoSuchSegmentError):
+        await writer.open()
+
+
+async def test_open_with_reused_writer_id_continues_after_stored_events() -> None:
+    store = FakeStore()
+    store.create(SEGMENT).writers[uuid.UUID(int=9)] = 41
+    client, network = _client(store)
+    writer = client.writer(SEGMENT, writer_id=uuid.UUID(int=9))
+    assert await writer.open() == 41
+    await writer.append(b"next")
+    block = network.peers[0].sent(AppendBlockEnd)[0]
+    assert isinstance(block, AppendBlockEnd) and block.last_event_number == 42
+
+
+async def test_ack_beyond_what_was_sent_sets_up_again() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    client, network = _client(store)
+    writer = client.writer(SEGMENT)
+    await writer.append(b"1")
+    network.peers[0].reply(DataAppended(writer.writer_id, 99, 1, writer._request_id, 0))
+    await asyncio.sleep(0.01)
+    assert writer.setups == 2 and writer.acked_event_number == 1
+
+
+# ---- conditional ----------------------------------------------------------------------------------------------
+
+
+def _conditional_handler(store: FakeStore):
+    def handle(peer, command: WireCommand) -> None:
+        if isinstance(command, ConditionalAppend | ConditionalBlockEnd):
+            segment = store.segments[SEGMENT]
+            if command.expected_offset != len(segment.data):
+                peer.reply(ConditionalCheckFailed(command.writer_id, command.event_number, command.request_id))
+                return
+        store(peer, command)
+
+    return handle
+
+
+async def test_conditional_append_with_right_offset_returns_new_length() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    network = FakeNetwork(_conditional_handler(store))
+    client = SegmentClient(("fake", 1), pool=ConnectionPool(connect=network.connect))
+    async with client.conditional_writer(SEGMENT) as writer:
+        assert await writer.append(b"abc", 0) == 11
+        assert await writer.append_many([b"d", b"e"], 11) == 29
+        with pytest.raises(ConditionalCheckFailedError):
+            await writer.append(b"stale", 11)
+        assert await writer.append(b"f", 29) == 38
+    assert store.events(SEGMENT) == [b"abc", b"d", b"e", b"f"]
+    assert len(network.peers[0].sent(ConditionalBlockEnd)) == 1
+
+
+async def test_conditional_append_with_connection_lost_after_store_is_not_repeated() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    store.drop_after_blocks = 1
+    network = FakeNetwork(_conditional_handler(store))
+    retry = RetryPolicy(sleep=_noop_sleep)
+    config = ClientConfig(writer=WriterConfig(retry=retry))
+    client = SegmentClient(("fake", 1), config, ConnectionPool(connect=network.connect))
+    writer = client.conditional_writer(SEGMENT)
+    assert await asyncio.wait_for(writer.append(b"once", 0), 1) == 12
+    assert store.events(SEGMENT) == [b"once"]
+    assert writer.setups == 2
+    await writer.close()
