@@ -1,4 +1,4 @@
-"""The README's main job runs end to end (real ZooKeeper, wire exchange) and says so."""
+"""The README's main job runs end to end (real ZooKeeper, wire exchange, durable segment store) and says so."""
 
 from __future__ import annotations
 
@@ -14,4 +14,7 @@ def test_demo_with_fresh_data_dir(tmp_path: Path, capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "registered ephemeral host node /segstore/hosts/demo-" in out
     assert "1 append of 1000 events" in out and "b'event-0'" in out
+    assert "100,000 events acknowledged" in out
+    assert "read back 100000 events over the wire, first b'event-000000'" in out
+    assert "has 100000 rows (one per event)" in out
     assert "all steps passed" in out
