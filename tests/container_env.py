@@ -13,6 +13,7 @@ from segment_store.storage.chunked_storage import ChunkedSegmentStorage
 from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
 from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
 from segment_store.storage.segment_storage import SegmentStorage
+from segment_store.storage.storage_config import ChunkedStorageConfig
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
 from segment_store.writer.config import WriterConfig
 
@@ -32,14 +33,17 @@ SMALL = ContainerConfig(
 class ContainerEnv:
     """Tier-1 and Tier-2 that outlive container instances, so tests can restart and "crash" containers."""
 
-    def __init__(self, config: ContainerConfig = SMALL, chunks: Any = None) -> None:
+    def __init__(
+        self, config: ContainerConfig = SMALL, chunks: Any = None, storage_config: ChunkedStorageConfig | None = None
+    ) -> None:
         self.config = config
+        self.storage_config = storage_config
         self.tier1 = InMemoryDurableDataLogFactory()
         self.chunks = chunks if chunks is not None else FaultyChunkStorage(MemoryChunkStorage())
         self.instances: list[SegmentContainer] = []
 
     def storage(self, container_id: int, snapshot_info: Any) -> SegmentStorage:
-        return ChunkedSegmentStorage(self.chunks, container_id, snapshot_info)
+        return ChunkedSegmentStorage(self.chunks, container_id, snapshot_info, self.storage_config)
 
     async def start(self, container_id: int = 0, config: ContainerConfig | None = None) -> SegmentContainer:
         container = SegmentContainer(

@@ -268,7 +268,8 @@ class SegmentContainer:
                 await asyncio.sleep(min(0.005, remaining))
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.writer.flush_all(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self.writer.flush_all()
 
     async def append(
         self,

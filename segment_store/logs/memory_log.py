@@ -58,10 +58,15 @@ class InMemoryOperationLog:
             return ops
         self._changed.clear()
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):  # not wait_for: on 3.11 it can swallow a cancellation
+                await self._changed.wait()
         except TimeoutError:
             return []
         return self.read_now(after_sequence, max_count)
+
+    def wake(self) -> None:
+        """End a waiting :meth:`read` early (it returns what there is, possibly nothing)."""
+        self._changed.set()
 
     def truncate(self, below_sequence: int) -> int:
         """Drop operations with sequence number < ``below_sequence``; returns how many were dropped."""

@@ -268,7 +268,8 @@ class ReadIndex:
             waiter: asyncio.Future[None] = loop.create_future()
             self._index(segment_id).waiters.append(waiter)
             try:
-                await asyncio.wait_for(waiter, remaining)
+                async with asyncio.timeout(remaining):
+                    await waiter
             except TimeoutError:
                 return ReadResult(offset, b"")
 

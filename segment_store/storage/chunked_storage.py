@@ -149,6 +149,10 @@ class ChunkedSegmentStorage:
         return self._cid
 
     @property
+    def max_write_bytes(self) -> int:
+        return self._config.max_chunk_bytes
+
+    @property
     def journal(self) -> SystemJournal:
         """The system journal (after :meth:`open`)."""
         if self._journal is None:

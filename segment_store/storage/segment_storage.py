@@ -79,6 +79,10 @@ class SegmentStorage(Protocol):
     segment at once.
     """
 
+    @property
+    def max_write_bytes(self) -> int:
+        """The most one :meth:`write` accepts (one chunk); callers keep flushes within it."""
+
     async def open(self, epoch: int) -> None:
         """Boot: load the chunk metadata (fencing lower epochs) and reconcile with the chunks present."""
 

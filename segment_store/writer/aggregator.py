@@ -91,6 +91,7 @@ class SegmentAggregator:
         self._config = config
         self._clock = clock
         self._queue: deque[Operation] = deque()
+        self._max_flush_bytes = min(config.max_flush_bytes, storage.max_write_bytes)  # one flush = one chunk
         self._lock = asyncio.Lock()
         self._append_bytes = 0  # bytes of queued appends
         self._barriers = 0  # queued operations that are not appends
@@ -199,7 +200,7 @@ class SegmentAggregator:
         ops: list[AppendOperation] = []
         size = 0
         for op in self._queue:
-            if not isinstance(op, AppendOperation) or (ops and size + len(op.data) > self._config.max_flush_bytes):
+            if not isinstance(op, AppendOperation) or (ops and size + len(op.data) > self._max_flush_bytes):
                 break
             ops.append(op)
             size += len(op.data)

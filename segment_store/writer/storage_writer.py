@@ -87,6 +87,7 @@ class StorageWriter:
         self._semaphore = asyncio.Semaphore(self.config.max_concurrent_flushes)
         self._retry_delay = 0.0
         self.failure: BaseException | None = None
+        self._stopping = False
         self.flushed_bytes = 0
         self.flush_count = 0
 
@@ -177,7 +178,10 @@ class StorageWriter:
         self._task = asyncio.create_task(self._run(), name=f"storage-writer-{self.metadata.container_id}")
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
+            self._log.wake()
+            self._wake.set()
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -196,6 +200,7 @@ class StorageWriter:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._flush_waiters.append((target, future))
         self._wake.set()
+        self._log.wake()  # an idle writer waits on the operation log
         await future
 
     @property
@@ -207,7 +212,7 @@ class StorageWriter:
     # ---- loop -----------------------------------------------------------------------------------------------
     async def _run(self) -> None:
         try:
-            while True:
+            while not self._stopping:
                 await self._iteration()
         except asyncio.CancelledError:
             raise
@@ -257,7 +262,8 @@ class StorageWriter:
     async def _sleep_or_wake(self, delay: float) -> None:
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), delay)
+            async with asyncio.timeout(delay):
+                await self._wake.wait()
 
     async def _route(self, op: Operation) -> None:
         if isinstance(op, MapSegmentOperation):

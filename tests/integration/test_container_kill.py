@@ -107,14 +107,16 @@ async def test_kill_9_under_load_loses_no_acknowledged_append(zk_chroot: str, tm
                 [sys.executable, __file__, zk_chroot, str(tmp_path), str(run), str(ack_file)],
                 stdout=subprocess.DEVNULL, stderr=err, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
             )
-        deadline = time.monotonic() + 60
-        while not (ack_file.exists() and ack_file.read_text().startswith("READY")):
-            assert child.poll() is None, err_file.read_text()
-            assert time.monotonic() < deadline, "child did not start"
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(rng.uniform(0.5, 2.5))
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
+        try:
+            deadline = time.monotonic() + 60
+            while not (ack_file.exists() and ack_file.read_text().startswith("READY")):
+                assert child.poll() is None, err_file.read_text()
+                assert time.monotonic() < deadline, "child did not start"
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(rng.uniform(0.5, 2.5))
+        finally:
+            child.send_signal(signal.SIGKILL)  # also when the test fails: never leave a writer behind
+            child.wait(10)
         assert child.returncode == -signal.SIGKILL, err_file.read_text()
         complete = ack_file.read_text().split("\n")[:-1]  # the last piece may be cut mid-line
         for line in complete:

@@ -8,9 +8,12 @@ from collections.abc import AsyncIterator
 import pytest
 from container_env import ContainerEnv, crash
 
+from segment_store.containers.config import ContainerConfig
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import ContainerState, SegmentContainer
 from segment_store.protocol import encode_events
+from segment_store.storage.storage_config import ChunkedStorageConfig
+from segment_store.writer.config import WriterConfig
 
 
 @pytest.fixture
@@ -194,3 +197,42 @@ async def test_non_retriable_tier2_error_fails_container_and_registry_restarts_i
         await assert_tier2_exact(c2, "s", data)
     finally:
         await registry.close()
+
+
+async def test_flush_to_storage_wakes_an_idle_writer_at_once(env: ContainerEnv) -> None:
+    lazy = ContainerConfig(writer=WriterConfig(flush_max_age_s=60.0))
+    c = await env.start(config=lazy)
+    await c.create_segment("s")
+    await c.append("s", b"x" * 100)
+    await asyncio.sleep(0.05)  # the writer has taken the append and sleeps until it is 60 s old
+    await asyncio.wait_for(c.flush_to_storage(), 2)
+    assert (await c.get_info("s")).storage_length == 100
+
+
+async def test_stop_right_after_a_commit_does_not_hang(env: ContainerEnv) -> None:
+    for _ in range(20):
+        c = await env.start()
+        env.instances.remove(c)
+        if "s" not in c.segment_names():
+            await c.create_segment("s")
+        await c.append("s", b"y")
+        await asyncio.wait_for(c.stop(), 5)  # the writer is woken by this commit in the same loop turn
+
+
+async def test_flush_larger_than_a_tier2_chunk_is_split() -> None:
+    mib = 1024 * 1024  # flushes may be larger than Tier-2's chunks: the writer cuts them
+    env = ContainerEnv(storage_config=ChunkedStorageConfig(max_chunk_bytes=mib))
+    big = ContainerConfig(writer=WriterConfig(flush_threshold_bytes=200 * mib, max_flush_bytes=200 * mib))
+    try:
+        c = await env.start(config=big)
+        await c.create_segment("s")
+        data = bytearray()
+        for i in range(40):
+            b = encode_events([bytes([i]) * 100_000])
+            await c.append("s", b)
+            data += b
+        await c.flush_to_storage()
+        await assert_tier2_exact(c, "s", bytes(data))
+        assert len(await c.storage.chunks("s")) >= 4
+    finally:
+        await env.close()
