@@ -1,0 +1,894 @@
+"""Wire benchmark: the async client against a segment store process over loopback TCP.
+
+The server is a real ``segstore segmentstore`` in its own process (file Tier-1 with fsync,
+filesystem Tier-2 with Parquet chunks, an embedded ZooKeeper it starts itself), so client and
+server each get a core; ``--in-memory`` runs it with in-memory tiers instead, to tell disk
+effects from protocol and CPU effects. Its data directory is a temporary directory under
+``--dir`` (a real disk, not tmpfs; the script warns otherwise). The client is
+``segment_store.client`` with its default configuration. Payloads are random bytes. Every
+writer case ends with a check that the segment holds exactly what was acknowledged, then
+``flush_to_storage`` of every container, so one case's Tier-2 backlog does not slow the next.
+Before the first case, ``--warm-up`` seconds of traffic (100 B and 10 KB) keep one-time costs
+out of the numbers (the ZooKeeper JVM's JIT, lazy imports on the first Parquet encode).
+
+Cases:
+
+1. ``write``: one writer, 100 B and 10 KB events, for ``--seconds`` each after a short warm-up,
+   through ``write_many`` (batches of ``--batch`` 100 B events or ~512 KiB of 10 KB events, as a
+   producer that batches would) and through per-event ``write``. Events/s and MB/s are counted
+   up to the acknowledgement of the last event (``flush``).
+2. ``latency``: an open-loop producer at 100,000 and 10,000 events/s of 100 B: it wakes about
+   every millisecond and writes (``write_many``) every event whose scheduled time has come, never
+   waiting for acks. Latency = ack time - scheduled time, so queueing (and a late producer)
+   counts; ``lag`` is write time - scheduled time, ``service`` is ack time - write time.
+3. ``read``: a segment of ``--read-gb`` of 10 KB events (``--read-event-bytes``), written in
+   ~512 KiB batches and flushed to Tier-2, then read sequentially with the prefetching reader
+   (``reader.read()``, default ``ReaderConfig``):
+
+   * ``cache``: the tail still cached after writing (half the server's ``CacheConfig.max_bytes``;
+     the cache evicts flushed data beyond ~85 % of it), in passes adding up to the segment size;
+   * ``whole segment after writing``: all of it, as a reader catching up right after the writer
+     would; the head was evicted, so this streams through Tier-2 and the cache;
+   * ``tier2``: all of it after restarting the server process. Recovery replays Tier-1 from its
+     truncation point into the cache, so first a filler larger than the durable log's
+     checkpoint size goes to the same container and is flushed: the log checkpoints after the
+     segment and truncates there, and every byte of the segment is decoded from the Parquet
+     chunks. Their files stay in the page cache unless ``--cold`` drops them. The first 4 MiB
+     are read before the measured pass (first decode: imports, file opens) and left out of it.
+
+   The server's ``read()`` bytes (``/proc/<pid>/io`` rchar, files and sockets) during a pass show
+   where its bytes came from (~0: the cache).
+
+``cpu srv``/``cpu cli``/``cpu zk`` are the CPU seconds per wall second (1.0 = one core busy) of the
+server process (``srv loop``: its main thread, the event loop; the rest is its worker threads:
+Tier-1 writes and fsyncs, Parquet encoding, Tier-2 writes, kazoo), the client process and the
+embedded ZooKeeper's JVM (a child of the server);
+``cpu other`` is everything else on the machine (kernel threads, other programs: a run with a
+high value was disturbed and should be repeated);
+``disk wr MB/s`` is what the server process wrote towards the disk (``/proc/<pid>/io``
+write_bytes: Tier-1 ledgers and Tier-2 chunks, each fsync'd, so about twice the data).
+MB = 10^6 bytes of segment data (frame headers included).
+
+``--profile`` runs one writer case (``--profile-api``, default ``write_many``) for each of
+``--profile-sizes`` (100 B and 10 KB) on a fresh server, with both processes profiled, and
+prints their top functions: by default the server runs under ``python -m cProfile`` (its main
+thread only, the event loop, over the whole process life: start, warm-up, case) and the client
+enables ``cProfile`` around the case (which slows the client's per-event work several fold, so
+the server then sees a lighter load); with ``--py-spy PATH`` both are sampled by py-spy instead
+(``--threads``, 200 Hz, every thread, only the case), which also gives each thread's busy share
+(time on a CPU or in a blocking call such as ``write``/``fsync``; 1.0 = all the time). Server
+threads: ``MainThread`` runs the event loop, ``tier1-container-N`` the Tier-1 ledger writes and
+fsyncs of container N, ``asyncio`` the default executor (Tier-2 flushes: Parquet encoding and
+chunk writes; Tier-2 reads), ``zk_loop`` kazoo's connection. Profiles land in ``bench/results/``.
+
+    .venv/bin/python bench/wire.py [--quick] [--seconds 5] [--in-memory] [--read-gb 1] [--cold]
+                                   [--only write,latency,read] [--dir /var/tmp] [--out PATH]
+    .venv/bin/python bench/wire.py --profile [--profile-sizes 100,10000] [--profile-api write]
+                                   [--py-spy /path/to/py-spy]
+
+The full run takes about 70 s on 2 cores, ``--quick`` about 35 s. Prints one table per case and
+writes JSON (default ``bench/results/wire.json``; ``bench/results/`` is git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import functools
+import io
+import json
+import os
+import platform
+import pstats
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from segment_store.client import ClientConfig, SegmentClient
+from segment_store.containers.mapping import container_of
+from segment_store.coordination.zookeeper_server import free_port
+from segment_store.logs.config import DurableLogConfig
+from segment_store.reading.cache import CacheConfig
+
+MB = 1_000_000
+FRAME_HEADER = 8
+BLOCK_BYTES = 512 * 1024
+WARM_READ_BYTES = 4 * 1024 * 1024
+CONTAINERS = 4
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+TARGETS = {
+    "events_per_s_100B": 1_000_000,
+    "mb_per_s_10KB": 350,
+    "p99_ms_at_100k": 10,
+}
+
+
+# ---- the server process ----------------------------------------------------------------------------------
+class ServerProcess:
+    """``segstore segmentstore`` in a child process on ``root/data``, optionally under a profiler."""
+
+    def __init__(self, root: Path, in_memory: bool) -> None:
+        self.root = root
+        self.data_dir = root / "data"
+        self.in_memory = in_memory
+        self.port = free_port()
+        self.log_path = root / "server.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.children: list[int] = []
+        self.starts = 0
+
+    def start(self, cprofile_out: Path | None = None, timeout_s: float = 180.0) -> float:
+        """Start and wait for the "ready" line; returns the seconds it took."""
+        args = [sys.executable]
+        if cprofile_out is not None:
+            args += ["-m", "cProfile", "-o", str(cprofile_out)]
+        args += ["-m", "segment_store.cli", "segmentstore", "--port", str(self.port), "--log-level", "warning"]
+        args += ["--container-count", str(CONTAINERS), "--data-dir", str(self.data_dir)]
+        if self.in_memory:
+            args.append("--in-memory")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        started = time.perf_counter()
+        log = self.log_path.open("ab")
+        log.write(f"---- start {self.starts}: {' '.join(args)}\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, env=env)
+        log.close()
+        self.starts += 1
+        while True:
+            text = self.log_path.read_text(errors="replace").rsplit("---- start", 1)[-1]
+            if "segmentstore ready" in text:
+                self.children = [pid for pid in _pids() if _stat(pid) and int(_stat(pid)[1]) == self.pid]
+                return time.perf_counter() - started
+            if self.proc.poll() is not None or time.perf_counter() - started > timeout_s:
+                self.stop()
+                raise RuntimeError(f"segment store did not start; its output:\n{text[-3000:]}")
+            time.sleep(0.05)
+
+    def stop(self, timeout_s: float = 120.0) -> None:
+        """SIGTERM (the server stops cleanly and a profiler writes its file), SIGKILL after ``timeout_s``."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            print(f"warning: segment store pid {proc.pid} ignored SIGTERM for {timeout_s} s; killed", file=sys.stderr)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the server process, all its threads (not ZooKeeper's JVM)."""
+        return _cpu_s(self.pid)
+
+    def loop_cpu_s(self) -> float:
+        """CPU seconds of the server's main thread, which runs its event loop."""
+        return _cpu_s(self.pid, f"{self.pid}/task/{self.pid}")
+
+    def children_cpu_s(self) -> float:
+        """CPU seconds of the server's child processes (the embedded ZooKeeper's JVM)."""
+        return sum(_cpu_s(pid) for pid in self.children)
+
+    def io(self, field: str) -> int:
+        """A counter of ``/proc/<pid>/io``: ``rchar`` (bytes from read()-like calls, files and sockets),
+        ``write_bytes`` (bytes this process sent towards the disk), ..."""
+        for line in Path(f"/proc/{self.pid}/io").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+        raise KeyError(field)
+
+    def tier2_disk_bytes(self) -> int:
+        return sum(p.stat().st_size for p in (self.data_dir / "tier2").rglob("*") if p.is_file())
+
+    def drop_tier2_page_cache(self) -> None:
+        for path in (self.data_dir / "tier2").rglob("*"):
+            if path.is_file():
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+
+
+def _pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def _stat(pid: int, path: str | None = None) -> list[str]:
+    """Fields 3.. of ``/proc/<path or pid>/stat`` (state, ppid, ...), or [] if it is gone."""
+    try:
+        return Path(f"/proc/{path or pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return []
+
+
+def _cpu_s(pid: int, path: str | None = None) -> float:
+    """User + system CPU seconds of a process (all its threads) or of one thread (``pid/task/tid``)."""
+    fields = _stat(pid, path)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds all processes of the machine spent busy so far (``/proc/stat``, every CPU)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    guest = sum(fields[8:10]) if len(fields) > 9 else 0  # already counted in user and nice
+    return (sum(fields) - idle - guest) / os.sysconf("SC_CLK_TCK")
+
+
+class Meter:
+    """Wall time, the CPU time of both processes and the server's disk writes over a span."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self._server = server
+        self.wall = time.perf_counter()
+        self.client = time.process_time()
+        self.srv = server.cpu_s()
+        self.loop = server.loop_cpu_s()
+        self.zk = server.children_cpu_s()
+        self.machine = _machine_busy_s()
+        self.disk = server.io("write_bytes")
+
+    def done(self) -> dict[str, float]:
+        wall = time.perf_counter() - self.wall
+        server = self._server.cpu_s() - self.srv
+        client = time.process_time() - self.client
+        zookeeper = self._server.children_cpu_s() - self.zk
+        other = _machine_busy_s() - self.machine - server - client - zookeeper
+        return {
+            "seconds": round(wall, 2),
+            "cpu_server": round(server / wall, 2),
+            "cpu_server_loop": round((self._server.loop_cpu_s() - self.loop) / wall, 2),
+            "cpu_client": round(client / wall, 2),
+            "cpu_zookeeper": round(zookeeper / wall, 2),
+            "cpu_other": round(max(0.0, other) / wall, 2),
+            "disk_write_mb_per_s": mb_per_s(self._server.io("write_bytes") - self.disk, wall),
+        }
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------
+_segments = iter(range(1_000_000))
+
+
+def new_segment() -> str:
+    return f"bench/wire/{next(_segments)}.#epoch.0"
+
+
+def payloads(size: int, count: int, seed: int = 7) -> list[bytes]:
+    rng = random.Random(seed + size)
+    return [rng.randbytes(size) for _ in range(count)]
+
+
+def batches_of(events: list[bytes], per_batch: int) -> list[list[bytes]]:
+    return [events[i : i + per_batch] for i in range(0, len(events) - per_batch + 1, per_batch)]
+
+
+async def drain(client: SegmentClient) -> float:
+    """``flush_to_storage`` of every container; returns the seconds it took."""
+    started = time.perf_counter()
+    await asyncio.gather(*(client.flush_to_storage(c) for c in range(CONTAINERS)))
+    return round(time.perf_counter() - started, 2)
+
+
+async def check_length(client: SegmentClient, segment: str, events: int, size: int) -> None:
+    length = (await client.get_segment_info(segment)).write_offset
+    if length != events * (FRAME_HEADER + size):
+        raise AssertionError(
+            f"{segment} holds {length} bytes; {events} acked events of {size} B make a different length"
+        )
+
+
+def mb_per_s(count: float, seconds: float) -> float:
+    return round(count / seconds / MB, 1) if seconds > 0 else float("inf")
+
+
+# ---- cases -----------------------------------------------------------------------------------------------
+async def case_write(
+    client: SegmentClient, server: ServerProcess, size: int, api: str, per_batch: int, seconds: float
+) -> dict[str, Any]:
+    segment = new_segment()
+    await client.create_segment(segment)
+    events = payloads(size, max(4 * per_batch, 4096 if size < 1000 else 256))
+    batches = batches_of(events, per_batch)
+    async with client.writer(segment) as writer:
+
+        async def run(for_s: float) -> None:
+            deadline = time.perf_counter() + for_s
+            i = 0
+            if api == "write_many":
+                while time.perf_counter() < deadline:
+                    await writer.write_many(batches[i % len(batches)])
+                    i += 1
+            else:
+                write = writer.write
+                while time.perf_counter() < deadline:
+                    for payload in events:
+                        await write(payload)
+            await writer.flush()
+
+        await run(min(0.5, seconds / 4))  # warm-up: connection, setup, first Tier-2 flush
+        before, blocks_before = writer.acked_event_number, writer.blocks_sent
+        meter = Meter(server)
+        await run(seconds)
+        measured = meter.done()
+        count = writer.acked_event_number - before
+        blocks = writer.blocks_sent - blocks_before
+        total = writer.acked_event_number
+    await check_length(client, segment, total, size)
+    elapsed = measured["seconds"]
+    return {
+        "event_bytes": size,
+        "api": api,
+        "batch": per_batch if api == "write_many" else 1,
+        **measured,
+        "events": count,
+        "events_per_s": round(count / elapsed),
+        "mb_per_s": mb_per_s(count * (size + FRAME_HEADER), elapsed),
+        "avg_block_kib": round(count * (size + FRAME_HEADER) / max(1, blocks) / 1024, 1),
+        "drain_s": await drain(client),
+    }
+
+
+def _stamp(times: dict[int, float], index: int, _future: asyncio.Future[None]) -> None:
+    times[index] = time.perf_counter()
+
+
+async def case_latency(client: SegmentClient, server: ServerProcess, rate: int, seconds: float) -> dict[str, Any]:
+    segment = new_segment()
+    await client.create_segment(segment)
+    events = payloads(100, 8192)
+    warmup = min(0.5, seconds / 4)
+    total = round((seconds + warmup) * rate)
+    first_measured = round(warmup * rate)
+    firsts: list[int] = []  # per write_many: index of its first event, its size, write time and ack time
+    counts: list[int] = []
+    written: list[float] = []
+    async with client.writer(segment) as writer:
+        meter = Meter(server)
+        start = time.perf_counter() + 0.002
+        ack_at: dict[int, float] = {}
+        futures: list[asyncio.Future[None]] = []
+        sent = 0
+        while sent < total:
+            now = time.perf_counter()
+            due = min(total, int((now - start) * rate) + 1) if now >= start else 0
+            if due > sent:
+                batch = [events[i % len(events)] for i in range(sent, due)]
+                future = await writer.write_many(batch)
+                future.add_done_callback(functools.partial(_stamp, ack_at, len(firsts)))
+                firsts.append(sent)
+                counts.append(due - sent)
+                written.append(now)
+                futures.append(future)
+                sent = due
+            await asyncio.sleep(0.001)
+        await writer.flush()
+        await asyncio.gather(*futures)
+        measured = meter.done()
+    await check_length(client, segment, total, 100)
+    acked = [ack_at[i] for i in range(len(firsts))]
+    first = np.asarray(firsts, dtype=np.int64)
+    count = np.asarray(counts, dtype=np.int64)
+    numbers = np.arange(total, dtype=np.int64)
+    owner = np.repeat(np.arange(len(firsts)), count)
+    scheduled = start + numbers / rate
+    ack = np.asarray(acked)[owner]
+    write = np.asarray(written)[owner]
+    keep = numbers >= first_measured
+    latency, lag, service = (ack - scheduled)[keep], (write - scheduled)[keep], (ack - write)[keep]
+    assert int(first[-1] + count[-1]) == total
+
+    def ms(values: np.ndarray, q: float) -> float:
+        return round(float(np.quantile(values, q / 100, method="inverted_cdf")) * 1000, 2)
+
+    return {
+        "offered_events_per_s": rate,
+        "events_measured": int(np.count_nonzero(keep)),
+        "writes": len(firsts),
+        "events_per_write": round(total / len(firsts), 1),
+        "acked_events_per_s": round(total / measured["seconds"]),
+        **measured,
+        "p50_ms": ms(latency, 50),
+        "p99_ms": ms(latency, 99),
+        "p99_9_ms": ms(latency, 99.9),
+        "max_ms": ms(latency, 100),
+        "lag_p99_ms": ms(lag, 99),
+        "service_p50_ms": ms(service, 50),
+        "service_p99_ms": ms(service, 99),
+        "drain_s": await drain(client),
+    }
+
+
+async def read_pass(
+    client: SegmentClient, server: ServerProcess, segment: str, start: int, end: int, passes: int = 1
+) -> dict[str, Any]:
+    """Read ``[start, end)`` ``passes`` times with the prefetching reader; MB/s and server read() bytes."""
+    before = server.io("rchar")
+    meter = Meter(server)
+    got = requests = 0
+    for _ in range(passes):
+        async with client.reader(segment, offset=start, end_offset=end) as reader:
+            while chunk := await reader.read():
+                got += len(chunk)
+            requests += reader.requests_sent
+    measured = meter.done()
+    if got != (end - start) * passes:
+        raise AssertionError(f"read {got} bytes of {segment}, expected {passes} x {end - start}")
+    return {
+        **measured,
+        "mb": round(got / MB, 1),
+        "passes": passes,
+        "mb_per_s": mb_per_s(got, measured["seconds"]),
+        "requests": requests,
+        "server_read_mb": round((server.io("rchar") - before) / MB, 1),
+    }
+
+
+async def warm_up(client: SegmentClient, seconds: float) -> float:
+    """Traffic before anything is measured, so one-time costs stay out of the cases: the JIT of the
+    ZooKeeper JVM, lazy imports on the first Parquet encode (pyarrow loads pandas), first chunks."""
+    started = time.perf_counter()
+    for size, per_batch in ((100, 1000), (10_000, BLOCK_BYTES // (10_000 + FRAME_HEADER))):
+        segment = new_segment()
+        await client.create_segment(segment)
+        batches = batches_of(payloads(size, 4 * per_batch), per_batch)
+        async with client.writer(segment) as writer:
+            deadline = time.perf_counter() + seconds / 2
+            i = 0
+            while time.perf_counter() < deadline:
+                await writer.write_many(batches[i % len(batches)])
+                i += 1
+    await drain(client)
+    return round(time.perf_counter() - started, 1)
+
+
+async def fill(client: SegmentClient, segment: str, size: int, total_bytes: int) -> int:
+    """Write ``total_bytes`` of ``size`` B events to a new ``segment`` in ~512 KiB batches; returns its length."""
+    await client.create_segment(segment)
+    per_batch = max(1, BLOCK_BYTES // (size + FRAME_HEADER))
+    batches = batches_of(payloads(size, 8 * per_batch), per_batch)
+    async with client.writer(segment) as writer:
+        i = written = 0
+        while written < total_bytes:
+            batch = batches[i % len(batches)]
+            await writer.write_many(batch)
+            written += len(batch) * (size + FRAME_HEADER)
+            i += 1
+    return (await client.get_segment_info(segment)).write_offset
+
+
+async def case_read(args: argparse.Namespace, server: ServerProcess, client: SegmentClient) -> list[dict[str, Any]]:
+    """One segment read from the cache, then (durable server) from Tier-2 after a restart.
+
+    A restart replays Tier-1 from its truncation point into the cache, so before it a filler of more
+    than ``checkpoint_total_commit_length_bytes`` goes to the same container and is flushed: the
+    durable log checkpoints after the segment's data and truncates there, and what recovery replays
+    (hence caches) is filler only.
+    """
+    size = args.read_event_bytes
+    segment = new_segment()
+    disk_before = server.tier2_disk_bytes() if not server.in_memory else 0
+    meter = Meter(server)
+    length = await fill(client, segment, size, int(args.read_gb * 1e9))
+    write = meter.done()
+    flush_s = await drain(client)
+    chunks = await client.list_storage_chunks(segment)
+    common = {
+        "event_bytes": size,
+        "segment_mb": round(length / MB, 1),
+        "write_mb_per_s": mb_per_s(length, write["seconds"]),
+        "flush_s": flush_s,
+        "tier2_chunks": len(chunks),
+        "tier2_disk_mb": None if server.in_memory else round((server.tier2_disk_bytes() - disk_before) / MB, 1),
+    }
+    # The cache (CacheConfig.max_bytes per container) evicts flushed data beyond ~85 % of it: the
+    # cached tail is read in passes; a whole segment larger than that streams through Tier-2.
+    span = min(length, CacheConfig().max_bytes // 2)
+    passes = max(1, -(-length // span))
+    tail = await read_pass(client, server, segment, length - span, length, passes)
+    rows = [{"source": "cache (cached tail)", **common, **tail}]
+    whole = await read_pass(client, server, segment, 0, length)
+    rows.append({"source": "whole segment after writing", **common, **whole})
+    if server.in_memory:
+        print("read: no Tier-2 pass with --in-memory (a restart loses the data)")
+        return rows
+    container = container_of(segment, CONTAINERS)
+    filler = next(n for n in iter(new_segment, None) if container_of(n, CONTAINERS) == container)
+    checkpoint_bytes = DurableLogConfig().checkpoint_total_commit_length_bytes
+    await fill(client, filler, 10_000, checkpoint_bytes + 32 * BLOCK_BYTES)
+    await drain(client)
+    await client.close()
+    server.stop()
+    restart_s = round(server.start(), 1)
+    if args.cold:
+        server.drop_tier2_page_cache()
+    async with SegmentClient(("127.0.0.1", server.port), ClientConfig()) as fresh:
+        if (await fresh.get_segment_info(segment)).write_offset != length:
+            raise AssertionError(f"{segment} changed length over the restart")
+        await read_pass(fresh, server, segment, 0, WARM_READ_BYTES)  # first decode: imports, file opens
+        row = await read_pass(fresh, server, segment, WARM_READ_BYTES, length)
+    source = "tier2 (page cache dropped)" if args.cold else "tier2 (page cache warm)"
+    rows.append({"source": source, **common, "restart_s": restart_s, **row})
+    return rows
+
+
+# ---- profiles --------------------------------------------------------------------------------------------
+PROFILE_TOP = 25
+PYSPY_RATE = 200
+
+
+def cprofile_top(path: Path, n: int = PROFILE_TOP) -> dict[str, Any]:
+    """The top functions of a cProfile dump by self and by cumulative time."""
+    stats = pstats.Stats(str(path), stream=io.StringIO())
+    rows = []
+    for (file, line, name), (_, calls, tottime, cumtime, _) in stats.stats.items():  # type: ignore[attr-defined]
+        where = f"{name} ({'/'.join(Path(file).parts[-2:])}:{line})" if line else name
+        rows.append({"function": where, "calls": calls, "self_s": round(tottime, 3), "cum_s": round(cumtime, 3)})
+    return {
+        "profiler": "cProfile",
+        "by_self": sorted(rows, key=lambda r: -r["self_s"])[:n],
+        "by_cumulative": sorted(rows, key=lambda r: -r["cum_s"])[:n],
+    }
+
+
+def _thread_label(thread: str, stacks: list[list[str]]) -> str:
+    """Name a thread: py-spy's thread name (``thread (tid): name``) without an executor's worker index
+    (``asyncio_0`` -> ``asyncio``), else by what it runs (the event loop, or the frame under ``Thread.run``)."""
+    loop = any(f.startswith("BaseEventLoop.run_forever") for frames in stacks for f in frames)
+    _, _, name = thread.partition(": ")
+    if name:
+        name = re.sub(r"_\d+$", "", name)
+        return f"{name} (event loop)" if loop else name
+    if loop:
+        return "event loop"
+    labels: Counter[str] = Counter()
+    for frames in stacks:
+        names = [f.split(" (")[0] for f in frames]
+        below = names.index("Thread.run") + 1 if "Thread.run" in names else 0
+        labels[frames[min(below, len(frames) - 1)]] += 1
+    return labels.most_common(1)[0][0] if labels else "?"
+
+
+def pyspy_top(path: Path, seconds: float, n: int = PROFILE_TOP) -> dict[str, Any]:
+    """Summarise py-spy's collapsed stacks (``--format raw --threads``): each thread's busy share of the
+    run (1.0 = always on a CPU or holding it), and the top functions by self and inclusive samples,
+    for all threads and for the event loop thread alone. Shares are of all samples taken."""
+    per_thread: dict[str, list[tuple[list[str], int]]] = {}
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        frames = stack.split(";")
+        thread = frames[0] if frames[0].startswith("thread (") else "?"
+        frames = frames[1:] if thread != "?" else frames
+        frames = [f.rsplit(":", 1)[0] + ")" if f.endswith(")") and ":" in f else f for f in frames]  # no line numbers
+        if frames:
+            per_thread.setdefault(thread, []).append((frames, int(count_text)))
+    groups: dict[str, list[tuple[list[str], int]]] = {}
+    thread_counts: Counter[str] = Counter()
+    for thread, samples in per_thread.items():
+        label = _thread_label(thread, [frames for frames, _ in samples])
+        groups.setdefault(label, []).extend(samples)
+        thread_counts[label] += 1
+    expected = seconds * PYSPY_RATE
+
+    def top(samples: list[tuple[list[str], int]]) -> dict[str, list[dict[str, Any]]]:
+        own: Counter[str] = Counter()
+        inclusive: Counter[str] = Counter()
+        for frames, count in samples:
+            own[frames[-1]] += count
+            for frame in set(frames):
+                inclusive[frame] += count
+        total = sum(count for _, count in samples) or 1
+
+        def share(counter: Counter[str]) -> list[dict[str, Any]]:
+            return [{"function": f, "percent": round(100 * c / total, 1)} for f, c in counter.most_common(n)]
+
+        return {"by_self": share(own), "by_cumulative": share(inclusive)}
+
+    everything = [s for samples in groups.values() for s in samples]
+    loop = next((samples for label, samples in groups.items() if "event loop" in label), [])
+    return {
+        "profiler": "py-spy",
+        "threads": sorted(
+            (
+                {
+                    "thread": label,
+                    "threads": thread_counts[label],
+                    "busy": round(sum(c for _, c in samples) / expected, 2),
+                }
+                for label, samples in groups.items()
+            ),
+            key=lambda r: -r["busy"],
+        ),
+        "all_threads": top(everything),
+        "event_loop": top(loop),
+    }
+
+
+@contextlib.contextmanager
+def py_spy(binary: str | None, pid: int, out: Path) -> Iterator[None]:
+    """Sample ``pid`` with py-spy while the block runs (nothing if ``binary`` is None)."""
+    if binary is None:
+        yield
+        return
+    command = [binary, "record", "--pid", str(pid), "--format", "raw", "--threads", "--rate", str(PYSPY_RATE)]
+    spy = subprocess.Popen(
+        [*command, "--nonblocking", "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    time.sleep(0.5)  # attach before the measured span starts
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        _, err = spy.communicate(timeout=60)
+        if not out.exists():
+            raise RuntimeError(f"py-spy wrote no profile: {err.decode(errors='replace')[-2000:]}")
+
+
+async def run_profile(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
+    """The ``write_many`` case of each ``--profile-sizes`` event size, both processes profiled."""
+    results = []
+    for size in (int(s) for s in args.profile_sizes.split(",")):
+        server = ServerProcess(root / f"profile-{size}", args.in_memory)
+        server.root.mkdir()
+        name = f"wire-{size}B-{args.profile_api}"
+        server_out = RESULTS / (f"{name}-server.pyspy.txt" if args.py_spy else f"{name}-server.prof")
+        client_out = RESULTS / (f"{name}-client.pyspy.txt" if args.py_spy else f"{name}-client.prof")
+        server.start(cprofile_out=None if args.py_spy else server_out)
+        per_batch = args.batch if size < 1000 else max(1, BLOCK_BYTES // (size + FRAME_HEADER))
+        profiler = cProfile.Profile()
+        try:
+            async with SegmentClient(("127.0.0.1", server.port), ClientConfig()) as client:
+                await warm_up(client, args.warm_up)
+                with py_spy(args.py_spy, server.pid, server_out), py_spy(args.py_spy, os.getpid(), client_out):
+                    spied = time.perf_counter()
+                    if not args.py_spy:
+                        profiler.enable()
+                    row = await case_write(client, server, size, args.profile_api, per_batch, args.seconds)
+                    profiler.disable()
+                    spied = time.perf_counter() - spied
+        finally:
+            server.stop()
+        if args.py_spy:
+            server_top, client_top = pyspy_top(server_out, spied), pyspy_top(client_out, spied)
+        else:
+            profiler.dump_stats(str(client_out))
+            server_top, client_top = cprofile_top(server_out), cprofile_top(client_out)
+        results.append(
+            {
+                "case": row,
+                "files": [str(server_out), str(client_out)],
+                "server": server_top,
+                "client": client_top,
+            }
+        )
+    return results
+
+
+# ---- driver ----------------------------------------------------------------------------------------------
+async def run_cases(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    only = set(args.only.split(",")) if args.only else {"write", "latency", "read"}
+    server = ServerProcess(root, args.in_memory)
+    results: dict[str, Any] = {"server_start_s": round(server.start(), 1)}
+    try:
+        client = SegmentClient(("127.0.0.1", server.port), ClientConfig())
+        try:
+            results["warm_up_s"] = await warm_up(client, args.warm_up)
+            if "write" in only:
+                rows = []
+                for size, per_batch in ((100, args.batch), (10_000, BLOCK_BYTES // (10_000 + FRAME_HEADER))):
+                    for api in ("write_many", "write"):
+                        rows.append(await case_write(client, server, size, api, per_batch, args.seconds))
+                        print(f"  write {size} B {api}: {rows[-1]['events_per_s']:,} events/s", flush=True)
+                results["write"] = rows
+            if "latency" in only:
+                results["latency"] = [await case_latency(client, server, r, args.seconds) for r in (100_000, 10_000)]
+                print("  latency done", flush=True)
+            if "read" in only:
+                results["read"] = await case_read(args, server, client)
+        finally:
+            await client.close()
+    finally:
+        server.stop()
+    return results
+
+
+def table(title: str, rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> None:
+    """Print ``rows`` under ``title``; ``columns`` are (key, header) pairs."""
+    cells = [[f"{r.get(k):,}" if isinstance(r.get(k), int) else str(r.get(k, "")) for k, _ in columns] for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (_, h) in enumerate(columns)]
+    print(f"\n{title}")
+    print("  ".join(h.rjust(w) for (_, h), w in zip(columns, widths, strict=True)))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+
+    def check(name: str, value: float, target: float, higher_is_better: bool = True) -> None:
+        met = value >= target if higher_is_better else value <= target
+        goal = f"{'>=' if higher_is_better else '<='} {target:,}"
+        out.append({"target": name, "value": value, "goal": goal, "met": "yes" if met else "NO"})
+
+    for r in results.get("write", []):
+        if r["event_bytes"] == 100:
+            check(f"events/s, 100 B, {r['api']}", r["events_per_s"], TARGETS["events_per_s_100B"])
+        else:
+            check(f"MB/s, 10 KB, {r['api']}", r["mb_per_s"], TARGETS["mb_per_s_10KB"])
+    for r in results.get("latency", []):
+        if r["offered_events_per_s"] == 100_000:
+            check("p99 ms at 100,000 events/s", r["p99_ms"], TARGETS["p99_ms_at_100k"], higher_is_better=False)
+    return out
+
+
+def report(results: dict[str, Any]) -> None:
+    if "write" in results:
+        table(
+            "1. one writer, acknowledged (cpu = cores busy per process)",
+            results["write"],
+            [("event_bytes", "event B"), ("api", "api"), ("batch", "batch"), ("events_per_s", "events/s"),
+             ("mb_per_s", "MB/s"), ("avg_block_kib", "block KiB"), ("cpu_server", "cpu srv"),
+             ("cpu_server_loop", "srv loop"), ("cpu_client", "cpu cli"), ("cpu_zookeeper", "cpu zk"),
+             ("cpu_other", "cpu other"), ("disk_write_mb_per_s", "disk wr MB/s"), ("drain_s", "drain s")],
+        )  # fmt: skip
+    if "latency" in results:
+        table(
+            "2. latency of 100 B events, open loop, from scheduled time to ack (ms)",
+            results["latency"],
+            [("offered_events_per_s", "offered ev/s"), ("acked_events_per_s", "acked ev/s"),
+             ("events_per_write", "ev/write"), ("p50_ms", "p50"), ("p99_ms", "p99"), ("p99_9_ms", "p99.9"),
+             ("max_ms", "max"), ("lag_p99_ms", "lag p99"), ("service_p99_ms", "service p99"),
+             ("cpu_server", "cpu srv"), ("cpu_server_loop", "srv loop"), ("cpu_client", "cpu cli"),
+             ("cpu_zookeeper", "cpu zk"), ("cpu_other", "cpu other")],
+        )  # fmt: skip
+    if "read" in results:
+        table(
+            "3. sequential read with the prefetching reader",
+            results["read"],
+            [("source", "source"), ("segment_mb", "segment MB"), ("mb", "MB read"), ("passes", "passes"),
+             ("mb_per_s", "MB/s"), ("requests", "requests"), ("server_read_mb", "srv read() MB"),
+             ("cpu_server", "cpu srv"), ("cpu_server_loop", "srv loop"), ("cpu_client", "cpu cli"),
+             ("cpu_other", "cpu other"), ("write_mb_per_s", "write MB/s"), ("flush_s", "flush s"),
+             ("tier2_disk_mb", "T2 disk MB"), ("tier2_chunks", "chunks"), ("restart_s", "restart s")],
+        )  # fmt: skip
+    checks = verdicts(results)
+    if checks:
+        table("targets (issue 4)", checks, [("target", "target"), ("value", "value"), ("goal", "goal"), ("met", "met")])
+
+
+def report_profile(profiles: list[dict[str, Any]]) -> None:
+    for profile in profiles:
+        row = profile["case"]
+        print(
+            f"\n==== profiled: {row['event_bytes']} B {row['api']}, {row['events_per_s']:,} events/s, "
+            f"{row['mb_per_s']} MB/s under the profilers (cpu srv {row['cpu_server']}, cli {row['cpu_client']})"
+        )
+        for side in ("server", "client"):
+            top = profile[side]
+            if top["profiler"] == "py-spy":
+                table(f"{side}: busy share of each thread (py-spy)", top["threads"],
+                      [("busy", "busy"), ("threads", "n"), ("thread", "thread")])  # fmt: skip
+                for view in ("event_loop", "all_threads"):
+                    for order in ("by_self", "by_cumulative"):
+                        title = f"{side} {view.replace('_', ' ')}, % of its samples, {order.replace('_', ' ')}"
+                        table(title, top[view][order], [("percent", "%"), ("function", "function")])
+            else:
+                columns = [("self_s", "self s"), ("cum_s", "cum s"), ("calls", "calls"), ("function", "function")]
+                for order in ("by_self", "by_cumulative"):
+                    table(f"{side} (cProfile) {order.replace('_', ' ')}", top[order], columns)
+        print(f"\nprofiles: {', '.join(profile['files'])}")
+
+
+def filesystem_of(path: Path) -> str:
+    """The type of the filesystem holding ``path`` (from /proc/mounts; "unknown" elsewhere)."""
+    try:
+        mounts = [line.split()[1:3] for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        return "unknown"
+    resolved = str(path.resolve())
+    best = max(
+        (m for m in mounts if resolved == m[0] or resolved.startswith(m[0].rstrip("/") + "/")),
+        key=lambda m: len(m[0]),
+        default=None,
+    )
+    return best[1] if best else "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke run (~35 s): 1.5 s cases, 0.25 GB read")
+    parser.add_argument("--seconds", type=float, help="duration of each write and latency case (default 5)")
+    parser.add_argument("--warm-up", type=float, default=2.0, help="seconds of traffic before measuring (default 2)")
+    parser.add_argument("--batch", type=int, default=1000, help="100 B events per write_many (default 1000)")
+    parser.add_argument("--read-gb", type=float, help="size of the segment read back (default 1)")
+    parser.add_argument(
+        "--read-event-bytes", type=int, default=10_000, help="event size of the read segment (default 10000)"
+    )
+    parser.add_argument("--cold", action="store_true", help="drop the Tier-2 files' page cache before the tier2 pass")
+    parser.add_argument("--in-memory", action="store_true", help="run the server with in-memory tiers")
+    parser.add_argument("--only", help="comma-separated cases: write,latency,read")
+    parser.add_argument("--profile", action="store_true", help="profile one writer case instead (see above)")
+    parser.add_argument("--profile-sizes", default="100,10000", help="event sizes to profile (default 100,10000)")
+    parser.add_argument(
+        "--profile-api", choices=("write_many", "write"), default="write_many", help="API profiled (default write_many)"
+    )
+    parser.add_argument("--py-spy", help="path of a py-spy binary: sample both processes with it (with --profile)")
+    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the server's data lives (a real disk)")
+    parser.add_argument("--out", type=Path, help="JSON output (default bench/results/wire[-profile-*].json)")
+    args = parser.parse_args()
+    for key, quick, full in (("seconds", 1.5, 5.0), ("read_gb", 0.25, 1.0)):
+        if getattr(args, key) is None:
+            setattr(args, key, quick if args.quick else full)
+    fs_type = filesystem_of(Path(args.dir))
+    tiers = "in memory" if args.in_memory else f"under {args.dir} ({fs_type})"
+    print(f"segment store process with tiers {tiers}; client: one process, default ClientConfig", flush=True)
+    if fs_type in ("tmpfs", "ramfs") and not args.in_memory:
+        print(f"warning: {args.dir} is {fs_type}, not a disk; fsync costs nothing here (use --dir)", file=sys.stderr)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    if load_before[0] > 0.5:
+        print(f"warning: load average {load_before[0]:.2f} before starting; something else uses the CPUs", flush=True)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-wire-", dir=args.dir) as tmp:
+        try:
+            if args.profile:
+                results = {"profile": asyncio.run(run_profile(args, Path(tmp)))}
+                report_profile(results["profile"])
+            else:
+                results = asyncio.run(run_cases(args, Path(tmp)))
+                report(results)
+        except BaseException:
+            for log in Path(tmp).rglob("server.log"):
+                with contextlib.suppress(OSError):
+                    print(f"{log} tail:\n{log.read_text(errors='replace')[-3000:]}", file=sys.stderr)
+            raise
+    total_s = time.perf_counter() - started
+    load_after = os.getloadavg()
+    print(f"\ntotal {total_s:.0f} s; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    profile_name = f"wire-profile-{'py-spy' if args.py_spy else 'cprofile'}.json"
+    out = args.out or RESULTS / (profile_name if args.profile else "wire.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    settings = ("seconds", "warm_up", "batch", "read_gb", "read_event_bytes", "cold", "in_memory", "only")
+    document = {
+        "benchmark": "wire",
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "dir": args.dir,
+        "filesystem": fs_type,
+        "tiers": "memory" if args.in_memory else "file tier-1 (fsync) + filesystem tier-2 + embedded zookeeper",
+        "quick": args.quick,
+        "settings": {k: getattr(args, k) for k in settings},
+        "targets": TARGETS,
+        "verdicts": verdicts(results),
+        "total_s": round(total_s, 1),
+        "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
+        "results": results,
+    }
+    out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
