@@ -49,9 +49,25 @@ class DataFrameCorruptedError(SegstoreError):
 class DataFrame:
     """A sealed frame ready for Tier-1: its bytes and the operations whose last record it holds."""
 
-    data: bytearray
+    data: bytes
     completed: list[Operation] = field(default_factory=list)
     tag: Any = None
+
+
+@dataclass(slots=True)
+class _OpenFrame:
+    """A frame being filled: its parts (record headers and payload views) are joined once, at flush."""
+
+    parts: list[bytes | memoryview] = field(default_factory=list)
+    size: int = FRAME_HEADER_SIZE
+    crc: int = 0
+    completed: list[Operation] = field(default_factory=list)
+    tag: Any = None
+
+    def add(self, part: bytes | memoryview) -> None:
+        self.parts.append(part)
+        self.size += len(part)
+        self.crc = zlib.crc32(part, self.crc)
 
 
 class DataFrameBuilder:
@@ -66,12 +82,11 @@ class DataFrameBuilder:
             raise ValueError(f"max_frame_bytes: {max_frame_bytes} is too small")
         self._max = max_frame_bytes
         self._on_frame = on_frame
-        self._frame: DataFrame | None = None
+        self._frame: _OpenFrame | None = None
 
-    def _current(self) -> DataFrame:
+    def _current(self) -> _OpenFrame:
         if self._frame is None:
-            buf = bytearray(FRAME_HEADER_SIZE)
-            self._frame = DataFrame(buf)
+            self._frame = _OpenFrame()
         return self._frame
 
     def append(self, op: Operation, first_frame_tag: Any = None) -> None:
@@ -86,7 +101,7 @@ class DataFrameBuilder:
         part_index, part_pos = 0, 0
         while True:
             frame = self._current()
-            room = self._max - len(frame.data) - RECORD_HEADER_SIZE
+            room = self._max - frame.size - RECORD_HEADER_SIZE
             if room <= 0 or (room < 64 and remaining > room):
                 self.flush()
                 continue
@@ -95,12 +110,12 @@ class DataFrameBuilder:
             flags = (FLAG_FIRST if first else 0) | (FLAG_LAST if last else 0)
             if first and first_frame_tag is not None:
                 frame.tag = first_frame_tag
-            frame.data += _RECORD_HEADER.pack(flags, take)
+            frame.add(_RECORD_HEADER.pack(flags, take))
             need = take
             while need:
                 part = parts[part_index]
                 chunk = min(need, len(part) - part_pos)
-                frame.data += part[part_pos : part_pos + chunk]
+                frame.add(part if chunk == len(part) else memoryview(part)[part_pos : part_pos + chunk])
                 part_pos += chunk
                 need -= chunk
                 if part_pos == len(part):
@@ -116,16 +131,15 @@ class DataFrameBuilder:
     def flush(self) -> None:
         """Seal and emit the current frame if it holds any record."""
         frame, self._frame = self._frame, None
-        if frame is None or len(frame.data) == FRAME_HEADER_SIZE:
+        if frame is None or frame.size == FRAME_HEADER_SIZE:
             return
-        body = memoryview(frame.data)[FRAME_HEADER_SIZE:]
-        _FRAME_HEADER.pack_into(frame.data, 0, MAGIC, VERSION, len(body), zlib.crc32(body))
-        body.release()
-        self._on_frame(frame)
+        header = _FRAME_HEADER.pack(MAGIC, VERSION, frame.size - FRAME_HEADER_SIZE, frame.crc)
+        # One copy of the payloads, into an immutable entry Tier-1 can keep without copying again.
+        self._on_frame(DataFrame(b"".join([header, *frame.parts]), frame.completed, frame.tag))
 
     @property
     def pending_bytes(self) -> int:
-        return 0 if self._frame is None else len(self._frame.data) - FRAME_HEADER_SIZE
+        return 0 if self._frame is None else self._frame.size - FRAME_HEADER_SIZE
 
 
 def read_frame(entry: bytes | memoryview) -> Iterator[tuple[int, memoryview]]:

@@ -300,7 +300,7 @@ class FileLedgerLog:
         self._check_open()
         if len(data) > self._config.max_append_length_bytes:
             raise WriteTooLongError(len(data), self._config.max_append_length_bytes)
-        item = _Append(bytes(data), asyncio.get_running_loop().create_future())
+        item = _Append(data if isinstance(data, bytes) else bytes(data), asyncio.get_running_loop().create_future())
         self._queue.append(item)
         self._outstanding.append(item)
         self._work.set()

@@ -126,7 +126,7 @@ def test_frame_builder_with_completed_list_marks_last_frame_of_each_operation() 
 
 
 def test_read_frame_with_flipped_bit_raises_corrupted() -> None:
-    frame = _frames([SealOperation(segment_id=1, length=5, sequence_number=1)], 4096)[0]
+    frame = bytearray(_frames([SealOperation(segment_id=1, length=5, sequence_number=1)], 4096)[0])
     frame[FRAME_HEADER_SIZE + 2] ^= 0x10
     with pytest.raises(DataFrameCorruptedError, match="CRC"):
         list(read_frame(frame))
