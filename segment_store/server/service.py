@@ -138,6 +138,7 @@ class SegmentStoreService:
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
     async def start(self) -> None:
+        await asyncio.to_thread(_warm_up_parquet)
         await self._data_logs.initialize()
         ids = self.config.containers if self.config.containers is not None else range(self.config.container_count)
         for container_id in ids:
@@ -177,6 +178,14 @@ class SegmentStoreService:
         await self._data_logs.close()
         if self._coordination is not None:
             await self._coordination.close()
+
+
+def _warm_up_parquet() -> None:
+    """Encode one tiny chunk, so pyarrow's lazy imports (pandas among them, 0.1-0.7 s holding the GIL)
+    happen at start and not at the first flush, where they would stall every connection."""
+    from segment_store.storage.parquet_chunk import encode
+
+    encode(b"warm-up", 0, "raw")
 
 
 class _Refuse(asyncio.Protocol):
