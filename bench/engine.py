@@ -65,6 +65,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchlib import MB, filesystem_of, mb_per_s, percentile
+from engine_report import TARGETS, report, verdicts
+
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.segment_container import SegmentContainer
 from segment_store.coordination.memory_store import MemoryCoordinationServer
@@ -81,15 +84,8 @@ from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
 from segment_store.tier1.file_ledger_log import FileLedgerLog
 from segment_store.writer.config import WriterConfig
 
-MB = 1_000_000
 MIB = 1024 * 1024
 BLOCK_BYTES = 512 * 1024
-TARGETS = {
-    "throughput_100B_events_per_s": 1_000_000,
-    "throughput_10KB_mb_per_s": 350,
-    "latency_100k_p99_ms": 10,
-    "replay_mb_per_s": 200,
-}
 
 CASES = {"throughput", "latency", "replay", "flush", "read"}
 
@@ -230,18 +226,6 @@ async def flush_to_storage(container: SegmentContainer) -> None:
 
 async def stop(container: SegmentContainer) -> None:
     await container.stop()
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in [0, 100]) of an ascending sequence."""
-    if not sorted_values:
-        return math.nan
-    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
-
-
-def mb_per_s(count: float, seconds: float) -> float:
-    return round(count / seconds / MB, 1) if seconds > 0 else math.inf
 
 
 # ---- cases ---------------------------------------------------------------------------------------------------
@@ -475,21 +459,6 @@ async def case_read(env: Env, event_size: int, total_mb: float, window: int) -> 
 
 
 # ---- driver --------------------------------------------------------------------------------------------------
-def filesystem_of(path: Path) -> str:
-    """The type of the filesystem holding ``path`` (from /proc/mounts; "unknown" elsewhere)."""
-    try:
-        mounts = [line.split()[1:3] for line in Path("/proc/mounts").read_text().splitlines()]
-    except OSError:
-        return "unknown"
-    resolved = str(path.resolve())
-    best = max(
-        (m for m in mounts if resolved == m[0] or resolved.startswith(m[0].rstrip("/") + "/")),
-        key=lambda m: len(m[0]),
-        default=None,
-    )
-    return best[1] if best else "unknown"
-
-
 async def run_cases(args: argparse.Namespace, stores: StoreFactory) -> dict[str, Any]:
     results: dict[str, Any] = {}
     only = set(args.only.split(",")) if args.only else None
@@ -542,92 +511,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             return await run_cases(args, kazoo_store)
         finally:
             zk.stop()
-
-
-def table(title: str, rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> None:
-    """Print ``rows`` under ``title``; ``columns`` are (key, header) pairs."""
-    cells = [[f"{r[k]:,}" if isinstance(r[k], int) else str(r[k]) for k, _ in columns] for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (_, h) in enumerate(columns)]
-    print(f"\n{title}")
-    print("  ".join(h.rjust(w) for (_, h), w in zip(columns, widths, strict=True)))
-    print("  ".join("-" * w for w in widths))
-    for row in cells:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
-
-
-def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each target the run measured: the value, the target and whether it was met."""
-    out = []
-
-    def check(name: str, value: float, target: float, higher_is_better: bool = True) -> None:
-        met = value >= target if higher_is_better else value <= target
-        out.append(
-            {
-                "target": name,
-                "value": value,
-                "goal": f"{'>=' if higher_is_better else '<='} {target:,}",
-                "met": "yes" if met else "NO",
-            }
-        )
-
-    by_size = {r["event_bytes"]: r for r in results.get("throughput", [])}
-    if 100 in by_size:
-        check("events/s, 100 B events", by_size[100]["events_per_s"], TARGETS["throughput_100B_events_per_s"])
-        check(
-            "  same, 2nd half of the run",
-            by_size[100]["second_half_events_per_s"],
-            TARGETS["throughput_100B_events_per_s"],
-        )
-    if 10_000 in by_size:
-        check("MB/s, 10 KB events", by_size[10_000]["mb_per_s"], TARGETS["throughput_10KB_mb_per_s"])
-        check(
-            "  same, 2nd half of the run", by_size[10_000]["second_half_mb_per_s"], TARGETS["throughput_10KB_mb_per_s"]
-        )
-    for r in results.get("latency", []):
-        if r["offered_events_per_s"] == 100_000:
-            check("p99 ms at 100,000 events/s", r["p99_ms"], TARGETS["latency_100k_p99_ms"], higher_is_better=False)
-    for r in results.get("replay", []):
-        check(f"replay MB/s ({r['page_cache']}, start())", r["start_mb_per_s"], TARGETS["replay_mb_per_s"])
-    return out
-
-
-TABLES = {
-    "throughput": (
-        "1. throughput, the storage writer flushing to Tier-2 concurrently",
-        "event_bytes=event B, in_flight=in flight, events_per_s=events/s, mb_per_s=MB/s, "
-        "second_half_events_per_s=2nd half ev/s, second_half_mb_per_s=2nd half MB/s, tier2_mb_flushed=T2 MB, "
-        "tier2_mb_per_s=T2 MB/s, tier2_chunks=chunks, unflushed_mb_at_end=unflushed MB, drain_s=drain s",
-    ),
-    "latency": (
-        "2. append latency (ms), open loop, 1 append/ms, from scheduled send to ack",
-        "offered_events_per_s=offered ev/s, events_per_append=ev/append, p50_ms=p50, p99_ms=p99, p99_9_ms=p99.9, "
-        "max_ms=max, service_p99_ms=service p99, send_lag_p99_ms=send lag p99, acked_events_per_s=acked ev/s",
-    ),
-    "replay": (
-        "3. Tier-1 replay on start()",
-        "page_cache=pages, mb_replayed=MB, replay_s=replay s, replay_mb_per_s=replay MB/s, start_s=start s, "
-        "start_mb_per_s=start MB/s",
-    ),
-    "flush": (
-        "4. Tier-2 flush: flush_to_storage() of data appended while the writer waited",
-        "event_bytes=event B, mb=MB, segments=segments, flush_s=flush s, flush_mb_per_s=MB/s, "
-        "flush_events_per_s=events/s, chunks=chunks, tier2_disk_mb=disk MB, append_mb_per_s=append MB/s",
-    ),
-    "read": (
-        "5. reads, 1 MiB at a time",
-        "event_bytes=event B, segment_mb=segment MB, cache_read_mb=cache MB read, cache_mb_per_s=cache MB/s, "
-        "tier2_read_mb=T2 MB read, tier2_mb_per_s=T2 MB/s, cache_read_tier2_mb=T2 MB in cache pass",
-    ),
-    "targets": ("targets", "target=target, value=value, goal=goal, met=met"),
-}
-"""Per case: the table's title and its columns as ``key=header`` pairs."""
-
-
-def report(results: dict[str, Any]) -> None:
-    for case, rows in [*results.items(), ("targets", verdicts(results))]:
-        title, spec = TABLES[case]
-        if rows:
-            table(title, rows, [(key, header) for key, _, header in (c.partition("=") for c in spec.split(", "))])
 
 
 def main() -> None:

@@ -77,36 +77,29 @@ import asyncio
 import contextlib
 import cProfile
 import functools
-import io
 import json
 import os
 import platform
-import pstats
 import random
-import re
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from benchlib import MB, filesystem_of, mb_per_s, table
+from profiles import cprofile_top, py_spy, pyspy_top, report_profile
+from wire_server import CONTAINERS, Meter, ServerProcess
 
 from segment_store.client import ClientConfig, SegmentClient
 from segment_store.containers.mapping import container_of
-from segment_store.coordination.zookeeper_server import free_port
 from segment_store.logs.config import DurableLogConfig
 from segment_store.reading.cache import CacheConfig
 
-MB = 1_000_000
 FRAME_HEADER = 8
 BLOCK_BYTES = 512 * 1024
 WARM_READ_BYTES = 4 * 1024 * 1024
-CONTAINERS = 4
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
 TARGETS = {
@@ -114,154 +107,6 @@ TARGETS = {
     "mb_per_s_10KB": 350,
     "p99_ms_at_100k": 10,
 }
-
-
-# ---- the server process ----------------------------------------------------------------------------------
-class ServerProcess:
-    """``segstore segmentstore`` in a child process on ``root/data``, optionally under a profiler."""
-
-    def __init__(self, root: Path, in_memory: bool) -> None:
-        self.root = root
-        self.data_dir = root / "data"
-        self.in_memory = in_memory
-        self.port = free_port()
-        self.log_path = root / "server.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.children: list[int] = []
-        self.starts = 0
-
-    def start(self, cprofile_out: Path | None = None, timeout_s: float = 180.0) -> float:
-        """Start and wait for the "ready" line; returns the seconds it took."""
-        args = [sys.executable]
-        if cprofile_out is not None:
-            args += ["-m", "cProfile", "-o", str(cprofile_out)]
-        args += ["-m", "segment_store.cli", "segmentstore", "--port", str(self.port), "--log-level", "warning"]
-        args += ["--container-count", str(CONTAINERS), "--data-dir", str(self.data_dir)]
-        if self.in_memory:
-            args.append("--in-memory")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-        started = time.perf_counter()
-        log = self.log_path.open("ab")
-        log.write(f"---- start {self.starts}: {' '.join(args)}\n".encode())
-        log.flush()
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, env=env)
-        log.close()
-        self.starts += 1
-        while True:
-            text = self.log_path.read_text(errors="replace").rsplit("---- start", 1)[-1]
-            if "segmentstore ready" in text:
-                self.children = [pid for pid in _pids() if _stat(pid) and int(_stat(pid)[1]) == self.pid]
-                return time.perf_counter() - started
-            if self.proc.poll() is not None or time.perf_counter() - started > timeout_s:
-                self.stop()
-                raise RuntimeError(f"segment store did not start; its output:\n{text[-3000:]}")
-            time.sleep(0.05)
-
-    def stop(self, timeout_s: float = 120.0) -> None:
-        """SIGTERM (the server stops cleanly and a profiler writes its file), SIGKILL after ``timeout_s``."""
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            print(f"warning: segment store pid {proc.pid} ignored SIGTERM for {timeout_s} s; killed", file=sys.stderr)
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds of the server process, all its threads (not ZooKeeper's JVM)."""
-        return _cpu_s(self.pid)
-
-    def loop_cpu_s(self) -> float:
-        """CPU seconds of the server's main thread, which runs its event loop."""
-        return _cpu_s(self.pid, f"{self.pid}/task/{self.pid}")
-
-    def children_cpu_s(self) -> float:
-        """CPU seconds of the server's child processes (the embedded ZooKeeper's JVM)."""
-        return sum(_cpu_s(pid) for pid in self.children)
-
-    def io(self, field: str) -> int:
-        """A counter of ``/proc/<pid>/io``: ``rchar`` (bytes from read()-like calls, files and sockets),
-        ``write_bytes`` (bytes this process sent towards the disk), ..."""
-        for line in Path(f"/proc/{self.pid}/io").read_text().splitlines():
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1])
-        raise KeyError(field)
-
-    def tier2_disk_bytes(self) -> int:
-        return sum(p.stat().st_size for p in (self.data_dir / "tier2").rglob("*") if p.is_file())
-
-    def drop_tier2_page_cache(self) -> None:
-        for path in (self.data_dir / "tier2").rglob("*"):
-            if path.is_file():
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
-
-
-def _pids() -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-
-
-def _stat(pid: int, path: str | None = None) -> list[str]:
-    """Fields 3.. of ``/proc/<path or pid>/stat`` (state, ppid, ...), or [] if it is gone."""
-    try:
-        return Path(f"/proc/{path or pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return []
-
-
-def _cpu_s(pid: int, path: str | None = None) -> float:
-    """User + system CPU seconds of a process (all its threads) or of one thread (``pid/task/tid``)."""
-    fields = _stat(pid, path)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
-
-
-def _machine_busy_s() -> float:
-    """CPU seconds all processes of the machine spent busy so far (``/proc/stat``, every CPU)."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    guest = sum(fields[8:10]) if len(fields) > 9 else 0  # already counted in user and nice
-    return (sum(fields) - idle - guest) / os.sysconf("SC_CLK_TCK")
-
-
-class Meter:
-    """Wall time, the CPU time of both processes and the server's disk writes over a span."""
-
-    def __init__(self, server: ServerProcess) -> None:
-        self._server = server
-        self.wall = time.perf_counter()
-        self.client = time.process_time()
-        self.srv = server.cpu_s()
-        self.loop = server.loop_cpu_s()
-        self.zk = server.children_cpu_s()
-        self.machine = _machine_busy_s()
-        self.disk = server.io("write_bytes")
-
-    def done(self) -> dict[str, float]:
-        wall = time.perf_counter() - self.wall
-        server = self._server.cpu_s() - self.srv
-        client = time.process_time() - self.client
-        zookeeper = self._server.children_cpu_s() - self.zk
-        other = _machine_busy_s() - self.machine - server - client - zookeeper
-        return {
-            "seconds": round(wall, 2),
-            "cpu_server": round(server / wall, 2),
-            "cpu_server_loop": round((self._server.loop_cpu_s() - self.loop) / wall, 2),
-            "cpu_client": round(client / wall, 2),
-            "cpu_zookeeper": round(zookeeper / wall, 2),
-            "cpu_other": round(max(0.0, other) / wall, 2),
-            "disk_write_mb_per_s": mb_per_s(self._server.io("write_bytes") - self.disk, wall),
-        }
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
@@ -296,11 +141,6 @@ async def check_length(client: SegmentClient, segment: str, events: int, size: i
         )
 
 
-def mb_per_s(count: float, seconds: float) -> float:
-    return round(count / seconds / MB, 1) if seconds > 0 else float("inf")
-
-
-# ---- cases -----------------------------------------------------------------------------------------------
 async def case_write(
     client: SegmentClient, server: ServerProcess, size: int, api: str, per_batch: int, seconds: float
 ) -> dict[str, Any]:
@@ -531,119 +371,6 @@ async def case_read(args: argparse.Namespace, server: ServerProcess, client: Seg
 
 
 # ---- profiles --------------------------------------------------------------------------------------------
-PROFILE_TOP = 25
-PYSPY_RATE = 200
-
-
-def cprofile_top(path: Path, n: int = PROFILE_TOP) -> dict[str, Any]:
-    """The top functions of a cProfile dump by self and by cumulative time."""
-    stats = pstats.Stats(str(path), stream=io.StringIO())
-    rows = []
-    for (file, line, name), (_, calls, tottime, cumtime, _) in stats.stats.items():  # type: ignore[attr-defined]
-        where = f"{name} ({'/'.join(Path(file).parts[-2:])}:{line})" if line else name
-        rows.append({"function": where, "calls": calls, "self_s": round(tottime, 3), "cum_s": round(cumtime, 3)})
-    return {
-        "profiler": "cProfile",
-        "by_self": sorted(rows, key=lambda r: -r["self_s"])[:n],
-        "by_cumulative": sorted(rows, key=lambda r: -r["cum_s"])[:n],
-    }
-
-
-def _thread_label(thread: str, stacks: list[list[str]]) -> str:
-    """Name a thread: py-spy's thread name (``thread (tid): name``) without an executor's worker index
-    (``asyncio_0`` -> ``asyncio``), else by what it runs (the event loop, or the frame under ``Thread.run``)."""
-    loop = any(f.startswith("BaseEventLoop.run_forever") for frames in stacks for f in frames)
-    _, _, name = thread.partition(": ")
-    if name:
-        name = re.sub(r"_\d+$", "", name)
-        return f"{name} (event loop)" if loop else name
-    if loop:
-        return "event loop"
-    labels: Counter[str] = Counter()
-    for frames in stacks:
-        names = [f.split(" (")[0] for f in frames]
-        below = names.index("Thread.run") + 1 if "Thread.run" in names else 0
-        labels[frames[min(below, len(frames) - 1)]] += 1
-    return labels.most_common(1)[0][0] if labels else "?"
-
-
-def pyspy_top(path: Path, seconds: float, n: int = PROFILE_TOP) -> dict[str, Any]:
-    """Summarise py-spy's collapsed stacks (``--format raw --threads``): each thread's busy share of the
-    run (1.0 = always on a CPU or holding it), and the top functions by self and inclusive samples,
-    for all threads and for the event loop thread alone. Shares are of all samples taken."""
-    per_thread: dict[str, list[tuple[list[str], int]]] = {}
-    for line in path.read_text().splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack:
-            continue
-        frames = stack.split(";")
-        thread = frames[0] if frames[0].startswith("thread (") else "?"
-        frames = frames[1:] if thread != "?" else frames
-        frames = [f.rsplit(":", 1)[0] + ")" if f.endswith(")") and ":" in f else f for f in frames]  # no line numbers
-        if frames:
-            per_thread.setdefault(thread, []).append((frames, int(count_text)))
-    groups: dict[str, list[tuple[list[str], int]]] = {}
-    thread_counts: Counter[str] = Counter()
-    for thread, samples in per_thread.items():
-        label = _thread_label(thread, [frames for frames, _ in samples])
-        groups.setdefault(label, []).extend(samples)
-        thread_counts[label] += 1
-    expected = seconds * PYSPY_RATE
-
-    def top(samples: list[tuple[list[str], int]]) -> dict[str, list[dict[str, Any]]]:
-        own: Counter[str] = Counter()
-        inclusive: Counter[str] = Counter()
-        for frames, count in samples:
-            own[frames[-1]] += count
-            for frame in set(frames):
-                inclusive[frame] += count
-        total = sum(count for _, count in samples) or 1
-
-        def share(counter: Counter[str]) -> list[dict[str, Any]]:
-            return [{"function": f, "percent": round(100 * c / total, 1)} for f, c in counter.most_common(n)]
-
-        return {"by_self": share(own), "by_cumulative": share(inclusive)}
-
-    everything = [s for samples in groups.values() for s in samples]
-    loop = next((samples for label, samples in groups.items() if "event loop" in label), [])
-    return {
-        "profiler": "py-spy",
-        "threads": sorted(
-            (
-                {
-                    "thread": label,
-                    "threads": thread_counts[label],
-                    "busy": round(sum(c for _, c in samples) / expected, 2),
-                }
-                for label, samples in groups.items()
-            ),
-            key=lambda r: -r["busy"],
-        ),
-        "all_threads": top(everything),
-        "event_loop": top(loop),
-    }
-
-
-@contextlib.contextmanager
-def py_spy(binary: str | None, pid: int, out: Path) -> Iterator[None]:
-    """Sample ``pid`` with py-spy while the block runs (nothing if ``binary`` is None)."""
-    if binary is None:
-        yield
-        return
-    command = [binary, "record", "--pid", str(pid), "--format", "raw", "--threads", "--rate", str(PYSPY_RATE)]
-    spy = subprocess.Popen(
-        [*command, "--nonblocking", "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    time.sleep(0.5)  # attach before the measured span starts
-    try:
-        yield
-    finally:
-        spy.send_signal(signal.SIGINT)
-        _, err = spy.communicate(timeout=60)
-        if not out.exists():
-            raise RuntimeError(f"py-spy wrote no profile: {err.decode(errors='replace')[-2000:]}")
-
-
 async def run_profile(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
     """The ``write_many`` case of each ``--profile-sizes`` event size, both processes profiled."""
     results = []
@@ -712,17 +439,6 @@ async def run_cases(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return results
 
 
-def table(title: str, rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> None:
-    """Print ``rows`` under ``title``; ``columns`` are (key, header) pairs."""
-    cells = [[f"{r.get(k):,}" if isinstance(r.get(k), int) else str(r.get(k, "")) for k, _ in columns] for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (_, h) in enumerate(columns)]
-    print(f"\n{title}")
-    print("  ".join(h.rjust(w) for (_, h), w in zip(columns, widths, strict=True)))
-    print("  ".join("-" * w for w in widths))
-    for row in cells:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
-
-
 def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
 
@@ -775,44 +491,6 @@ def report(results: dict[str, Any]) -> None:
     checks = verdicts(results)
     if checks:
         table("targets (issue 4)", checks, [("target", "target"), ("value", "value"), ("goal", "goal"), ("met", "met")])
-
-
-def report_profile(profiles: list[dict[str, Any]]) -> None:
-    for profile in profiles:
-        row = profile["case"]
-        print(
-            f"\n==== profiled: {row['event_bytes']} B {row['api']}, {row['events_per_s']:,} events/s, "
-            f"{row['mb_per_s']} MB/s under the profilers (cpu srv {row['cpu_server']}, cli {row['cpu_client']})"
-        )
-        for side in ("server", "client"):
-            top = profile[side]
-            if top["profiler"] == "py-spy":
-                table(f"{side}: busy share of each thread (py-spy)", top["threads"],
-                      [("busy", "busy"), ("threads", "n"), ("thread", "thread")])  # fmt: skip
-                for view in ("event_loop", "all_threads"):
-                    for order in ("by_self", "by_cumulative"):
-                        title = f"{side} {view.replace('_', ' ')}, % of its samples, {order.replace('_', ' ')}"
-                        table(title, top[view][order], [("percent", "%"), ("function", "function")])
-            else:
-                columns = [("self_s", "self s"), ("cum_s", "cum s"), ("calls", "calls"), ("function", "function")]
-                for order in ("by_self", "by_cumulative"):
-                    table(f"{side} (cProfile) {order.replace('_', ' ')}", top[order], columns)
-        print(f"\nprofiles: {', '.join(profile['files'])}")
-
-
-def filesystem_of(path: Path) -> str:
-    """The type of the filesystem holding ``path`` (from /proc/mounts; "unknown" elsewhere)."""
-    try:
-        mounts = [line.split()[1:3] for line in Path("/proc/mounts").read_text().splitlines()]
-    except OSError:
-        return "unknown"
-    resolved = str(path.resolve())
-    best = max(
-        (m for m in mounts if resolved == m[0] or resolved.startswith(m[0].rstrip("/") + "/")),
-        key=lambda m: len(m[0]),
-        default=None,
-    )
-    return best[1] if best else "unknown"
 
 
 def main() -> None:
