@@ -23,12 +23,14 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from segment_store.containers.mapping import TRANSIENT_DELIMITER
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.protocol import (
     Append,
     FrameDecoder,
     Hello,
     KeepAlive,
+    SegmentCreated,
     SetupAppend,
     encode,
     local_hello,
@@ -199,8 +201,8 @@ class ServerConnection(asyncio.Protocol):
         if reply is None:
             self.close()
             return
-        if type(reply).__name__ == "SegmentCreated" and "#transient." in getattr(reply, "segment", ""):
-            self._transient.append(reply.segment)  # type: ignore[attr-defined]
+        if isinstance(reply, SegmentCreated) and TRANSIENT_DELIMITER in reply.segment:
+            self._transient.append(reply.segment)  # deleted when this connection closes, as in Java
         self.send(reply)
 
     async def _delete_transient(self, name: str) -> None:

@@ -15,6 +15,7 @@ from segment_store.protocol import (
     ConditionalAttributeUpdate,
     CreateSegment,
     CreateTableSegment,
+    CreateTransientSegment,
     DataAppended,
     DeleteSegment,
     ErrorMessage,
@@ -261,3 +262,20 @@ async def test_conditional_merge_applies_target_attributes_atomically(peer: Wire
     assert await peer.request(GetSegmentAttribute(13, SEGMENT, marker, "")) == SegmentAttribute(13, 1)
     info = await peer.request(GetStreamSegmentInfo(14, txn2, ""))
     assert isinstance(info, StreamSegmentInfo) and info.exists and info.is_sealed
+
+
+async def test_transient_segment_is_deleted_when_its_connection_closes(service: SegmentStoreService) -> None:
+    peer = await WirePeer.connect(service.endpoint)
+    await create(peer, SEGMENT)
+    writer = uuid.uuid4()
+    created = await peer.request(CreateTransientSegment(2, writer, SEGMENT, ""))
+    assert isinstance(created, SegmentCreated) and created.segment == f"{SEGMENT}#transient.{writer.hex}"
+    await peer.close()
+    other = await WirePeer.connect(service.endpoint)
+    for _ in range(100):
+        if isinstance(await other.request(GetStreamSegmentInfo(3, created.segment, "")), NoSuchSegment):
+            break
+        await asyncio.sleep(0.02)
+    assert isinstance(await other.request(GetStreamSegmentInfo(4, created.segment, "")), NoSuchSegment)
+    assert isinstance(await other.request(GetStreamSegmentInfo(5, SEGMENT, "")), StreamSegmentInfo)
+    await other.close()
