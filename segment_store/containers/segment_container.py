@@ -332,6 +332,10 @@ class SegmentContainer:
         self._check_running()
         return self._committed_segment(name).info()
 
+    def length(self, name: str) -> int:
+        """The committed length of ``name`` (cheap: no copy of its info). Raises SegmentNotExistsError."""
+        return self._committed_segment(name).length
+
     async def get_attributes(self, name: str, attribute_ids: Sequence[int]) -> dict[int, int]:
         """Values of ``attribute_ids`` (NULL_ATTRIBUTE_VALUE when not set)."""
         self._check_running()

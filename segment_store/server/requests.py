@@ -166,8 +166,7 @@ class RequestHandler:
         container = self._container(c.segment)
         length = max(1, min(c.suggested_length, self._config.max_read_bytes))
         result = await container.read(c.segment, c.offset, length, self._config.read_tail_wait_s)
-        info = await container.get_info(c.segment)
-        at_tail = result.offset + len(result.data) >= info.length
+        at_tail = result.offset + len(result.data) >= container.length(c.segment)
         return SegmentRead(c.segment, c.offset, at_tail, result.end_of_segment, result.data, c.request_id)
 
     async def _segment_info(self, c: GetStreamSegmentInfo) -> WireCommand:
