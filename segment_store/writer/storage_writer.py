@@ -235,13 +235,7 @@ class StorageWriter:
         try:
             await self._flush(force_until)
         except SegstoreError as exc:
-            if not exc.retriable:
-                raise
-            self._retry_delay = min(
-                self.config.retry_max_delay_s, max(self.config.retry_min_delay_s, self._retry_delay * 2)
-            )
-            log.warning("container %s: Tier-2 unavailable, retrying in %.2fs: %r",
-                        self.metadata.container_id, self._retry_delay, exc)
+            self._retry_delay = self._next_retry(exc, self._retry_delay)
             for agg in self._aggregators.values():
                 agg.storage_length = None  # resync before the next attempt
             return
@@ -277,19 +271,23 @@ class StorageWriter:
         self.aggregator(op.segment_id).add(op)
 
     async def _process_until_done(self, agg: SegmentAggregator) -> None:
-        delay = self.config.retry_min_delay_s
+        delay = 0.0
         while True:
             try:
                 await agg.process(force=True)
                 return
             except SegstoreError as exc:
-                if not exc.retriable:
-                    raise
-                log.warning("container %s: Tier-2 unavailable, retrying in %.2fs: %r",
-                            self.metadata.container_id, delay, exc)
+                delay = self._next_retry(exc, delay)
                 agg.storage_length = None
                 await asyncio.sleep(delay)
-                delay = min(self.config.retry_max_delay_s, delay * 2)
+
+    def _next_retry(self, exc: SegstoreError, delay: float) -> float:
+        """The (doubled, bounded) delay before retrying after ``exc``; re-raises what is not retriable."""
+        if not exc.retriable:
+            raise exc
+        delay = min(self.config.retry_max_delay_s, max(self.config.retry_min_delay_s, delay * 2))
+        log.warning("container %s: Tier-2 unavailable, retrying in %.2fs: %r", self.metadata.container_id, delay, exc)
+        return delay
 
     async def _flush(self, force_until: int) -> None:
         now = self._clock()
