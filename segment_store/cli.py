@@ -51,6 +51,10 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
     from segment_store.server.service import SegmentStoreService, ServiceConfig
 
     run = tuple(int(c) for c in args.run_containers.split(",")) if args.run_containers else None
+    if args.cluster and (args.zookeeper is None or args.in_memory or run is not None):
+        print("segstore segmentstore: --cluster needs --zookeeper and excludes --in-memory and --run-containers",
+              file=sys.stderr)  # fmt: skip
+        return 2
     server = ServerConfig(host=args.host, port=args.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -74,13 +78,18 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
                 containers=run,
                 data_dir=data_dir,
                 zookeeper=zookeeper,
+                zookeeper_session_timeout_ms=args.zookeeper_session_timeout_ms,
+                cluster=args.cluster,
+                advertise_host=args.advertise_host,
             )
             service = await SegmentStoreService.start_durable(config)
         host, port = service.endpoint
         where = "in memory" if args.in_memory else f"data {args.data_dir}, zookeeper {config.zookeeper}"
-        print(
-            f"segstore segmentstore ready on {host}:{port} (containers {service.registry.running}, {where})", flush=True
-        )
+        if args.cluster:
+            what = "cluster mode, registered as {}:{}".format(*service.advertised_endpoint)
+        else:
+            what = f"containers {service.registry.running}"
+        print(f"segstore segmentstore ready on {host}:{port} ({what}, {where})", flush=True)
         await stop.wait()
         await service.stop()
     return 0
@@ -118,8 +127,24 @@ def build_parser() -> argparse.ArgumentParser:
     ss.add_argument("--in-memory", action="store_true", help="keep everything in memory (lost at exit)")
     ss.add_argument("--container-count", type=int, default=4, help="containers in the cluster (default 4)")
     ss.add_argument("--run-containers", help="comma-separated container ids to run here (default: all)")
+    ss.add_argument(
+        "--cluster",
+        action="store_true",
+        help="cluster mode: register in ZooKeeper and run the containers the controller assigns (needs --zookeeper)",
+    )
+    ss.add_argument("--advertise-host", help="cluster mode: host name clients reach this process by (default --host)")
+    ss.add_argument(
+        "--zookeeper-session-timeout-ms",
+        type=int,
+        default=10_000,
+        help="ZooKeeper session timeout; a crashed process's containers move after it (default 10000)",
+    )
     ss.add_argument("--log-level", default="info", help="logging level (default info)")
     ss.set_defaults(func=_cmd_segmentstore)
+
+    from controller.cli import add_commands
+
+    add_commands(sub)
 
     demo = sub.add_parser("demo", help="start the components that exist and show them working")
     demo.add_argument("--data-dir", help="keep the demo's state here (default: a temporary directory)")

@@ -5,7 +5,9 @@ the controller's assignment through ZooKeeper in a cluster). A container that fa
 (Tier-1 or Tier-2 trouble it cannot ride out) is restarted here: a new instance
 recovers from Tier-1 and fences the failed one. Requests for a container that is not
 running here raise :class:`ContainerNotOwnedError` (the wire server answers
-``WrongHost``).
+``WrongHost``). A restart happens only while ``should_run(container_id)`` holds: in a cluster the
+assignment follower answers it, so a container moved to another host is not restarted here (which
+would fence its new owner).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from collections.abc import Callable
 
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.mapping import container_of
@@ -32,6 +35,7 @@ class ContainerRegistry:
         storage_factory: StorageFactory,
         config: ContainerConfig | None = None,
         restart_delay_s: float = 1.0,
+        should_run: Callable[[int], bool] | None = None,
     ) -> None:
         if container_count <= 0:
             raise ValueError(f"container_count must be positive, not {container_count}")
@@ -40,6 +44,7 @@ class ContainerRegistry:
         self._data_logs = data_log_factory
         self._storage_factory = storage_factory
         self._restart_delay_s = restart_delay_s
+        self._should_run: Callable[[int], bool] = should_run or (lambda _container_id: True)
         self._containers: dict[int, SegmentContainer] = {}
         self._restarts: dict[int, asyncio.Task[None]] = {}
         self._closed = False
@@ -60,6 +65,10 @@ class ContainerRegistry:
     @property
     def running(self) -> list[int]:
         return sorted(cid for cid, c in self._containers.items() if c.state is ContainerState.RUNNING)
+
+    def holds(self, container_id: int) -> bool:
+        """Whether ``container_id`` is here: running, starting, or failed and being restarted."""
+        return container_id in self._containers
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
     async def start_container(self, container_id: int) -> SegmentContainer:
@@ -99,8 +108,10 @@ class ContainerRegistry:
         delay = self._restart_delay_s
         try:
             await failed.stop()
-            while not self._closed and self._containers.get(container_id) is failed:
+            while self._may_restart(container_id, failed):
                 await asyncio.sleep(delay)
+                if not self._may_restart(container_id, failed):
+                    break
                 try:
                     new = SegmentContainer(
                         container_id, self._data_logs.create_log(container_id), self._storage_factory, self.config
@@ -113,8 +124,14 @@ class ContainerRegistry:
                     continue
                 self._containers[container_id] = new
                 log.info("container %s: restarted after failure", container_id)
+            if self._containers.get(container_id) is failed and not self._should_run(container_id):
+                del self._containers[container_id]
+                log.info("container %s: failed and not restarted, it is no longer assigned here", container_id)
         finally:
             self._restarts.pop(container_id, None)
+
+    def _may_restart(self, container_id: int, failed: SegmentContainer) -> bool:
+        return not self._closed and self._containers.get(container_id) is failed and self._should_run(container_id)
 
     async def close(self) -> None:
         self._closed = True

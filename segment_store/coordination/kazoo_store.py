@@ -6,7 +6,9 @@ the result to an asyncio future with ``loop.call_soon_threadsafe``; nothing bloc
 event loop and no worker thread is held per request. Requests are handed to kazoo in
 call order, so ZooKeeper's FIFO client order carries over (``sync`` then ``get`` is a
 linearized read). Connecting, closing and registering watches block in kazoo and run in
-a worker thread (``asyncio.to_thread``).
+a worker thread (``asyncio.to_thread``). Session listeners are kazoo connection-state listeners
+(``CONNECTED``/``SUSPENDED``/``LOST``) forwarded to the registering loop; after an expiry kazoo
+opens a new session by itself and its watch recipes re-arm on it.
 
 Error mapping (kazoo -> :mod:`segment_store.coordination.store`): ``NoNodeError`` ->
 ``NodeNotFoundError``, ``NodeExistsError`` -> ``NodeExistsError``, ``BadVersionError`` ->
@@ -25,7 +27,7 @@ from typing import Any
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from segment_store.coordination.store import (
@@ -38,6 +40,8 @@ from segment_store.coordination.store import (
     NodeExistsError,
     NodeNotFoundError,
     NotEmptyError,
+    SessionCallback,
+    SessionState,
     Versioned,
     WatchHandle,
     validate_path,
@@ -108,6 +112,39 @@ class _KazooWatch:
         return self._post(sorted(children))
 
 
+_SESSION_STATES = {
+    KazooState.CONNECTED: SessionState.CONNECTED,
+    KazooState.SUSPENDED: SessionState.SUSPENDED,
+    KazooState.LOST: SessionState.LOST,
+}
+
+
+class _KazooSessionListener:
+    """A kazoo connection-state listener (called on kazoo's thread) forwarding to the event loop."""
+
+    def __init__(self, store: KazooCoordinationStore, callback: SessionCallback) -> None:
+        self._store = store
+        self._callback = callback
+        self._loop = asyncio.get_running_loop()
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        if not self.cancelled:
+            self.cancelled = True
+            self._store.client.remove_listener(self.on_state)
+
+    def on_state(self, state: str) -> None:
+        mapped = _SESSION_STATES.get(state)
+        if mapped is None or self.cancelled or self._loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # loop closed between the check and the call
+            self._loop.call_soon_threadsafe(self._deliver, mapped)
+
+    def _deliver(self, state: SessionState) -> None:
+        if not self.cancelled and not self._store.closed:
+            self._callback(state)
+
+
 class KazooCoordinationStore:
     """``CoordinationStore`` over a kazoo client; one instance is one ZooKeeper session."""
 
@@ -137,6 +174,11 @@ class KazooCoordinationStore:
     def client(self) -> KazooClient:
         """The underlying kazoo client (for recipes this port does not cover)."""
         return self._client
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
 
     def _open(self, path: str) -> str:
         if self._closed:
@@ -227,6 +269,13 @@ class KazooCoordinationStore:
                 raise
             raise mapped from exc
         return watch
+
+    async def add_session_listener(self, callback: SessionCallback) -> WatchHandle:
+        if self._closed:
+            raise CoordinationClosedError("store is closed")
+        listener = _KazooSessionListener(self, callback)
+        self._client.add_listener(listener.on_state)
+        return listener
 
     async def close(self) -> None:
         if self._closed:

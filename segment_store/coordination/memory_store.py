@@ -4,7 +4,8 @@ A :class:`MemoryCoordinationServer` holds one shared tree; each
 :class:`MemoryCoordinationStore` obtained from :meth:`MemoryCoordinationServer.connect`
 is one *session* on it, so tests can model several processes: ephemeral nodes belong to
 the session that created them and vanish when it closes (or the test calls
-:meth:`MemoryCoordinationServer.expire`). Every operation is applied atomically under
+:meth:`MemoryCoordinationServer.expire`, optionally with ``reconnect=True`` to model kazoo
+opening a new session after an expiry). Every operation is applied atomically under
 one lock, so the store is trivially linearizable and :meth:`MemoryCoordinationStore.sync`
 is a no-op. Versions follow ZooKeeper: 0 at creation, +1 per data write.
 """
@@ -12,6 +13,7 @@ is a no-op. Versions follow ZooKeeper: 0 at creation, +1 per data write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import threading
 from collections.abc import Callable
@@ -28,6 +30,8 @@ from segment_store.coordination.store import (
     NodeExistsError,
     NodeNotFoundError,
     NotEmptyError,
+    SessionCallback,
+    SessionState,
     Versioned,
     WatchHandle,
     parent_of,
@@ -72,6 +76,30 @@ class _MemoryWatch:
             self._callback(value)
 
 
+class _MemoryListener:
+    """One session listener; delivers on the loop that registered it, in change order."""
+
+    def __init__(self, store: MemoryCoordinationStore, callback: SessionCallback) -> None:
+        self._store = store
+        self._callback = callback
+        self._loop = asyncio.get_running_loop()
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        with contextlib.suppress(ValueError):
+            self._store._listeners.remove(self)
+
+    def post(self, state: SessionState) -> None:
+        if self.cancelled or self._loop.is_closed():
+            return
+        self._loop.call_soon_threadsafe(self._deliver, state)
+
+    def _deliver(self, state: SessionState) -> None:
+        if not self.cancelled:
+            self._callback(state)
+
+
 class MemoryCoordinationServer:
     """The shared tree behind any number of in-process sessions."""
 
@@ -90,10 +118,34 @@ class MemoryCoordinationServer:
             self._live.add(session)
         return MemoryCoordinationStore(self, session)
 
-    def expire(self, store: MemoryCoordinationStore) -> None:
-        """Simulate session expiry: the session's ephemeral nodes go; its calls then raise
-        :class:`CoordinationUnavailableError`."""
-        self._end_session(store.session)
+    def expire(self, store: MemoryCoordinationStore, *, reconnect: bool = False) -> None:
+        """Simulate session expiry: the session's ephemeral nodes go and its listeners hear ``LOST``.
+
+        Without ``reconnect`` the store's calls then raise :class:`CoordinationUnavailableError`.
+        With it the store continues on a new session, as kazoo does: its watches carry over and its
+        listeners then hear ``CONNECTED``.
+        """
+        if not reconnect:
+            self._end_session(store.session)
+            store._notify(SessionState.LOST)
+            return
+        with self._lock:
+            old = store.session
+            if old not in self._live:
+                return
+            new = next(self._sessions)
+            self._live.add(new)
+            for path in [path for path, node in self._nodes.items() if node.owner == old]:
+                self._remove(path)
+            self._live.discard(old)
+            for table in (self._data_watches, self._child_watches):
+                for watches in table.values():
+                    for watch in watches:
+                        if watch.session == old:
+                            watch.session = new
+            store.session = new
+        store._notify(SessionState.LOST)
+        store._notify(SessionState.CONNECTED)
 
     # -- operations, all under the lock -------------------------------------------------
 
@@ -252,6 +304,13 @@ class MemoryCoordinationStore:
         self._server = server
         self.session = session
         self._closed = False
+        self._listeners: list[_MemoryListener] = []
+
+    def _notify(self, state: SessionState) -> None:
+        if self._closed:
+            return
+        for listener in list(self._listeners):
+            listener.post(state)
 
     def _open(self, path: str) -> str:
         if self._closed:
@@ -285,6 +344,13 @@ class MemoryCoordinationStore:
 
     async def watch_children(self, path: str, callback: ChildrenCallback) -> WatchHandle:
         return self._server.watch_children(self.session, self._open(path), callback)
+
+    async def add_session_listener(self, callback: SessionCallback) -> WatchHandle:
+        if self._closed:
+            raise CoordinationClosedError("store is closed")
+        listener = _MemoryListener(self, callback)
+        self._listeners.append(listener)
+        return listener
 
     async def close(self) -> None:
         if not self._closed:

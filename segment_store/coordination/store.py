@@ -17,6 +17,7 @@ session (the store instance) that created them and vanish when it ends.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -75,8 +76,24 @@ class WatchHandle(Protocol):
     def cancel(self) -> None: ...
 
 
+class SessionState(enum.Enum):
+    """What a session listener is told about the store's ZooKeeper session.
+
+    ``SUSPENDED``: the connection is lost; the session (and its ephemeral nodes) may still be alive,
+    calls raise :class:`CoordinationUnavailableError` until it comes back.
+    ``LOST``: the session expired; its ephemeral nodes are gone. The store keeps reconnecting and
+    opens a *new* session (then ``CONNECTED``); data and children watches carry over to it.
+    ``CONNECTED``: connected again (the same session after ``SUSPENDED``, a new one after ``LOST``).
+    """
+
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    LOST = "lost"
+
+
 DataCallback = Callable[[Versioned | None], None]
 ChildrenCallback = Callable[[list[str]], None]
+SessionCallback = Callable[[SessionState], None]
 
 
 def validate_path(path: str) -> str:
@@ -122,8 +139,9 @@ class CoordinationStore(Protocol):
     mutation unknown; the others are definite (nothing was changed). Invalid paths raise
     ``ValueError``. After :meth:`close`, calls raise :class:`CoordinationClosedError`.
 
-    **Sessions.** One instance is one session. Ephemeral nodes it created are deleted
-    when it closes (or its ZooKeeper session expires).
+    **Sessions.** One instance is one session at a time. Ephemeral nodes it created are deleted
+    when it closes (or its ZooKeeper session expires; the instance then opens a new session and
+    tells its session listeners, see :class:`SessionState`).
     """
 
     async def get(self, path: str) -> Versioned:
@@ -180,6 +198,15 @@ class CoordinationStore(Protocol):
 
         ``path`` must exist (else :class:`NodeNotFoundError`); the watch ends when the node
         is deleted. Same delivery rules as :meth:`watch_data`.
+        """
+        ...
+
+    async def add_session_listener(self, callback: SessionCallback) -> WatchHandle:
+        """Call ``callback`` with every later change of the session's state (not the current one).
+
+        Callbacks run on the event loop that registered the listener, in the order the changes
+        happened; none after :meth:`close`. ``LOST`` is always followed by ``CONNECTED`` once a new
+        session is open; users that own ephemeral nodes re-create them then.
         """
         ...
 

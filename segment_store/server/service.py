@@ -7,6 +7,11 @@ table stores, and the asyncio wire server. Nothing else constructs these adapter
 ``SegmentStoreService.start_in_memory()`` is the in-memory builder for tests (one process, state
 lost at exit); :meth:`SegmentStoreService.start` with a :class:`ServiceConfig` naming a data
 directory and a ZooKeeper is the durable one.
+
+Which containers run here: a static list (``ServiceConfig.containers``, default all), or, in cluster
+mode (``ServiceConfig.cluster``), the ones the leader controller assigns to this process through
+ZooKeeper: the service registers itself (:class:`~segment_store.cluster.HostRegistration`) under its
+advertised ``host:port`` and follows the assignment (:class:`~segment_store.cluster.ContainerAssignmentFollower`).
 """
 
 from __future__ import annotations
@@ -14,9 +19,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from segment_store.cluster.assignment import ClusterError
+from segment_store.cluster.follower import ContainerAssignmentFollower
+from segment_store.cluster.registration import HostRegistration
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
@@ -47,7 +56,16 @@ class ServiceConfig:
     data_dir: Path | None = None
     """Tier-1 ledgers under ``<data_dir>/tier1``, filesystem Tier-2 under ``<data_dir>/tier2``; None = in memory."""
     zookeeper: str | None = None
-    """ZooKeeper connect string for Tier-1 metadata (required with ``data_dir``)."""
+    """ZooKeeper connect string for Tier-1 metadata (required with ``data_dir``) and cluster membership."""
+    zookeeper_session_timeout_ms: int = 10_000
+    """ZooKeeper session timeout: how long after a crash this process's registration (and so its containers)
+    stays in place before the controller moves the containers elsewhere. The server bounds it (2..20 ticks)."""
+    cluster: bool = False
+    """Cluster mode: register in ZooKeeper and run the containers the controller assigns to this process,
+    not a static list (``containers`` must be None). Needs a coordination store (``zookeeper``)."""
+    advertise_host: str | None = None
+    """Cluster mode: the host name clients reach this process by, registered with the bound port. None =
+    the bind address (``server.host``), or the machine's host name when binding a wildcard address."""
 
     def __post_init__(self) -> None:
         if self.container_count <= 0:
@@ -56,6 +74,12 @@ class ServiceConfig:
             raise ValueError(f"containers: ids must be within [0, {self.container_count})")
         if self.data_dir is not None and self.zookeeper is None:
             raise ValueError("zookeeper: a durable service (data_dir set) needs a ZooKeeper connect string")
+        if self.cluster and self.containers is not None:
+            raise ValueError("containers: a static container list cannot be combined with cluster mode")
+        if self.zookeeper_session_timeout_ms <= 0:
+            raise ValueError("zookeeper_session_timeout_ms: must be positive")
+        if self.advertise_host is not None and (not self.advertise_host or "/" in self.advertise_host):
+            raise ValueError(f"advertise_host: not a host name: {self.advertise_host!r}")
 
 
 class SegmentStoreService:
@@ -70,7 +94,15 @@ class SegmentStoreService:
         self._data_logs = data_logs
         self.chunks = chunks
         self._coordination = coordination
-        self.registry = ContainerRegistry(config.container_count, data_logs, self._storage, config.container)
+        if config.cluster and coordination is None:
+            raise ValueError("cluster: cluster mode needs a coordination store (ServiceConfig.zookeeper)")
+        self.registry = ContainerRegistry(
+            config.container_count, data_logs, self._storage, config.container, should_run=self._should_run
+        )
+        self.follower: ContainerAssignmentFollower | None = None
+        """Cluster mode: follows the controller's container assignment (None otherwise)."""
+        self.registration: HostRegistration | None = None
+        """Cluster mode: this process's registration node (None otherwise)."""
         self._tables: dict[SegmentContainer, TableStore] = {}
         self.tracker = FlowTracker(config.server)
         self.requests = RequestHandler(self.registry, self.tables, config.server)
@@ -89,8 +121,9 @@ class SegmentStoreService:
         base = config or ServiceConfig()
         server = dataclasses.replace(base.server, host="127.0.0.1", port=port)
         service = cls(
-            ServiceConfig(server=server, container=base.container, container_count=container_count,
-                          containers=base.containers),
+            ServiceConfig(
+                server=server, container=base.container, container_count=container_count, containers=base.containers
+            ),
             InMemoryDurableDataLogFactory(),
             MemoryChunkStorage(),
         )
@@ -106,7 +139,9 @@ class SegmentStoreService:
         from segment_store.tier1.file_ledger_log import FileLedgerLogFactory
 
         assert config.data_dir is not None and config.zookeeper is not None
-        store = await KazooCoordinationStore.connect(config.zookeeper)
+        store = await KazooCoordinationStore.connect(
+            config.zookeeper, session_timeout_s=config.zookeeper_session_timeout_ms / 1000
+        )
         try:
             factory = FileLedgerLogFactory(FileLedgerLogConfig(root_dir=config.data_dir / "tier1"), store)
             chunks = FsChunkStorage(config.data_dir / "tier2")
@@ -124,6 +159,10 @@ class SegmentStoreService:
         return self._data_logs
 
     # ---- composition ----------------------------------------------------------------------------------------
+    def _should_run(self, container_id: int) -> bool:
+        """Whether a failed container may be restarted here (cluster mode: only while assigned here)."""
+        return self.follower is None or self.follower.should_run(container_id)
+
     def _storage(self, container_id: int, snapshot_info: SnapshotInfoStore) -> SegmentStorage:
         return ChunkedSegmentStorage(self.chunks, container_id, snapshot_info)
 
@@ -140,13 +179,53 @@ class SegmentStoreService:
     async def start(self) -> None:
         await asyncio.to_thread(_warm_up_parquet)
         await self._data_logs.initialize()
-        ids = self.config.containers if self.config.containers is not None else range(self.config.container_count)
-        for container_id in ids:
-            await self.registry.start_container(container_id)
+        if not self.config.cluster:
+            ids = self.config.containers if self.config.containers is not None else range(self.config.container_count)
+            for container_id in ids:
+                await self.registry.start_container(container_id)
         cfg = self.config.server
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._new_connection, cfg.host, cfg.port, backlog=256)
-        log.info("segment store serving %s on %s:%s", self.registry.running, *self.endpoint)
+        if self.config.cluster:
+            try:
+                await self._join_cluster()
+            except BaseException:
+                await self.stop()
+                raise
+            log.info(
+                "segment store %s joined the cluster, listening on %s:%s", self.advertised_endpoint, *self.endpoint
+            )
+        else:
+            log.info("segment store serving %s on %s:%s", self.registry.running, *self.endpoint)
+
+    async def _join_cluster(self) -> None:
+        """Follow the assignment (after checking the container count), then register so it can name us."""
+        assert self._coordination is not None
+        host, port = self.advertised_endpoint
+        registration = HostRegistration(self._coordination, host, port)
+        follower = ContainerAssignmentFollower(
+            self._coordination, self.registry, registration.host_id, self.config.container_count
+        )
+        await follower.start()  # raises ContainerCountMismatchError before we announce ourselves
+        self.follower = follower
+        await registration.start()
+        self.registration = registration
+        bound_s = 2 * self.config.zookeeper_session_timeout_ms / 1000 + 10
+        try:
+            async with asyncio.timeout(bound_s):
+                await registration.wait_registered()
+        except TimeoutError:
+            raise ClusterError(f"could not register {registration.path} within {bound_s:.0f}s") from None
+
+    @property
+    def advertised_endpoint(self) -> tuple[str, int]:
+        """``(host, port)`` other processes reach this one at (the registration in cluster mode)."""
+        port = self.endpoint[1]
+        if self.config.advertise_host is not None:
+            return self.config.advertise_host, port
+        if self.config.server.host in ("", "0.0.0.0", "::"):
+            return socket.gethostname(), port
+        return self.config.server.host, port
 
     def _new_connection(self) -> asyncio.Protocol:
         connection = ServerConnection(
@@ -165,6 +244,8 @@ class SegmentStoreService:
         return host, port
 
     async def stop(self) -> None:
+        if self.follower is not None:
+            await self.follower.stop()
         if self._server is not None:
             self._server.close()
             for connection in list(self.connections):
@@ -175,6 +256,8 @@ class SegmentStoreService:
             await store.close()
         self._tables.clear()
         await self.registry.close()
+        if self.registration is not None:
+            await self.registration.stop()
         await self._data_logs.close()
         if self._coordination is not None:
             await self._coordination.close()

@@ -1,0 +1,91 @@
+"""The ``segstore controller`` and ``segstore standalone`` subcommands (registered by ``segment_store.cli``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+from controller.config import ControllerConfig
+
+
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``controller`` and ``standalone`` to the ``segstore`` command line."""
+    st = sub.add_parser(
+        "standalone",
+        help="run a whole system on this machine: ZooKeeper, a controller and a segment store",
+        description="Start ZooKeeper, one controller and one segment store process with file Tier-1 and "
+        "filesystem Tier-2 under --data-dir. Prints one ready line; stops cleanly on SIGTERM/SIGINT; "
+        "a restart on the same --data-dir finds every stream.",
+    )
+    st.add_argument("--data-dir", default="segstore-data", help="all state lives here (default ./segstore-data)")
+    st.add_argument("--host", default="127.0.0.1", help="address every server binds (default 127.0.0.1)")
+    st.add_argument("--controller-port", type=int, default=9090, help="controller gRPC port (default 9090)")
+    st.add_argument("--segmentstore-port", type=int, default=12345, help="segment store port (default 12345)")
+    st.add_argument("--zookeeper-port", type=int, default=0, help="ZooKeeper client port (default: a free one)")
+    st.add_argument("--container-count", type=int, default=4, help="segment containers (default 4; fixed per data)")
+    st.add_argument("--log-level", default="info", help="logging level (default info)")
+    st.set_defaults(func=_cmd_standalone)
+
+    ct = sub.add_parser(
+        "controller",
+        help="run a controller process (Pravega Controller.proto over gRPC) for a cluster",
+        description="Serve Controller.proto on --port. Stream metadata, cluster membership and the "
+        "container-to-segment-store mapping live in ZooKeeper; several controllers may run (one leads).",
+    )
+    ct.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    ct.add_argument("--port", type=int, default=9090, help="gRPC port (default 9090)")
+    ct.add_argument("--advertise-host", help="host name clients use for this controller (default --host)")
+    ct.add_argument("--zookeeper", required=True, help="ZooKeeper connect string, e.g. zk1:2181,zk2:2181")
+    ct.add_argument("--container-count", type=int, default=4, help="segment containers in the cluster (default 4)")
+    ct.add_argument("--log-level", default="info", help="logging level (default info)")
+    ct.set_defaults(func=_cmd_controller)
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _cmd_standalone(args: argparse.Namespace) -> int:
+    from controller.standalone import StandaloneConfig, run_standalone
+
+    _logging(args.log_level)
+    config = StandaloneConfig(
+        data_dir=Path(args.data_dir).resolve(),
+        host=args.host,
+        controller_port=args.controller_port,
+        segmentstore_port=args.segmentstore_port,
+        zookeeper_port=args.zookeeper_port,
+        container_count=args.container_count,
+        log_level=args.log_level,
+    )
+    return asyncio.run(run_standalone(config))
+
+
+def _cmd_controller(args: argparse.Namespace) -> int:
+    _logging(args.log_level)
+    config = ControllerConfig(
+        host=args.host,
+        port=args.port,
+        advertise_host=args.advertise_host,
+        zookeeper=args.zookeeper,
+        container_count=args.container_count,
+    )
+    return asyncio.run(_run_controller(config))
+
+
+async def _run_controller(config: ControllerConfig) -> int:
+    from controller.service import ControllerService
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    service = await ControllerService.start(config)
+    host, port = service.endpoint
+    print(f"segstore controller ready on {host}:{port} (zookeeper {config.zookeeper})", flush=True)
+    await stop.wait()
+    await service.stop()
+    return 0

@@ -1,0 +1,13 @@
+"""Cluster management, controller side: leader election, container balancing, the host store.
+
+:class:`ClusterManager` composes them for a controller process. The shared records (ZooKeeper
+paths, the assignment format, errors) live in :mod:`segment_store.cluster.assignment`.
+"""
+
+from controller.cluster.balancer import ContainerBalancer
+from controller.cluster.balancing import moved_containers, rebalance
+from controller.cluster.cluster_manager import ClusterManager
+from controller.cluster.election import LeaderElection
+from controller.cluster.host_store import HostStore
+
+__all__ = ["ClusterManager", "ContainerBalancer", "HostStore", "LeaderElection", "moved_containers", "rebalance"]

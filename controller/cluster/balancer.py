@@ -1,0 +1,146 @@
+"""The leader controller keeps the container assignment in line with the live segment stores.
+
+:class:`ContainerBalancer` watches ``/cluster/segmentstores``; after a change it waits
+``settle_delay_s`` (changes within that window are coalesced, so a flapping host causes one
+reassignment, not many), reads the live hosts and the assignment afresh and writes the result of
+:func:`~controller.cluster.balancing.rebalance` with compare-and-set. A lost race (another writer in
+between) is recomputed from the new state. Run it only on the elected leader
+(:class:`~controller.cluster.cluster_manager.ClusterManager` does that).
+
+Errors: :meth:`ContainerBalancer.start` raises
+:class:`~segment_store.cluster.assignment.ContainerCountMismatchError` when the cluster's assignment has
+another container count; a coordination outage is retried every ``retry_delay_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from controller.cluster.balancing import moved_containers, rebalance
+from segment_store.cluster.assignment import (
+    ASSIGNMENT_PATH,
+    SEGMENT_STORES_PATH,
+    AssignmentFormatError,
+    ContainerAssignment,
+    ContainerCountMismatchError,
+)
+from segment_store.coordination.store import (
+    BadVersionError,
+    CoordinationError,
+    CoordinationStore,
+    NodeExistsError,
+    NodeNotFoundError,
+    WatchHandle,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ContainerBalancer:
+    """Writes ``/cluster/container-assignment`` for ``container_count`` containers; see the module docstring."""
+
+    def __init__(
+        self,
+        store: CoordinationStore,
+        container_count: int,
+        *,
+        settle_delay_s: float = 1.0,
+        retry_delay_s: float = 0.5,
+    ) -> None:
+        if container_count <= 0:
+            raise ValueError(f"container_count must be positive, not {container_count}")
+        self.container_count = container_count
+        self._store = store
+        self._settle_delay_s = settle_delay_s
+        self._retry_delay_s = retry_delay_s
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._watch: WatchHandle | None = None
+        self.writes = 0
+        """How many assignments this balancer wrote; for tests and metrics."""
+        self.failure: BaseException | None = None
+        """Why the latest round wrote nothing it should have (count mismatch, unreadable assignment), else None."""
+
+    async def start(self) -> None:
+        """Check the container count, then follow the hosts; the first round runs after the settle delay."""
+        if self._task is not None:
+            raise RuntimeError("ContainerBalancer.start() called twice")
+        await self._read_assignment()  # raises ContainerCountMismatchError
+        with contextlib.suppress(NodeExistsError):
+            await self._store.create(SEGMENT_STORES_PATH, b"", make_parents=True)
+        self._watch = await self._store.watch_children(SEGMENT_STORES_PATH, self._on_hosts)
+        self._changed.set()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="container balancer")
+
+    async def stop(self) -> None:
+        """Stop reacting (an assignment write under way may still land); idempotent."""
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _on_hosts(self, _hosts: list[str]) -> None:
+        self._changed.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._changed.wait()
+            await asyncio.sleep(self._settle_delay_s)
+            self._changed.clear()
+            try:
+                await self.balance_once()
+            except (ContainerCountMismatchError, AssignmentFormatError) as exc:
+                self.failure = exc
+                log.error("container balancer: not writing an assignment: %s", exc)
+            except CoordinationError as exc:
+                log.warning("container balancer: coordination trouble, retrying: %r", exc)
+                await asyncio.sleep(self._retry_delay_s)
+                self._changed.set()
+
+    async def balance_once(self) -> ContainerAssignment:
+        """Read the live hosts and the assignment now and write the rebalanced one if it differs.
+
+        Returns the assignment in force afterwards. Raises ``ContainerCountMismatchError``,
+        ``AssignmentFormatError`` and coordination errors.
+        """
+        while True:
+            await self._store.sync(SEGMENT_STORES_PATH)
+            try:
+                hosts = await self._store.children(SEGMENT_STORES_PATH)
+            except NodeNotFoundError:
+                hosts = []
+            current, version = await self._read_assignment()
+            wanted = rebalance(current, hosts, self.container_count)
+            if wanted == current:
+                self.failure = None
+                return wanted
+            try:
+                if version is None:
+                    await self._store.create(ASSIGNMENT_PATH, wanted.encode(), make_parents=True)
+                else:
+                    await self._store.compare_and_set(ASSIGNMENT_PATH, wanted.encode(), version)
+            except (BadVersionError, NodeExistsError, NodeNotFoundError):
+                continue  # someone wrote in between: recompute from what is there now
+            self.writes += 1
+            self.failure = None
+            moves = moved_containers(current, wanted)
+            log.info(
+                "container assignment for %d live segment store(s): %s; moved %s",
+                len(hosts), dict(wanted.hosts), {cid: f"{old} -> {new}" for cid, (old, new) in sorted(moves.items())},
+            )  # fmt: skip
+            return wanted
+
+    async def _read_assignment(self) -> tuple[ContainerAssignment | None, int | None]:
+        try:
+            node = await self._store.get(ASSIGNMENT_PATH)
+        except NodeNotFoundError:
+            return None, None
+        assignment = ContainerAssignment.decode(node.data)
+        assignment.check_container_count(self.container_count)
+        return assignment, node.version

@@ -1,0 +1,56 @@
+"""Configuration of the controller process (one frozen dataclass; defaults written once, next to the field)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    """What one controller process serves and how its background work runs."""
+
+    host: str = "127.0.0.1"
+    """Address the gRPC server binds."""
+    port: int = 9090
+    """gRPC port (0 = any free port)."""
+    advertise_host: str | None = None
+    """Host name clients should use for this controller (getControllerServerList); None = ``host``."""
+    zookeeper: str = "127.0.0.1:2181"
+    """ZooKeeper connect string (stream metadata, cluster membership, container mapping)."""
+    container_count: int = 4
+    """Segment containers in the cluster: fixed for the life of the data (it decides segment placement)."""
+    metadata_root: str = "/controller"
+    """ZooKeeper path under which stream metadata lives."""
+    txn_default_lease_ms: int = 30_000
+    """Lease of a transaction whose creator asked for none."""
+    txn_max_lease_ms: int = 600_000
+    """Largest lease a create or ping may ask for; more is INVALID_ARGUMENT."""
+    txn_timeout_check_s: float = 1.0
+    """How often open transactions are checked for expired leases (expired ones are aborted)."""
+    completed_txn_ttl_s: float = 3_600.0
+    """How long the outcome of a committed or aborted transaction stays queryable."""
+    retention_period_s: float = 60.0
+    """How often retention policies are applied (a stream cut is recorded, then truncation is considered)."""
+    auto_scale_period_s: float = 10.0
+    """How often segment traffic is checked against auto-scaling policies."""
+    auto_scale_cooldown_s: float = 60.0
+    """A segment created by a scale is not scaled again before this long."""
+    rpc_workers: int = 64
+    """Concurrent gRPC calls served at once."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port < 65536:
+            raise ValueError(f"port: must be within [0, 65535], not {self.port}")
+        if self.container_count <= 0:
+            raise ValueError("container_count: must be positive")
+        if self.txn_default_lease_ms <= 0 or self.txn_max_lease_ms < self.txn_default_lease_ms:
+            raise ValueError("txn_default_lease_ms/txn_max_lease_ms: need 0 < default <= max")
+        for name in ("txn_timeout_check_s", "retention_period_s", "auto_scale_period_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be positive")
+        if not self.metadata_root.startswith("/"):
+            raise ValueError("metadata_root: must be an absolute ZooKeeper path")
+
+    @property
+    def advertised_host(self) -> str:
+        return self.advertise_host or self.host

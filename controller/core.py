@@ -1,0 +1,402 @@
+"""The controller's domain API (Pravega's ``ControllerService``): what every RPC does, in model types.
+
+:class:`ControllerCore` answers queries from the stream metadata store, runs workflows
+(:mod:`controller.workflows`), answers ``getURI`` from the container mapping, and runs the background
+work while this controller leads the cluster: transaction timeouts, retention, and resuming workflows
+a previous controller left midway. Errors are those of :mod:`controller.errors`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from controller.cluster.host_store import HostStore
+from controller.config import ControllerConfig
+from controller.errors import (
+    ControllerUnavailableError,
+    ReaderGroupNotFoundError,
+    StreamNotFoundError,
+    SubscriberNotFoundError,
+    from_metadata,
+)
+from controller.metadata import UNBOUNDED, ReaderGroupConfigRecord, ReaderGroupRetentionType, StreamMetadataStore
+from controller.metadata import errors as md
+from controller.policies.retention import truncation_point
+from controller.segment_ops import SegmentStoreOps
+from controller.workflows.streams import StreamLocks, StreamWorkflows, wall_clock_ms
+from controller.workflows.transactions import TxnWorkflows
+from controller_client.model import (
+    SegmentRange,
+    StreamConfiguration,
+    StreamCut,
+    TxnState,
+    qualified_segment_name,
+)
+from controller_client.proto_convert import ReaderGroupConfig, ReaderGroupRetention
+
+log = logging.getLogger(__name__)
+
+
+class ControllerCore:
+    def __init__(
+        self,
+        config: ControllerConfig,
+        store: StreamMetadataStore,
+        ops: SegmentStoreOps,
+        hosts: HostStore,
+        is_leader: Callable[[], bool] = lambda: True,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self._ops = ops
+        self._hosts = hosts
+        self._is_leader = is_leader
+        self._clock_ms = clock_ms
+        locks = StreamLocks()
+        self.streams = StreamWorkflows(store, ops, locks, clock_ms)
+        self.txns = TxnWorkflows(store, ops, locks, config, clock_ms)
+        self._background: list[asyncio.Task[None]] = []
+        self._scales: set[asyncio.Task[object]] = set()
+
+    # ---- lifecycle ------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._background = [
+            loop.create_task(self._resume_all(), name="resume workflows"),
+            loop.create_task(self._every(self.config.txn_timeout_check_s, self.txns.abort_expired), name="txn leases"),
+            loop.create_task(self._every(self.config.retention_period_s, self.apply_retention), name="retention"),
+        ]
+
+    async def stop(self) -> None:
+        for task in [*self._background, *self._scales]:
+            task.cancel()
+        for task in [*self._background, *self._scales]:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._background.clear()
+        await self.txns.close()
+
+    async def _every(self, period_s: float, work: Callable[[], Awaitable[object]]) -> None:
+        while True:
+            await asyncio.sleep(period_s)
+            if not self._is_leader():
+                continue
+            try:
+                await work()
+            except Exception:
+                log.exception("background work %s failed", getattr(work, "__name__", work))
+
+    async def _resume_all(self) -> None:
+        """Finish every workflow and transaction left midway (all streams; once, at start)."""
+        async for scope, stream in self._all_streams():
+            try:
+                await self.streams.resume(scope, stream)
+                await self.txns.resume(scope, stream)
+            except Exception:
+                log.exception("resuming the workflows of %s/%s failed", scope, stream)
+
+    async def _all_streams(self) -> AsyncIterator[tuple[str, str]]:
+        token = ""
+        while True:
+            scopes, token = await self.store.list_scopes(token, 1000)
+            for scope in scopes:
+                stream_token = ""
+                while True:
+                    try:
+                        streams, stream_token = await self.store.list_streams(scope, stream_token, 1000)
+                    except md.ScopeNotFoundError:
+                        break
+                    for stream in streams:
+                        yield scope, stream
+                    if not streams or not stream_token:
+                        break
+            if not scopes or not token:
+                return
+
+    # ---- scopes ---------------------------------------------------------------------------------------------
+    async def create_scope(self, scope: str) -> bool:
+        return await self.store.create_scope(scope)
+
+    async def delete_scope(self, scope: str, recursive: bool = False) -> None:
+        with from_metadata(scope):
+            if recursive:
+                async for owner, stream in self._all_streams():
+                    if owner == scope:
+                        await self.streams.seal(scope, stream)
+                        await self.streams.delete(scope, stream)
+                groups, _ = await self.store.list_reader_groups(scope)
+                for group in groups:
+                    await self.store.delete_reader_group(scope, group)
+            await self.store.delete_scope(scope)
+
+    async def scope_exists(self, scope: str) -> bool:
+        return await self.store.scope_exists(scope)
+
+    async def list_scopes(self, token: str, limit: int) -> tuple[list[str], str]:
+        return await self.store.list_scopes(token, limit)
+
+    # ---- streams --------------------------------------------------------------------------------------------
+    async def create_stream(self, scope: str, stream: str, config: StreamConfiguration) -> bool:
+        return await self.streams.create(scope, stream, config)
+
+    async def update_stream(self, scope: str, stream: str, config: StreamConfiguration) -> None:
+        await self.streams.update(scope, stream, config)
+
+    async def get_stream_configuration(self, scope: str, stream: str) -> StreamConfiguration:
+        with from_metadata(scope, stream):
+            return await self.store.get_configuration(scope, stream)
+
+    async def seal_stream(self, scope: str, stream: str) -> None:
+        await self._require_stream(scope, stream)
+        self.txns.schedule_commits(scope, stream)
+        await self.txns.wait_committed(scope, stream)  # transactions marked for commit land first
+        await self.streams.seal(scope, stream)
+
+    async def delete_stream(self, scope: str, stream: str) -> None:
+        await self.streams.delete(scope, stream)
+
+    async def stream_exists(self, scope: str, stream: str) -> bool:
+        with from_metadata(scope, stream):
+            return await self.store.stream_exists(scope, stream)
+
+    async def _require_stream(self, scope: str, stream: str) -> None:
+        if not await self.stream_exists(scope, stream):
+            raise StreamNotFoundError(scope, stream)
+
+    async def list_streams(self, scope: str, token: str, limit: int, tag: str | None) -> tuple[list[str], str]:
+        with from_metadata(scope):
+            if tag is None:
+                names, next_token = await self.store.list_streams(scope, token, limit)
+            else:
+                names, next_token = await self.store.list_streams_by_tag(scope, tag, token, limit)
+        return [n for n in names if not n.startswith("_")], next_token
+
+    async def truncate_stream(self, cut: StreamCut) -> None:
+        await self.streams.truncate(cut)
+
+    # ---- segments -------------------------------------------------------------------------------------------
+    async def current_segments(self, scope: str, stream: str) -> list[SegmentRange]:
+        with from_metadata(scope, stream):
+            return await self.store.get_current_segments(scope, stream)
+
+    async def epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
+        with from_metadata(scope, stream):
+            try:
+                record = await self.store.get_epoch(scope, stream, epoch)
+            except md.DataNotFoundError:
+                raise md.InvalidStreamCutError(f"epoch {epoch} does not exist", scope=scope, name=stream) from None
+        return [s.range for s in sorted(record.segments, key=lambda s: s.key_start)]
+
+    async def segments_at_time(self, scope: str, stream: str, time_ms: int) -> dict[int, int]:
+        with from_metadata(scope, stream):
+            return dict((await self.store.get_segments_at_time(scope, stream, time_ms)).positions)
+
+    async def successors(self, scope: str, stream: str, segment: int) -> dict[SegmentRange, list[int]]:
+        with from_metadata(scope, stream):
+            return await self.store.get_successors(scope, stream, segment)
+
+    async def segments_between(self, from_cut: StreamCut, to_cut: StreamCut) -> list[int]:
+        scope, stream = from_cut.scope, from_cut.stream
+        with from_metadata(scope, stream):
+            found = await self.store.get_segments_between(scope, stream, from_cut.positions, to_cut.positions)
+        return sorted(s if isinstance(s, int) else s.segment_id for s in found)
+
+    async def scale(
+        self, scope: str, stream: str, sealed: list[int], new_ranges: list[tuple[float, float]], time_ms: int
+    ) -> tuple[list[SegmentRange], int]:
+        segments, epoch = await self.streams.submit_scale(
+            scope, stream, sealed, new_ranges, time_ms or self._clock_ms()
+        )
+        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(self._run_scale(scope, stream))
+        self._scales.add(task)
+        task.add_done_callback(self._scales.discard)
+        return segments, epoch
+
+    async def _run_scale(self, scope: str, stream: str) -> None:
+        delay = 0.2
+        while True:
+            try:
+                await self.streams.run_scale(scope, stream)
+                return
+            except Exception:
+                log.exception("scale of %s/%s failed; retrying", scope, stream)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def check_scale(self, scope: str, stream: str, epoch: int) -> str:
+        with from_metadata(scope, stream):
+            status = await self.store.check_scale(scope, stream, epoch)
+        return status.value
+
+    async def segment_uri(self, scope: str, stream: str, segment: int) -> tuple[str, int]:
+        name = qualified_segment_name(scope, stream, segment)
+        endpoint = self._hosts.endpoint_of_segment(name)
+        if endpoint is None:
+            raise ControllerUnavailableError(f"no segment store runs the container of {name} now")
+        return endpoint
+
+    async def is_segment_valid(self, scope: str, stream: str, segment: int) -> bool:
+        with contextlib.suppress(md.StreamNotFoundError, md.ScopeNotFoundError, md.DataNotFoundError):
+            return await self.store.is_segment_valid(scope, stream, segment)
+        return False
+
+    async def is_stream_cut_valid(self, cut: StreamCut) -> bool:
+        with contextlib.suppress(md.StreamNotFoundError, md.ScopeNotFoundError, md.DataNotFoundError):
+            return await self.store.is_stream_cut_valid(cut.scope, cut.stream, cut.positions)
+        return False
+
+    # ---- transactions ---------------------------------------------------------------------------------------
+    async def create_transaction(self, scope: str, stream: str, lease_ms: int) -> tuple[uuid.UUID, list[SegmentRange]]:
+        return await self.txns.create(scope, stream, lease_ms)
+
+    async def commit_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> None:
+        await self.txns.commit(scope, stream, txn_id)
+
+    async def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> None:
+        await self.txns.abort(scope, stream, txn_id)
+
+    async def ping_transaction(self, scope: str, stream: str, txn_id: uuid.UUID, lease_ms: int) -> TxnState:
+        return await self.txns.ping(scope, stream, txn_id, lease_ms)
+
+    async def transaction_state(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnState:
+        return await self.txns.state(scope, stream, txn_id)
+
+    async def completed_transactions(self, scope: str, stream: str) -> list[tuple[uuid.UUID, TxnState]]:
+        raise NotImplementedError("listing completed transactions is not supported yet")
+
+    # ---- reader groups --------------------------------------------------------------------------------------
+    async def create_reader_group(self, config: ReaderGroupConfig) -> ReaderGroupConfig:
+        with from_metadata(config.scope, config.reader_group):
+            stored = await self.store.create_reader_group(config.scope, config.reader_group, _to_record(config))
+        return _from_record(config.scope, config.reader_group, stored)
+
+    async def get_reader_group(self, scope: str, group: str) -> ReaderGroupConfig:
+        with from_metadata(scope, group):
+            return _from_record(scope, group, await self.store.get_reader_group(scope, group))
+
+    async def update_reader_group(self, config: ReaderGroupConfig) -> int:
+        with from_metadata(config.scope, config.reader_group):
+            stored = await self.store.update_reader_group(
+                config.scope, config.reader_group, _to_record(config), config.generation
+            )
+        return stored.generation
+
+    async def delete_reader_group(self, scope: str, group: str, group_id: uuid.UUID | None) -> None:
+        with from_metadata(scope, group):
+            await self.store.delete_reader_group(scope, group, group_id)
+
+    async def list_subscribers(self, scope: str, stream: str) -> list[str]:
+        with from_metadata(scope, stream):
+            return await self.store.list_subscribers(scope, stream)
+
+    async def update_subscriber_stream_cut(
+        self, cut: StreamCut, subscriber: str, group_id: str, generation: int
+    ) -> None:
+        try:
+            reader_group_id = uuid.UUID(group_id)
+        except ValueError:
+            raise ReaderGroupNotFoundError(cut.scope, subscriber) from None
+        with from_metadata(cut.scope, cut.stream):
+            try:
+                await self.store.update_subscriber_stream_cut(
+                    cut.scope, cut.stream, subscriber, reader_group_id, generation, cut.positions
+                )
+            except md.DataNotFoundError:
+                raise SubscriberNotFoundError(cut.scope, cut.stream, subscriber) from None
+
+    # ---- writers and cluster --------------------------------------------------------------------------------
+    async def note_writer_mark(self, writer: str, cut: StreamCut, timestamp: int) -> None:
+        with from_metadata(cut.scope, cut.stream):
+            await self.store.note_writer_mark(cut.scope, cut.stream, writer, timestamp, cut.positions)
+
+    async def remove_writer(self, scope: str, stream: str, writer: str) -> bool:
+        with from_metadata(scope, stream):
+            try:
+                await self.store.remove_writer(scope, stream, writer)
+            except md.DataNotFoundError:
+                return False
+        return True
+
+    async def controller_endpoints(self) -> list[tuple[str, int]]:
+        return [(self.config.advertised_host, self.config.port)]
+
+    # ---- retention ------------------------------------------------------------------------------------------
+    async def apply_retention(self) -> None:
+        """Record a tail cut of every stream with a retention policy; truncate where the policy says."""
+        async for scope, stream in self._all_streams():
+            try:
+                config = await self.store.get_configuration(scope, stream)
+                if config.retention is None:
+                    continue
+                await self._retain(scope, stream, config)
+            except (md.StreamNotFoundError, md.ScopeNotFoundError):
+                continue
+            except Exception:
+                log.exception("retention of %s/%s failed", scope, stream)
+
+    async def _retain(self, scope: str, stream: str, config: StreamConfiguration) -> None:
+        from controller.metadata import StreamState
+
+        if await self.store.get_state(scope, stream) != StreamState.ACTIVE:
+            return
+        current = await self.store.get_active_epoch(scope, stream)
+        lengths = await asyncio.gather(*(self._ops.segment_length(scope, stream, s) for s in current.segment_ids))
+        tail = {sid: length[1] for sid, length in zip(current.segment_ids, lengths, strict=True)}
+        now = self._clock_ms()
+        size = await self.store.get_size_till_stream_cut(scope, stream, tail)
+        await self.store.add_stream_cut_reference(scope, stream, tail, now, size)
+        retention_set = await self.store.get_retention_set(scope, stream)
+        truncation, _ = await self.store.get_truncation_record(scope, stream)
+        assert config.retention is not None
+        chosen = truncation_point(config.retention, retention_set.references, now, size, truncation.size_till)
+        if chosen is None:
+            return
+        record = await self.store.get_stream_cut_record(scope, stream, chosen)
+        await self.streams.truncate(StreamCut(scope, stream, dict(record.stream_cut)))
+        await self.store.delete_references_before(scope, stream, chosen)
+        log.info("retention truncated %s/%s at %d bytes", scope, stream, chosen.recording_size_bytes)
+
+
+def _cut_or_unbounded(cut: StreamCut) -> StreamCut | str:
+    return cut if cut.positions else UNBOUNDED
+
+
+def _to_record(config: ReaderGroupConfig) -> ReaderGroupConfigRecord:
+    return ReaderGroupConfigRecord(
+        group_refresh_time_ms=config.group_refresh_time_ms,
+        automatic_checkpoint_interval_ms=config.automatic_checkpoint_interval_ms,
+        max_outstanding_checkpoint_request=config.max_outstanding_checkpoint_request,
+        retention_type=ReaderGroupRetentionType(int(config.retention_type)),
+        starting_stream_cuts={f"{c.scope}/{c.stream}": _cut_or_unbounded(c) for c in config.starting_stream_cuts},
+        ending_stream_cuts={f"{c.scope}/{c.stream}": _cut_or_unbounded(c) for c in config.ending_stream_cuts},
+        rollover_size_bytes=config.rollover_size_bytes,
+        generation=config.generation,
+    )
+
+
+def _as_cut(scoped: str, value: StreamCut | str) -> StreamCut:
+    if isinstance(value, StreamCut):
+        return value
+    scope, _, stream = scoped.partition("/")
+    return StreamCut(scope, stream, {})
+
+
+def _from_record(scope: str, group: str, record: ReaderGroupConfigRecord) -> ReaderGroupConfig:
+    return ReaderGroupConfig(
+        scope=scope,
+        reader_group=group,
+        starting_stream_cuts=tuple(_as_cut(k, v) for k, v in sorted(record.starting_stream_cuts.items())),
+        ending_stream_cuts=tuple(_as_cut(k, v) for k, v in sorted(record.ending_stream_cuts.items())),
+        group_refresh_time_ms=record.group_refresh_time_ms,
+        automatic_checkpoint_interval_ms=record.automatic_checkpoint_interval_ms,
+        max_outstanding_checkpoint_request=record.max_outstanding_checkpoint_request,
+        retention_type=ReaderGroupRetention(int(record.retention_type)),
+        generation=record.generation,
+        reader_group_id=record.reader_group_id,
+        rollover_size_bytes=record.rollover_size_bytes,
+    )

@@ -1,0 +1,2 @@
+"""Policy decisions (retention, auto-scaling) as pure functions; the background loops that apply them live in
+:mod:`controller.background`."""

@@ -1,0 +1,1 @@
+"""The gRPC face of the controller: ``Controller.proto``'s ``ControllerService`` over ``grpc.aio``."""

@@ -1,0 +1,70 @@
+"""How every RPC handles errors that its status enum does not cover.
+
+:func:`rpc` wraps a servicer method: the domain call runs; an error the method did not turn into a
+status value of its response becomes a gRPC status with a message:
+
+- :class:`~controller_client.model.InvalidModelError` (malformed request) -> ``INVALID_ARGUMENT``;
+- retriable errors (ZooKeeper or a segment store unreachable, a stream busy with another operation)
+  -> ``UNAVAILABLE``, which Pravega clients retry;
+- other controller errors (a failed precondition) -> ``FAILED_PRECONDITION``;
+- ``NotImplementedError`` -> ``UNIMPLEMENTED``;
+- anything else -> ``INTERNAL`` (logged with its traceback).
+
+Nothing is half-written by a rejected request: requests are decoded and validated before the first
+metadata write.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from controller.errors import ControllerError
+from controller_client.model import InvalidModelError
+
+log = logging.getLogger(__name__)
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Handler = Callable[[Any, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
+
+
+def _code_for(error: BaseException) -> grpc.StatusCode:
+    if isinstance(error, InvalidModelError):
+        return grpc.StatusCode.INVALID_ARGUMENT
+    if getattr(error, "retriable", False):
+        return grpc.StatusCode.UNAVAILABLE
+    if isinstance(error, ControllerError):
+        return grpc.StatusCode.FAILED_PRECONDITION
+    if isinstance(error, NotImplementedError):
+        return grpc.StatusCode.UNIMPLEMENTED
+    return grpc.StatusCode.INTERNAL
+
+
+def rpc(method: Handler[Req, Resp]) -> Handler[Req, Resp]:
+    """Wrap a servicer method with the error mapping above."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext) -> Resp:
+        try:
+            return await method(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:
+            code = _code_for(error)
+            if code is grpc.StatusCode.INTERNAL:
+                log.exception("%s failed", method.__name__)
+            else:
+                log.debug("%s: %s: %s", method.__name__, code.name, error)
+            await context.abort(code, f"{method.__name__}: {error}")
+            raise AssertionError("unreachable") from error  # abort raises
+
+    return wrapper
+
+
+async def unimplemented(context: grpc.aio.ServicerContext, name: str, why: str) -> None:
+    await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{name} is not supported by segstore: {why}")

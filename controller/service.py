@@ -1,0 +1,127 @@
+"""The controller process's composition root: ZooKeeper session, cluster manager (leader election,
+container balancing, host store), stream metadata store, segment store client, the domain API with its
+background work, and the gRPC server.
+
+Start order: ZooKeeper session -> cluster manager (so ``getURI`` can answer) -> metadata store ->
+domain API (resumes workflows a previous controller left midway) -> gRPC server. Stop runs in
+reverse; the ZooKeeper session ends last, so the leader's ephemeral node goes away with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import grpc
+
+from controller.cluster.cluster_manager import ClusterManager
+from controller.config import ControllerConfig
+from controller.core import ControllerCore
+from controller.metadata.stream_store import StreamMetadataStore
+from controller.rpc.servicer import start_grpc_server
+from controller.segment_ops import SegmentStoreOps
+from segment_store.client import ClientConfig, NoSuchSegmentError, SegmentClient
+from segment_store.containers.mapping import container_of
+from segment_store.coordination.kazoo_store import KazooCoordinationStore
+from segment_store.coordination.store import CoordinationStore
+
+log = logging.getLogger(__name__)
+
+
+class ControllerService:
+    """One controller process. Build with :meth:`start` (real ZooKeeper) or :meth:`start_with` (any store)."""
+
+    def __init__(
+        self,
+        config: ControllerConfig,
+        store: CoordinationStore,
+        cluster: ClusterManager,
+        segments: SegmentClient,
+        core: ControllerCore,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.cluster = cluster
+        self.segments = segments
+        self.core = core
+        self._server: grpc.aio.Server | None = None
+        self._port = 0
+
+    @classmethod
+    async def start(cls, config: ControllerConfig) -> ControllerService:
+        store = await KazooCoordinationStore.connect(config.zookeeper)
+        try:
+            return await cls.start_with(config, store)
+        except BaseException:
+            await store.close()
+            raise
+
+    @classmethod
+    async def start_with(cls, config: ControllerConfig, store: CoordinationStore) -> ControllerService:
+        """Start over ``store`` (which the service then owns and closes)."""
+        identity = f"{config.advertised_host}:{config.port}"
+        cluster = ClusterManager(store, config.container_count, identity=identity)
+        await cluster.start()
+        segments = SegmentClient(cluster.host_store.resolve, ClientConfig())
+        metadata = StreamMetadataStore(store, config.metadata_root)
+        core = ControllerCore(config, metadata, SegmentStoreOps(segments), cluster.host_store)
+        service = cls(config, store, cluster, segments, core)
+        try:
+            await core.start()
+            service._server, service._port = await start_grpc_server(
+                core, config.host, config.port, config.rpc_workers
+            )
+        except BaseException:
+            await service.stop()
+            raise
+        log.info("controller serving on %s:%d", config.host, service._port)
+        return service
+
+    @property
+    def endpoint(self) -> tuple[str, int]:
+        return self.config.host, self._port
+
+    @property
+    def uri(self) -> str:
+        return f"tcp://{self.config.advertised_host}:{self._port}"
+
+    async def wait_for_containers(self, timeout_s: float) -> None:
+        """Return once every container is assigned and answers requests (not ``WrongHost``)."""
+        deadline = time.monotonic() + timeout_s
+        pending = set(range(self.config.container_count))
+        probes = _probe_names(self.config.container_count)
+        last_error: BaseException | None = None
+        while pending:
+            for container_id in sorted(pending):
+                try:
+                    await asyncio.wait_for(self.segments.get_segment_info(probes[container_id]), 5.0)
+                    pending.discard(container_id)
+                except NoSuchSegmentError:  # answered by the owner: it serves
+                    pending.discard(container_id)
+                except Exception as error:  # WrongHost, no owner, connection refused: not ready yet
+                    last_error = error
+            if pending:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"containers {sorted(pending)} not served after {timeout_s} s: {last_error!r}")
+                await asyncio.sleep(0.2)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(grace=1.0)
+            self._server = None
+        await self.core.stop()
+        await self.segments.close()
+        await self.cluster.stop()
+        await self.store.close()
+
+
+def _probe_names(container_count: int) -> dict[int, str]:
+    """One segment name per container (no such segment exists: asking about it only tests who serves it)."""
+    names: dict[int, str] = {}
+    i = 0
+    while len(names) < container_count:
+        name = f"_system/_probe/{i}"
+        names.setdefault(container_of(name, container_count), name)
+        i += 1
+    return names

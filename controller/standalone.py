@@ -1,0 +1,211 @@
+"""``segstore standalone``: a whole system on one machine, from one command.
+
+It runs, under ``--data-dir``:
+
+- a ZooKeeper server (child process; its state in ``<data-dir>/zookeeper``),
+- one segment store process (child; file Tier-1 in ``<data-dir>/tier1``, filesystem Tier-2 in
+  ``<data-dir>/tier2``), in cluster mode: it registers in ZooKeeper and runs the containers the
+  controller assigns to it,
+- the controller, in this process (gRPC on ``--controller-port``).
+
+Invariants: the ready line is printed only once the controller serves and every container is
+running on the segment store (a request for any segment is answered, not ``WrongHost``); SIGTERM or
+SIGINT stops the controller, then the segment store (SIGTERM, so it closes its logs cleanly), then
+ZooKeeper; a restart on the same data dir finds every stream and event. If the segment store process
+dies, it is started again (with backoff), as a supervisor would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.config import ControllerConfig
+from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class StandaloneConfig:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    controller_port: int = 9090
+    segmentstore_port: int = 12345
+    zookeeper_port: int = 0
+    """0 = a free port chosen at start."""
+    container_count: int = 4
+    log_level: str = "info"
+    ready_timeout_s: float = 120.0
+
+
+class StandaloneError(RuntimeError):
+    """The standalone system could not start."""
+
+
+class Standalone:
+    """The running system; :meth:`start` then :meth:`stop` (or ``async with``)."""
+
+    def __init__(self, config: StandaloneConfig) -> None:
+        self.config = config
+        self.zookeeper: EmbeddedZooKeeper | None = None
+        self.controller: object | None = None
+        self._segmentstore: asyncio.subprocess.Process | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def controller_uri(self) -> str:
+        return f"tcp://{self.config.host}:{self.controller_port}"
+
+    @property
+    def controller_port(self) -> int:
+        from controller.service import ControllerService
+
+        assert isinstance(self.controller, ControllerService)
+        return self.controller.endpoint[1]
+
+    @property
+    def segmentstore_endpoint(self) -> tuple[str, int]:
+        return self.config.host, self.config.segmentstore_port
+
+    async def __aenter__(self) -> Standalone:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        from controller.service import ControllerService
+
+        cfg = self.config
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        zk_port = cfg.zookeeper_port or free_port()
+        self.zookeeper = EmbeddedZooKeeper(ZooKeeperConfig(data_dir=cfg.data_dir / "zookeeper", port=zk_port))
+        try:
+            await asyncio.to_thread(self.zookeeper.start)
+            controller_config = ControllerConfig(
+                host=cfg.host,
+                port=cfg.controller_port,
+                zookeeper=self.zookeeper.connect_string,
+                container_count=cfg.container_count,
+            )
+            self.controller = await ControllerService.start(controller_config)
+            await self._start_segmentstore()
+            self._supervisor = asyncio.create_task(self._supervise(), name="segmentstore-supervisor")
+            await self.controller.wait_for_containers(cfg.ready_timeout_s)
+        except BaseException:
+            await self.stop()
+            raise
+
+    def _segmentstore_command(self) -> list[str]:
+        cfg = self.config
+        assert self.zookeeper is not None
+        return [
+            sys.executable,
+            "-m",
+            "segment_store.cli",
+            "segmentstore",
+            "--cluster",
+            "--host",
+            cfg.host,
+            "--port",
+            str(cfg.segmentstore_port),
+            "--data-dir",
+            str(cfg.data_dir),
+            "--zookeeper",
+            self.zookeeper.connect_string,
+            "--container-count",
+            str(cfg.container_count),
+            "--log-level",
+            cfg.log_level,
+        ]
+
+    async def _start_segmentstore(self) -> None:
+        log_path = self.config.data_dir / "segmentstore.log"
+        with open(log_path, "ab") as log_file:
+            self._segmentstore = await asyncio.create_subprocess_exec(
+                *self._segmentstore_command(), stdout=log_file, stderr=log_file, preexec_fn=_die_with_parent
+            )
+        log.info("segment store process %d started (log %s)", self._segmentstore.pid, log_path)
+
+    async def _supervise(self) -> None:
+        delay = 1.0
+        while not self._stopping:
+            process = self._segmentstore
+            assert process is not None
+            started = time.monotonic()
+            code = await process.wait()
+            if self._stopping:
+                return
+            log.error("segment store process %d exited with %s; restarting in %.0f s", process.pid, code, delay)
+            await asyncio.sleep(delay)
+            delay = 1.0 if time.monotonic() - started > 60 else min(delay * 2, 30.0)
+            if not self._stopping:
+                await self._start_segmentstore()
+
+    async def stop(self) -> None:
+        from controller.service import ControllerService
+
+        self._stopping = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+            self._supervisor = None
+        if isinstance(self.controller, ControllerService):
+            await self.controller.stop()
+        self.controller = None
+        process, self._segmentstore = self._segmentstore, None
+        if process is not None and process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), 30.0)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        if self.zookeeper is not None:
+            await asyncio.to_thread(self.zookeeper.stop)
+            self.zookeeper = None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGTERM it when the standalone process dies (even by kill -9)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+async def run_standalone(config: StandaloneConfig) -> int:
+    """Run until SIGINT/SIGTERM; prints one ready line. Returns the exit code."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    system = Standalone(config)
+    try:
+        await system.start()
+    except Exception as error:  # reported to the user: exit code 1
+        print(f"segstore standalone: failed to start: {error}", file=sys.stderr, flush=True)
+        return 1
+    assert system.zookeeper is not None
+    print(
+        f"segstore standalone ready: controller {system.controller_uri}, "
+        f"segment store {config.host}:{config.segmentstore_port}, zookeeper {system.zookeeper.connect_string}, "
+        f"data {config.data_dir} (pid {os.getpid()})",
+        flush=True,
+    )
+    await stop.wait()
+    await system.stop()
+    return 0

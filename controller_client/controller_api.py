@@ -1,0 +1,597 @@
+"""Async client of the controller's gRPC service (``Controller.proto``).
+
+:class:`ControllerClient` speaks to segstore's controller or to a Pravega controller over one
+insecure ``grpc.aio`` channel. Every method takes and returns :mod:`controller_client.model`
+values (never protobuf messages) and turns the status enums of the responses into the typed
+errors of :mod:`controller_client.errors`.
+
+Deadlines and retries: every RPC attempt has a deadline of ``rpc_timeout_s``. An attempt that
+fails with gRPC UNAVAILABLE (controller down, connection refused, connection lost) is repeated
+with exponential backoff until ``retry_timeout_s`` has passed since the call started; then
+:class:`ControllerUnavailableError` is raised. A missed deadline (DEADLINE_EXCEEDED) raises
+:class:`ControllerUnavailableError` at once, because the controller may have acted on the
+request. So a call ends within about ``retry_timeout_s + rpc_timeout_s``. Nothing blocks the
+event loop; cancelling a call cancels the RPC in flight.
+
+Usage::
+
+    async with await ControllerClient.connect("tcp://127.0.0.1:9090") as controller:
+        await controller.create_scope("sc")
+        await controller.create_stream("sc", "st", StreamConfiguration(ScalingPolicy.fixed(2)))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Self
+from urllib.parse import urlsplit
+
+import grpc
+import grpc.aio
+
+from controller_client import proto_convert as conv
+from controller_client.errors import (
+    ControllerError,
+    ControllerFailureError,
+    ControllerUnavailableError,
+    GenerationMismatchError,
+    InvalidArgumentError,
+    ReaderGroupNotFoundError,
+    ScalePreconditionFailedError,
+    ScopeNotEmptyError,
+    ScopeNotFoundError,
+    StreamNotFoundError,
+    StreamNotSealedError,
+    StreamSealedError,
+    SubscriberNotFoundError,
+    TxnFailedError,
+    TxnNotFoundError,
+)
+from controller_client.model import InvalidModelError, SegmentRange, StreamConfiguration, StreamCut, TxnState
+from controller_client.proto import Controller_pb2 as pb
+from controller_client.proto import Controller_pb2_grpc as pb_grpc
+from controller_client.proto_convert import ReaderGroupConfig as ReaderGroupConfig  # re-exported
+from controller_client.proto_convert import ReaderGroupRetention as ReaderGroupRetention  # re-exported
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerClientConfig:
+    """Deadlines and retry policy of a :class:`ControllerClient`."""
+
+    rpc_timeout_s: float = 30.0
+    """Deadline of one RPC attempt."""
+    retry_timeout_s: float = 30.0
+    """How long UNAVAILABLE is retried, counted from the start of the call."""
+    initial_backoff_s: float = 0.05
+    max_backoff_s: float = 2.0
+    backoff_multiplier: float = 2.0
+    max_reconnect_backoff_ms: int = 2000
+    """gRPC channel reconnect backoff cap, so a restarted controller is found again quickly."""
+
+    def __post_init__(self) -> None:
+        for key in ("rpc_timeout_s", "initial_backoff_s", "max_backoff_s", "max_reconnect_backoff_ms"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"{key}: must be positive, not {getattr(self, key)}")
+        if self.retry_timeout_s < 0:
+            raise ValueError(f"retry_timeout_s: must be >= 0, not {self.retry_timeout_s}")
+        if self.backoff_multiplier < 1:
+            raise ValueError(f"backoff_multiplier: must be >= 1, not {self.backoff_multiplier}")
+        if self.max_backoff_s < self.initial_backoff_s:
+            raise ValueError("max_backoff_s: must be >= initial_backoff_s")
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleStarted:
+    """A scale the controller accepted: it completes in ``epoch``, creating ``new_segments``."""
+
+    epoch: int
+    new_segments: tuple[SegmentRange, ...]
+
+
+def parse_controller_uri(uri: str) -> tuple[str, int]:
+    """``tcp://host:port`` (also ``pravega://`` or bare ``host:port``; IPv6 as ``[::1]``) -> (host, port)."""
+    text = uri.strip()
+    parts = urlsplit(text if "://" in text else f"tcp://{text}")
+    if parts.scheme not in ("tcp", "pravega"):
+        raise InvalidArgumentError(f"controller uri {uri!r}: only tcp:// (insecure) is supported")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if not host or port is None or "," in parts.netloc or parts.path not in ("", "/"):
+        raise InvalidArgumentError(f"controller uri {uri!r}: expected tcp://host:port")
+    return host, port
+
+
+def _name(enum_holder: Any, status: int) -> str:
+    try:
+        return str(enum_holder.Name(status))
+    except ValueError:
+        return f"unknown status {status}"
+
+
+def _refuse(what: str, holder: Any, status: int, errors: dict[int, ControllerError] | None = None) -> ControllerError:
+    """The error for a non-success ``status`` of enum ``holder``: from ``errors``, else a failure."""
+    if errors and status in errors:
+        return errors[status]
+    return ControllerFailureError(f"{what}: {_name(holder, status)}")
+
+
+@contextmanager
+def _decoding(rpc: str) -> Iterator[None]:
+    """Turn an invalid response into :class:`ControllerFailureError`."""
+    try:
+        yield
+    except InvalidModelError as e:
+        raise ControllerFailureError(f"{rpc}: invalid response from controller: {e}") from e
+
+
+class ControllerClient:
+    """One controller connection. Safe to use from many tasks of one event loop at once."""
+
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        config: ControllerClientConfig | None = None,
+        *,
+        target: str = "",
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Use ``channel`` (the client owns it and closes it in :meth:`close`)."""
+        self._channel = channel
+        self._stub = pb_grpc.ControllerServiceStub(channel)
+        self._config = config or ControllerClientConfig()
+        self._target = target or "controller"
+        self._sleep = sleep
+        self._clock = clock
+
+    @classmethod
+    async def connect(
+        cls, uri: str, config: ControllerClientConfig | None = None, *, wait_ready: bool = False
+    ) -> ControllerClient:
+        """A client for the controller at ``uri``. The channel connects lazily; with ``wait_ready``
+        this waits up to ``retry_timeout_s`` for a connection and raises
+        :class:`ControllerUnavailableError` when there is none."""
+        config = config or ControllerClientConfig()
+        host, port = parse_controller_uri(uri)
+        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        options = [
+            ("grpc.initial_reconnect_backoff_ms", min(100, config.max_reconnect_backoff_ms)),
+            ("grpc.min_reconnect_backoff_ms", min(100, config.max_reconnect_backoff_ms)),
+            ("grpc.max_reconnect_backoff_ms", config.max_reconnect_backoff_ms),
+        ]
+        client = cls(grpc.aio.insecure_channel(target, options=options), config, target=target)
+        if wait_ready:
+            try:
+                await asyncio.wait_for(client._channel.channel_ready(), config.retry_timeout_s)
+            except TimeoutError:
+                await client.close()
+                raise ControllerUnavailableError(
+                    f"controller {target}: no connection within {config.retry_timeout_s}s"
+                ) from None
+        return client
+
+    async def close(self) -> None:
+        """Close the channel; RPCs in flight are cancelled. Idempotent."""
+        await self._channel.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # ---- transport ------------------------------------------------------------------------------------------
+    async def _call(self, rpc: str, request: Any, *, not_found: ControllerError | None = None) -> Any:
+        """Invoke ``rpc`` with deadline and UNAVAILABLE retries; map gRPC errors to typed ones.
+
+        ``not_found`` is raised for gRPC NOT_FOUND (a Pravega controller answers that way when the
+        stream of a read-only query does not exist)."""
+        config = self._config
+        give_up_at = self._clock() + config.retry_timeout_s
+        backoff = config.initial_backoff_s
+        attempts = 0
+        method = getattr(self._stub, rpc)
+        while True:
+            attempts += 1
+            try:
+                return await method(request, timeout=config.rpc_timeout_s)
+            except grpc.aio.AioRpcError as e:
+                code = e.code()
+                if code != grpc.StatusCode.UNAVAILABLE:
+                    raise self._grpc_error(rpc, e, not_found) from e
+                remaining = give_up_at - self._clock()
+                if remaining <= 0:
+                    raise ControllerUnavailableError(
+                        f"{rpc}: controller {self._target} unavailable after {attempts} attempts "
+                        f"in {config.retry_timeout_s}s: {e.details()}"
+                    ) from e
+            except grpc.aio.UsageError as e:
+                raise ControllerError(f"{rpc}: client is closed") from e
+            await self._sleep(min(backoff, remaining))
+            backoff = min(backoff * config.backoff_multiplier, config.max_backoff_s)
+
+    def _grpc_error(self, rpc: str, e: grpc.aio.AioRpcError, not_found: ControllerError | None) -> ControllerError:
+        code = e.code()
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return ControllerUnavailableError(
+                f"{rpc}: controller {self._target} did not answer within {self._config.rpc_timeout_s}s"
+            )
+        if code == grpc.StatusCode.INVALID_ARGUMENT:
+            return InvalidArgumentError(f"{rpc}: {e.details()}")
+        if code == grpc.StatusCode.NOT_FOUND and not_found is not None:
+            return not_found
+        return ControllerFailureError(f"{rpc}: gRPC {code.name}: {e.details()}")
+
+    # ---- scopes ---------------------------------------------------------------------------------------------
+    async def create_scope(self, scope: str) -> bool:
+        """True if created, False if it already existed. Raises InvalidArgumentError for a bad name."""
+        resp: pb.CreateScopeStatus = await self._call("createScope", conv.scope_info_to_proto(scope))
+        s = pb.CreateScopeStatus
+        if resp.status in (s.SUCCESS, s.SCOPE_EXISTS):
+            return resp.status == s.SUCCESS
+        bad_name = InvalidArgumentError(f"invalid scope name {scope!r}")
+        raise _refuse(f"createScope {scope!r}", s.Status, resp.status, {s.INVALID_SCOPE_NAME: bad_name})
+
+    async def delete_scope(self, scope: str) -> bool:
+        """True if deleted, False if it did not exist. Raises ScopeNotEmptyError."""
+        resp: pb.DeleteScopeStatus = await self._call("deleteScope", conv.scope_info_to_proto(scope))
+        s = pb.DeleteScopeStatus
+        if resp.status in (s.SUCCESS, s.SCOPE_NOT_FOUND):
+            return resp.status == s.SUCCESS
+        raise _refuse(f"deleteScope {scope!r}", s.Status, resp.status, {s.SCOPE_NOT_EMPTY: ScopeNotEmptyError(scope)})
+
+    async def scope_exists(self, scope: str) -> bool:
+        resp: pb.ExistsResponse = await self._call("checkScopeExists", conv.scope_info_to_proto(scope))
+        return resp.exists
+
+    async def list_scopes(self) -> AsyncIterator[str]:
+        """Every scope, page by page (continuation tokens); ends at the first empty page."""
+        token = ""
+        while True:
+            request = pb.ScopesRequest(continuationToken=pb.ContinuationToken(token=token))
+            resp: pb.ScopesResponse = await self._call("listScopes", request)
+            if not resp.scopes:
+                return
+            for scope in resp.scopes:
+                yield scope
+            token = resp.continuationToken.token
+
+    # ---- streams --------------------------------------------------------------------------------------------
+    async def create_stream(self, scope: str, stream: str, config: StreamConfiguration) -> bool:
+        """True if created, False if it already existed (its configuration is left as it was).
+        Raises ScopeNotFoundError, InvalidArgumentError (bad stream name)."""
+        request = conv.stream_config_to_proto(scope, stream, config)
+        resp: pb.CreateStreamStatus = await self._call("createStream", request)
+        s = pb.CreateStreamStatus
+        if resp.status in (s.SUCCESS, s.STREAM_EXISTS):
+            return resp.status == s.SUCCESS
+        errors: dict[int, ControllerError] = {
+            s.SCOPE_NOT_FOUND: ScopeNotFoundError(scope),
+            s.INVALID_STREAM_NAME: InvalidArgumentError(f"invalid stream name {stream!r} (scope {scope!r})"),
+        }
+        raise _refuse(f"createStream {scope}/{stream}", s.Status, resp.status, errors)
+
+    def _check_update(self, rpc: str, scope: str, stream: str, status: int) -> None:
+        s = pb.UpdateStreamStatus
+        if status != s.SUCCESS:
+            errors: dict[int, ControllerError] = {
+                s.STREAM_NOT_FOUND: StreamNotFoundError(scope, stream),
+                s.SCOPE_NOT_FOUND: ScopeNotFoundError(scope),
+                s.STREAM_SEALED: StreamSealedError(scope, stream),
+            }
+            raise _refuse(f"{rpc} {scope}/{stream}", s.Status, status, errors)
+
+    async def update_stream(self, scope: str, stream: str, config: StreamConfiguration) -> None:
+        """Raises StreamNotFoundError, ScopeNotFoundError, StreamSealedError."""
+        resp = await self._call("updateStream", conv.stream_config_to_proto(scope, stream, config))
+        self._check_update("updateStream", scope, stream, resp.status)
+
+    async def truncate_stream(self, cut: StreamCut) -> None:
+        """Truncate the stream at ``cut``: data before it may be deleted."""
+        resp = await self._call("truncateStream", conv.stream_cut_to_proto(cut))
+        self._check_update("truncateStream", cut.scope, cut.stream, resp.status)
+
+    async def seal_stream(self, scope: str, stream: str) -> None:
+        resp = await self._call("sealStream", conv.stream_info_to_proto(scope, stream))
+        self._check_update("sealStream", scope, stream, resp.status)
+
+    async def delete_stream(self, scope: str, stream: str) -> bool:
+        """True if deleted, False if it did not exist. Raises StreamNotSealedError."""
+        resp: pb.DeleteStreamStatus = await self._call("deleteStream", conv.stream_info_to_proto(scope, stream))
+        s = pb.DeleteStreamStatus
+        if resp.status in (s.SUCCESS, s.STREAM_NOT_FOUND):
+            return resp.status == s.SUCCESS
+        errors: dict[int, ControllerError] = {s.STREAM_NOT_SEALED: StreamNotSealedError(scope, stream)}
+        raise _refuse(f"deleteStream {scope}/{stream}", s.Status, resp.status, errors)
+
+    async def stream_exists(self, scope: str, stream: str) -> bool:
+        resp: pb.ExistsResponse = await self._call("checkStreamExists", conv.stream_info_to_proto(scope, stream))
+        return resp.exists
+
+    async def get_stream_configuration(self, scope: str, stream: str) -> StreamConfiguration:
+        request = conv.stream_info_to_proto(scope, stream)
+        resp = await self._call("getStreamConfiguration", request, not_found=StreamNotFoundError(scope, stream))
+        with _decoding("getStreamConfiguration"):
+            return conv.stream_config_from_proto(resp)[2]
+
+    async def list_streams(self, scope: str, tag: str | None = None) -> AsyncIterator[str]:
+        """Names of the streams of ``scope`` (only those tagged ``tag`` if given), page by page.
+        Raises ScopeNotFoundError."""
+        token = ""
+        while True:
+            continuation = pb.ContinuationToken(token=token)
+            request: Any
+            if tag is None:
+                rpc, request = "listStreamsInScope", pb.StreamsInScopeRequest(continuationToken=continuation)
+            else:
+                rpc = "listStreamsInScopeForTag"
+                request = pb.StreamsInScopeWithTagRequest(tag=tag, continuationToken=continuation)
+            request.scope.CopyFrom(conv.scope_info_to_proto(scope))
+            resp: pb.StreamsInScopeResponse = await self._call(rpc, request)
+            s = pb.StreamsInScopeResponse
+            if resp.status != s.SUCCESS:
+                raise _refuse(f"{rpc} {scope!r}", s.Status, resp.status, {s.SCOPE_NOT_FOUND: ScopeNotFoundError(scope)})
+            if not resp.streams:
+                return
+            for info in resp.streams:
+                yield info.stream
+            token = resp.continuationToken.token
+
+    # ---- segments -------------------------------------------------------------------------------------------
+    async def get_current_segments(self, scope: str, stream: str) -> list[SegmentRange]:
+        """The active segments, sorted by ``key_start`` (empty once the stream is sealed)."""
+        request = conv.stream_info_to_proto(scope, stream)
+        resp = await self._call("getCurrentSegments", request, not_found=StreamNotFoundError(scope, stream))
+        with _decoding("getCurrentSegments"):
+            return conv.segment_ranges_from_proto(resp.segmentRanges, "SegmentRanges.segmentRanges")
+
+    async def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
+        """The segments of ``epoch``, sorted by ``key_start``."""
+        request = pb.GetEpochSegmentsRequest(streamInfo=conv.stream_info_to_proto(scope, stream), epoch=epoch)
+        resp = await self._call("getEpochSegments", request, not_found=StreamNotFoundError(scope, stream))
+        with _decoding("getEpochSegments"):
+            return conv.segment_ranges_from_proto(resp.segmentRanges, "SegmentRanges.segmentRanges")
+
+    async def get_segments_at_time(self, scope: str, stream: str, timestamp_ms: int) -> StreamCut:
+        """The stream cut at ``timestamp_ms`` (ms since the epoch; 0 is the head)."""
+        request = pb.GetSegmentsRequest(streamInfo=conv.stream_info_to_proto(scope, stream), timestamp=timestamp_ms)
+        resp: pb.SegmentsAtTime = await self._call("getSegments", request, not_found=StreamNotFoundError(scope, stream))
+        with _decoding("getSegments"):
+            positions = {
+                conv.segment_id_from_proto(loc.segmentId, "SegmentsAtTime.segments")[2]: loc.offset
+                for loc in resp.segments
+            }
+            return StreamCut(scope, stream, positions)
+
+    async def get_successors(self, scope: str, stream: str, segment_id: int) -> dict[SegmentRange, list[int]]:
+        """The segments that replaced ``segment_id`` when it was sealed, each with its predecessors."""
+        request = conv.segment_id_to_proto(scope, stream, segment_id)
+        resp: pb.SuccessorResponse = await self._call(
+            "getSegmentsImmediatelyFollowing", request, not_found=StreamNotFoundError(scope, stream)
+        )
+        with _decoding("getSegmentsImmediatelyFollowing"):
+            return {
+                conv.segment_range_from_proto(e.segment, "SuccessorResponse.segments.segment"): list(e.value)
+                for e in resp.segments
+            }
+
+    async def get_segments_between(self, from_cut: StreamCut, to_cut: StreamCut) -> list[int]:
+        """Ids (sorted) of the segments between two cuts of one stream; a cut without positions is
+        unbounded (head for ``from_cut``, tail for ``to_cut``)."""
+        try:
+            request = conv.stream_cut_range_to_proto(from_cut, to_cut)
+        except InvalidModelError as e:
+            raise InvalidArgumentError(str(e)) from e
+        not_found = StreamNotFoundError(from_cut.scope, from_cut.stream)
+        resp: pb.StreamCutRangeResponse = await self._call("getSegmentsBetween", request, not_found=not_found)
+        with _decoding("getSegmentsBetween"):
+            return sorted(conv.segment_id_from_proto(s, "StreamCutRangeResponse.segments")[2] for s in resp.segments)
+
+    async def get_uri(self, scope: str, stream: str, segment_id: int) -> tuple[str, int]:
+        """``(host, port)`` of the segment store that owns the segment."""
+        resp: pb.NodeUri = await self._call("getURI", conv.segment_id_to_proto(scope, stream, segment_id))
+        with _decoding("getURI"):
+            return conv.node_uri_from_proto(resp)
+
+    async def is_segment_valid(self, scope: str, stream: str, segment_id: int) -> bool:
+        resp = await self._call("isSegmentValid", conv.segment_id_to_proto(scope, stream, segment_id))
+        return bool(resp.response)
+
+    async def is_stream_cut_valid(self, cut: StreamCut) -> bool:
+        resp = await self._call("isStreamCutValid", conv.stream_cut_to_proto(cut))
+        return bool(resp.response)
+
+    # ---- scaling --------------------------------------------------------------------------------------------
+    async def scale(
+        self,
+        scope: str,
+        stream: str,
+        sealed: Iterable[int],
+        new_ranges: Iterable[tuple[float, float]],
+        scale_timestamp_ms: int,
+    ) -> ScaleStarted:
+        """Start replacing ``sealed`` by one segment per range of ``new_ranges``; poll
+        :meth:`check_scale` with the returned epoch to learn when it is done.
+        Raises ScalePreconditionFailedError when the controller refuses the request."""
+        request = conv.scale_request_to_proto(scope, stream, sealed, new_ranges, scale_timestamp_ms)
+        resp: pb.ScaleResponse = await self._call("scale", request, not_found=StreamNotFoundError(scope, stream))
+        s = pb.ScaleResponse
+        if resp.status != s.STARTED:
+            errors: dict[int, ControllerError] = {s.PRECONDITION_FAILED: ScalePreconditionFailedError(scope, stream)}
+            raise _refuse(f"scale {scope}/{stream}", s.ScaleStreamStatus, resp.status, errors)
+        with _decoding("scale"):
+            segments = conv.segment_ranges_from_proto(resp.segments, "ScaleResponse.segments")
+        return ScaleStarted(resp.epoch, tuple(segments))
+
+    async def check_scale(self, scope: str, stream: str, epoch: int) -> bool:
+        """True once the scale that started ``epoch`` is complete, False while it runs."""
+        request = pb.ScaleStatusRequest(streamInfo=conv.stream_info_to_proto(scope, stream), epoch=epoch)
+        resp: pb.ScaleStatusResponse = await self._call("checkScale", request)
+        s = pb.ScaleStatusResponse
+        if resp.status in (s.SUCCESS, s.IN_PROGRESS):
+            return resp.status == s.SUCCESS
+        invalid = InvalidArgumentError(f"checkScale {scope}/{stream}: no scale to epoch {epoch}")
+        raise _refuse(f"checkScale {scope}/{stream}", s.ScaleStatus, resp.status, {s.INVALID_INPUT: invalid})
+
+    # ---- transactions ---------------------------------------------------------------------------------------
+    async def create_transaction(self, scope: str, stream: str, lease_ms: int) -> tuple[uuid.UUID, list[SegmentRange]]:
+        """A new open transaction and the segments (sorted by ``key_start``) it writes to."""
+        request = pb.CreateTxnRequest(streamInfo=conv.stream_info_to_proto(scope, stream), lease=lease_ms)
+        resp = await self._call("createTransaction", request, not_found=StreamNotFoundError(scope, stream))
+        if not resp.HasField("txnId"):
+            raise ControllerFailureError(f"createTransaction {scope}/{stream}: response without txnId")
+        with _decoding("createTransaction"):
+            segments = conv.segment_ranges_from_proto(resp.activeSegments, "CreateTxnResponse.activeSegments")
+        return conv.txn_id_from_proto(resp.txnId), segments
+
+    def _txn_request(self, scope: str, stream: str, txn_id: uuid.UUID, writer: str = "", ts: int = 0) -> pb.TxnRequest:
+        info = conv.stream_info_to_proto(scope, stream)
+        return pb.TxnRequest(streamInfo=info, txnId=conv.txn_id_to_proto(txn_id), writerId=writer, timestamp=ts)
+
+    async def ping_transaction(self, scope: str, stream: str, txn_id: uuid.UUID, lease_ms: int) -> TxnState:
+        """Renew the lease: OPEN, or COMMITTED / ABORTED if it already ended that way.
+        Raises TxnNotFoundError, or TxnFailedError (lease too large, max execution time exceeded, ...)."""
+        info, txn = conv.stream_info_to_proto(scope, stream), conv.txn_id_to_proto(txn_id)
+        resp: pb.PingTxnStatus = await self._call(
+            "pingTransaction", pb.PingTxnRequest(streamInfo=info, txnId=txn, lease=lease_ms)
+        )
+        s = pb.PingTxnStatus
+        states = {s.OK: TxnState.OPEN, s.COMMITTED: TxnState.COMMITTED, s.ABORTED: TxnState.ABORTED}
+        if resp.status in states:
+            return states[resp.status]
+        if resp.status == s.UNKNOWN:
+            raise TxnNotFoundError(scope, stream, txn_id)
+        raise TxnFailedError(scope, stream, txn_id, _name(s.Status, resp.status))
+
+    def _check_txn(self, scope: str, stream: str, txn_id: uuid.UUID, status: int) -> None:
+        s = pb.TxnStatus
+        if status == s.STREAM_NOT_FOUND:
+            raise StreamNotFoundError(scope, stream)
+        if status == s.TRANSACTION_NOT_FOUND:
+            raise TxnNotFoundError(scope, stream, txn_id)
+        if status != s.SUCCESS:
+            raise TxnFailedError(scope, stream, txn_id, _name(s.Status, status))
+
+    async def commit_transaction(
+        self, scope: str, stream: str, txn_id: uuid.UUID, writer_id: str = "", timestamp_ms: int = 0
+    ) -> None:
+        """Start committing; ``writer_id``/``timestamp_ms`` feed watermarks (empty/0: none).
+        Raises StreamNotFoundError, TxnNotFoundError, TxnFailedError."""
+        resp = await self._call("commitTransaction", self._txn_request(scope, stream, txn_id, writer_id, timestamp_ms))
+        self._check_txn(scope, stream, txn_id, resp.status)
+
+    async def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> None:
+        """Raises StreamNotFoundError, TxnNotFoundError, TxnFailedError."""
+        resp = await self._call("abortTransaction", self._txn_request(scope, stream, txn_id))
+        self._check_txn(scope, stream, txn_id, resp.status)
+
+    async def check_transaction_state(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnState:
+        """The transaction's state; UNKNOWN when the controller does not know it."""
+        resp: pb.TxnState = await self._call("checkTransactionState", self._txn_request(scope, stream, txn_id))
+        with _decoding("checkTransactionState"):
+            return conv.txn_state_from_proto(resp)
+
+    # ---- reader groups and subscribers ----------------------------------------------------------------------
+    async def create_reader_group(self, config: ReaderGroupConfig) -> ReaderGroupConfig:
+        """Create the group (or find it existing) and return the configuration the controller holds.
+        Raises ScopeNotFoundError, InvalidArgumentError (bad name)."""
+        resp: pb.CreateReaderGroupResponse = await self._call(
+            "createReaderGroup", conv.reader_group_config_to_proto(config)
+        )
+        s, group = pb.CreateReaderGroupResponse, f"{config.scope}/{config.reader_group}"
+        if resp.status != s.SUCCESS:
+            errors: dict[int, ControllerError] = {
+                s.SCOPE_NOT_FOUND: ScopeNotFoundError(config.scope),
+                s.INVALID_RG_NAME: InvalidArgumentError(f"invalid reader group name {group!r}"),
+            }
+            raise _refuse(f"createReaderGroup {group}", s.Status, resp.status, errors)
+        with _decoding("createReaderGroup"):
+            return conv.reader_group_config_from_proto(resp.config, "CreateReaderGroupResponse.config")
+
+    async def get_reader_group_config(self, scope: str, reader_group: str) -> ReaderGroupConfig:
+        """Raises ReaderGroupNotFoundError."""
+        request = conv.reader_group_info_to_proto(scope, reader_group)
+        resp: pb.ReaderGroupConfigResponse = await self._call("getReaderGroupConfig", request)
+        s = pb.ReaderGroupConfigResponse
+        if resp.status != s.SUCCESS:
+            errors: dict[int, ControllerError] = {s.RG_NOT_FOUND: ReaderGroupNotFoundError(scope, reader_group)}
+            raise _refuse(f"getReaderGroupConfig {scope}/{reader_group}", s.Status, resp.status, errors)
+        with _decoding("getReaderGroupConfig"):
+            return conv.reader_group_config_from_proto(resp.config, "ReaderGroupConfigResponse.config")
+
+    async def update_reader_group(self, config: ReaderGroupConfig) -> int:
+        """Replace the configuration; ``config.generation`` must be the current generation.
+        Returns the new generation. Raises ReaderGroupNotFoundError, InvalidArgumentError."""
+        request = conv.reader_group_config_to_proto(config)
+        resp: pb.UpdateReaderGroupResponse = await self._call("updateReaderGroup", request)
+        s, group = pb.UpdateReaderGroupResponse, f"{config.scope}/{config.reader_group}"
+        if resp.status == s.SUCCESS:
+            return resp.generation
+        rejected = InvalidArgumentError(
+            f"reader group {group}: configuration rejected (generation {config.generation} not current?)"
+        )
+        errors: dict[int, ControllerError] = {
+            s.RG_NOT_FOUND: ReaderGroupNotFoundError(config.scope, config.reader_group),
+            s.INVALID_CONFIG: rejected,
+        }
+        raise _refuse(f"updateReaderGroup {group}", s.Status, resp.status, errors)
+
+    async def delete_reader_group(self, scope: str, reader_group: str, reader_group_id: uuid.UUID) -> bool:
+        """True if deleted, False if no such group exists."""
+        request = conv.reader_group_info_to_proto(scope, reader_group, reader_group_id)
+        resp: pb.DeleteReaderGroupStatus = await self._call("deleteReaderGroup", request)
+        s = pb.DeleteReaderGroupStatus
+        if resp.status in (s.SUCCESS, s.RG_NOT_FOUND):
+            return resp.status == s.SUCCESS
+        raise _refuse(f"deleteReaderGroup {scope}/{reader_group}", s.Status, resp.status)
+
+    async def list_subscribers(self, scope: str, stream: str) -> list[str]:
+        """The reader groups (as ``scope/group``) whose positions hold back the stream's retention."""
+        resp: pb.SubscribersResponse = await self._call("listSubscribers", conv.stream_info_to_proto(scope, stream))
+        s = pb.SubscribersResponse
+        if resp.status != s.SUCCESS:
+            errors: dict[int, ControllerError] = {s.STREAM_NOT_FOUND: StreamNotFoundError(scope, stream)}
+            raise _refuse(f"listSubscribers {scope}/{stream}", s.Status, resp.status, errors)
+        return list(resp.subscribers)
+
+    async def update_subscriber_stream_cut(
+        self, subscriber: str, reader_group_id: uuid.UUID, generation: int, cut: StreamCut
+    ) -> None:
+        """Publish ``subscriber``'s position in ``cut``'s stream (for retention). Raises
+        StreamNotFoundError, SubscriberNotFoundError, InvalidArgumentError, GenerationMismatchError."""
+        request = pb.SubscriberStreamCut(
+            subscriber=subscriber,
+            generation=generation,
+            readerGroupId=str(reader_group_id),
+            streamCut=conv.stream_cut_to_proto(cut),
+        )
+        resp: pb.UpdateSubscriberStatus = await self._call("updateSubscriberStreamCut", request)
+        s = pb.UpdateSubscriberStatus
+        if resp.status != s.SUCCESS:
+            errors: dict[int, ControllerError] = {
+                s.STREAM_NOT_FOUND: StreamNotFoundError(cut.scope, cut.stream),
+                s.SUBSCRIBER_NOT_FOUND: SubscriberNotFoundError(cut.scope, cut.stream, subscriber),
+                s.STREAM_CUT_NOT_VALID: InvalidArgumentError(
+                    f"stream cut of {cut.scope}/{cut.stream} for {subscriber!r} is not valid"
+                ),
+                s.GENERATION_MISMATCH: GenerationMismatchError(f"subscriber {subscriber!r}", generation),
+            }
+            raise _refuse(f"updateSubscriberStreamCut {subscriber!r}", s.Status, resp.status, errors)
+
+    # ---- misc -----------------------------------------------------------------------------------------------
+    async def get_delegation_token(self, scope: str, stream: str) -> str:
+        resp: pb.DelegationToken = await self._call("getDelegationToken", conv.stream_info_to_proto(scope, stream))
+        return resp.delegationToken
+
+    async def get_controller_server_list(self) -> list[tuple[str, int]]:
+        """``(host, port)`` of every controller of the cluster."""
+        resp: pb.ServerResponse = await self._call("getControllerServerList", pb.ServerRequest())
+        with _decoding("getControllerServerList"):
+            return [conv.node_uri_from_proto(n, "ServerResponse.nodeURI") for n in resp.nodeURI]

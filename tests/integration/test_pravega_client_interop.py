@@ -1,0 +1,113 @@
+"""The official Pravega Python client (``pip install pravega``, module ``pravega_client``) against
+``segstore standalone``: scopes, streams with several segments, 100,000 events over many routing keys
+read back through a reader group (whose state the client keeps in a table segment), transactions,
+seal and delete."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from standalone_process import StandaloneProcess
+
+pravega_client = pytest.importorskip("pravega_client")
+
+pytestmark = pytest.mark.slow
+
+EVENTS = 100_000
+KEYS = 200
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
+    data_dir: Path = tmp_path_factory.mktemp("standalone")
+    with StandaloneProcess(data_dir) as process:
+        yield process
+
+
+def _event(key: int, seq: int) -> str:
+    return f"k{key:04d}:{seq:07d}"
+
+
+def _read_all(manager: object, scope: str, stream: str, group: str, expected: int, timeout_s: float = 120.0) -> list[str]:
+    """Read ``expected`` events through a reader group with one reader; returns them in read order."""
+    reader_group = manager.create_reader_group(group, scope, stream)  # type: ignore[attr-defined]
+    reader = reader_group.create_reader("reader-1")
+    events: list[str] = []
+
+    async def consume() -> None:
+        while len(events) < expected:
+            segment_slice = await asyncio.wait_for(reader.get_segment_slice_async(), timeout_s)
+            for event in segment_slice:
+                events.append(event.data().decode())
+            reader.release_segment(segment_slice)
+
+    try:
+        asyncio.run(asyncio.wait_for(consume(), timeout_s))
+    finally:
+        reader.reader_offline()
+    return events
+
+
+def test_write_and_read_100k_events_over_many_routing_keys(standalone: StandaloneProcess) -> None:
+    manager = pravega_client.StreamManager(standalone.controller_uri)
+    assert manager.create_scope("interop")
+    assert manager.create_stream("interop", "events", 4)
+    writer = manager.create_writer("interop", "events", 1000)
+    sequence: dict[int, int] = defaultdict(int)
+    for i in range(EVENTS):
+        key = i % KEYS
+        writer.write_event(_event(key, sequence[key]), f"key-{key}")
+        sequence[key] += 1
+    writer.flush()
+
+    events = _read_all(manager, "interop", "events", "group-1", EVENTS)
+
+    assert len(events) == EVENTS
+    assert len(set(events)) == EVENTS  # nothing twice
+    last: dict[str, int] = {}
+    for text in events:  # each routing key in order
+        key, seq = text.split(":")
+        assert int(seq) == last.get(key, -1) + 1, f"{key}: {seq} after {last.get(key)}"
+        last[key] = int(seq)
+
+
+def test_committed_transaction_is_visible_and_aborted_is_not(standalone: StandaloneProcess) -> None:
+    manager = pravega_client.StreamManager(standalone.controller_uri)
+    manager.create_scope("interop-txn")
+    manager.create_stream("interop-txn", "orders", 2)
+    txn_writer = manager.create_transaction_writer("interop-txn", "orders", 1)
+
+    committed = txn_writer.begin_txn()
+    for i in range(100):
+        committed.write_event(f"committed-{i}", f"key-{i % 7}")
+    aborted = txn_writer.begin_txn()
+    for i in range(100):
+        aborted.write_event(f"aborted-{i}", f"key-{i % 7}")
+    aborted.abort()
+    committed.commit()
+    assert not committed.is_open()
+
+    plain = manager.create_writer("interop-txn", "orders")
+    plain.write_event("after", "key-0")
+    plain.flush()
+
+    events = _read_all(manager, "interop-txn", "orders", "txn-group", 101)
+    assert sorted(events) == sorted([f"committed-{i}" for i in range(100)] + ["after"])
+
+
+def test_seal_and_delete_stream(standalone: StandaloneProcess) -> None:
+    manager = pravega_client.StreamManager(standalone.controller_uri)
+    manager.create_scope("interop-seal")
+    manager.create_stream("interop-seal", "short-lived", 3)
+    writer = manager.create_writer("interop-seal", "short-lived")
+    writer.write_event("one")
+    writer.flush()
+    assert manager.seal_stream("interop-seal", "short-lived")
+    assert manager.delete_stream("interop-seal", "short-lived")
+    assert "short-lived" not in [str(s) for s in manager.list_stream("interop-seal")]
+    assert manager.delete_scope("interop-seal")
