@@ -69,9 +69,7 @@ class ControllerService:
         service = cls(config, store, cluster, segments, core)
         try:
             await core.start()
-            service._server, service._port = await start_grpc_server(
-                core, config.host, config.port, config.rpc_workers
-            )
+            service._server, service._port = await start_grpc_server(core, config.host, config.port, config.rpc_workers)
         except BaseException:
             await service.stop()
             raise

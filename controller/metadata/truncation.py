@@ -94,10 +94,9 @@ class TruncationOps(EpochOps):
             base = reference.recording_size_bytes
         else:
             epoch0 = await self._epoch(scope, stream, uid, 0)
-            from_records, from_cut, base = list(epoch0.segments), {}, 0
-        if not cut_equal_or_after(
-            positions, to_records, from_cut or dict.fromkeys((s.segment_id for s in from_records), 0), from_records
-        ):
+            from_records, base = list(epoch0.segments), 0
+            from_cut = {s.segment_id: 0 for s in from_records}
+        if not cut_equal_or_after(positions, to_records, from_cut, from_records):
             raise InvalidStreamCutError("stream cut is before the reference stream cut", scope=scope, name=stream)
         low = min(s.creation_epoch for s in from_records)
         high = max(s.creation_epoch for s in to_records)

@@ -54,9 +54,7 @@ def find_zookeeper_classpath() -> str:
         pass
     if glob.glob(os.path.join(_DEBIAN_ZK_JARS, "zookeeper*.jar")):
         return os.path.join(_DEBIAN_ZK_JARS, "*")
-    raise ZooKeeperStartError(
-        "no ZooKeeper jars found: install pyspark (pip) or Debian's 'zookeeper' package"
-    )
+    raise ZooKeeperStartError("no ZooKeeper jars found: install pyspark (pip) or Debian's 'zookeeper' package")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -163,6 +161,7 @@ class EmbeddedZooKeeper:
         java = shutil.which(self.config.java)
         if java is None:
             raise ZooKeeperStartError(f"java executable {self.config.java!r} not found (Java 17 is required)")
+        self._kill_orphan()
         if not port_is_free(self.config.host, self.config.port):
             raise ZooKeeperStartError(f"port {self.connect_string} is already in use")
         conf = self._write_config()
@@ -182,6 +181,7 @@ class EmbeddedZooKeeper:
             )
         finally:
             log.close()
+        self._pid_path.write_text(str(self._process.pid))
         deadline = time.monotonic() + self.config.start_timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -192,6 +192,28 @@ class EmbeddedZooKeeper:
         tail = self._log_tail()
         self.stop()
         raise ZooKeeperStartError(f"ZooKeeper on {self.connect_string} did not start; log tail:\n{tail}")
+
+    @property
+    def _pid_path(self) -> Path:
+        return self.config.data_dir / "zookeeper.pid"
+
+    def _kill_orphan(self) -> None:
+        """Kill a server a crashed owner left running on this data dir (two servers on one data dir corrupt it).
+
+        Only a live process whose command line runs ZooKeeper with this data dir's ``zoo.cfg`` is killed.
+        """
+        try:
+            pid = int(self._pid_path.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            return
+        conf = str(self.config.data_dir / "zoo.cfg").encode()
+        if b"org.apache.zookeeper.server.ZooKeeperServerMain" in cmdline and conf in cmdline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + self.config.stop_grace_s
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
 
     def is_serving(self) -> bool:
         """True once the server answers ``ruok`` and reports a mode (it serves requests)."""

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from standalone_process import StandaloneProcess
 
 pravega_client = pytest.importorskip("pravega_client")
@@ -33,7 +32,9 @@ def _event(key: int, seq: int) -> str:
     return f"k{key:04d}:{seq:07d}"
 
 
-def _read_all(manager: object, scope: str, stream: str, group: str, expected: int, timeout_s: float = 120.0) -> list[str]:
+def _read_all(
+    manager: object, scope: str, stream: str, group: str, expected: int, timeout_s: float = 120.0
+) -> list[str]:
     """Read ``expected`` events through a reader group with one reader; returns them in read order."""
     reader_group = manager.create_reader_group(group, scope, stream)  # type: ignore[attr-defined]
     reader = reader_group.create_reader("reader-1")
