@@ -8,9 +8,10 @@ them into protobuf messages and back. Everything here is immutable and validated
 construction; an invalid value raises :class:`InvalidModelError` (a ``ValueError``) naming the
 field.
 
-Segment ids are 64-bit: ``creation_epoch << 32 | segment_number``. The segment number is unique
-within a stream and grows by one for every segment ever created; the epoch is the stream epoch
-in which the segment was created. A segment's qualified name is
+Segment ids are 64-bit: ``creation_epoch << 32 | segment_number``. A scale gives its new segments
+numbers after the highest so far; the duplicate epochs of a rolling transaction repeat the numbers
+of the epochs they copy in a new creation epoch, so the id (not the number) is unique in a stream.
+A segment's qualified name is
 ``<scope>/<stream>/<number>.#epoch.<epoch>``; a transaction segment appends
 ``#transaction.<16 hex><16 hex>`` (the transaction's 128-bit id, high half first), exactly as
 Pravega and its clients spell them.
