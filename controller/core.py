@@ -14,6 +14,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from controller.autoscaler import AutoScaler
 from controller.cluster.host_store import HostStore
 from controller.config import ControllerConfig
 from controller.errors import (
@@ -60,6 +61,7 @@ class ControllerCore:
         locks = StreamLocks()
         self.streams = StreamWorkflows(store, ops, locks, clock_ms)
         self.txns = TxnWorkflows(store, ops, locks, config, clock_ms)
+        self.autoscaler = AutoScaler(store, ops, self.scale, config.auto_scale_cooldown_s, clock_ms)
         self._background: list[asyncio.Task[None]] = []
         self._scales: set[asyncio.Task[object]] = set()
 
@@ -70,6 +72,7 @@ class ControllerCore:
             loop.create_task(self._resume_all(), name="resume workflows"),
             loop.create_task(self._every(self.config.txn_timeout_check_s, self.txns.abort_expired), name="txn leases"),
             loop.create_task(self._every(self.config.retention_period_s, self.apply_retention), name="retention"),
+            loop.create_task(self._every(self.config.auto_scale_period_s, self.apply_auto_scaling), name="auto-scale"),
         ]
 
     async def stop(self) -> None:
@@ -324,6 +327,17 @@ class ControllerCore:
 
     async def controller_endpoints(self) -> list[tuple[str, int]]:
         return [(self.config.advertised_host, self.config.port)]
+
+    # ---- auto-scaling ---------------------------------------------------------------------------------------
+    async def apply_auto_scaling(self) -> None:
+        """Measure the streams with a rate policy and scale those whose traffic asks for it."""
+        async for scope, stream in self._all_streams():
+            try:
+                await self.autoscaler.check(scope, stream)
+            except (md.StreamNotFoundError, md.ScopeNotFoundError):
+                continue
+            except Exception:
+                log.exception("auto-scaling %s/%s failed", scope, stream)
 
     # ---- retention ------------------------------------------------------------------------------------------
     async def apply_retention(self) -> None:

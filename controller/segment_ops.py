@@ -30,7 +30,7 @@ from segment_store.client import (
     SegmentIsTruncatedError,
 )
 from segment_store.client.retry import RetryPolicy
-from segment_store.contracts import SegmentError
+from segment_store.contracts import EVENT_COUNT, SegmentError
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -94,6 +94,13 @@ class SegmentStoreOps:
         name = qualified_segment_name(scope, stream, segment_id)
         info = await self._call(lambda: self._client.get_segment_info(name))
         return info.start_offset, info.write_offset
+
+    async def segment_traffic(self, scope: str, stream: str, segment_id: int) -> tuple[int, int]:
+        """(bytes ever appended, events ever appended) of the segment: the counters rates are measured from."""
+        name = qualified_segment_name(scope, stream, segment_id)
+        info = await self._call(lambda: self._client.get_segment_info(name))
+        events = await self._call(lambda: self._client.get_segment_attribute(name, uuid.UUID(int=EVENT_COUNT)))
+        return info.write_offset, events or 0
 
     async def segment_exists(self, scope: str, stream: str, segment_id: int) -> bool:
         name = qualified_segment_name(scope, stream, segment_id)
