@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 from controller.config import ControllerConfig
+from segment_store.storage.tier2_config import add_cli_arguments as add_tier2_arguments
 
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,6 +28,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     st.add_argument("--zookeeper-port", type=int, default=0, help="ZooKeeper client port (default: a free one)")
     st.add_argument("--container-count", type=int, default=4, help="segment containers (default 4; fixed per data)")
     st.add_argument("--log-level", default="info", help="logging level (default info)")
+    add_tier2_arguments(st)
     st.set_defaults(func=_cmd_standalone)
 
     ct = sub.add_parser(
@@ -60,8 +62,21 @@ def _cmd_standalone(args: argparse.Namespace) -> int:
         zookeeper_port=args.zookeeper_port,
         container_count=args.container_count,
         log_level=args.log_level,
+        tier2_args=tuple(_tier2_flags(args)),
     )
     return asyncio.run(run_standalone(config))
+
+
+def _tier2_flags(args: argparse.Namespace) -> list[str]:
+    """The Tier-2 flags given to ``standalone``, to pass on to its segment store process."""
+    flags: list[str] = []
+    for name in ("tier2", "tier2_dir", "s3_endpoint", "s3_bucket", "s3_prefix", "s3_region"):
+        value = getattr(args, name, None)
+        if value is not None:
+            flags += [f"--{name.replace('_', '-')}", str(value)]
+    if getattr(args, "s3_create_bucket", None):
+        flags.append("--s3-create-bucket")
+    return flags
 
 
 def _cmd_controller(args: argparse.Namespace) -> int:

@@ -44,6 +44,8 @@ class StandaloneConfig:
     container_count: int = 4
     log_level: str = "info"
     ready_timeout_s: float = 120.0
+    tier2_args: tuple[str, ...] = ()
+    """Tier-2 flags for the segment store process (``--tier2 s3 --s3-bucket ...``); none = filesystem."""
 
 
 class StandaloneError(RuntimeError):
@@ -127,6 +129,7 @@ class Standalone:
             str(cfg.container_count),
             "--log-level",
             cfg.log_level,
+            *cfg.tier2_args,
         ]
 
     async def _start_segmentstore(self) -> None:

@@ -1,1 +1,154 @@
-"""Client library: controller gRPC client, StreamManager, event writers and readers."""
+"""Client library of segstore streams: controller client, StreamManager, event writers and readers.
+
+* :class:`StreamManager` (``stream_manager``): scopes, streams, policies, stream cuts (head, tail, at a time),
+  truncation; makes the writers and readers below, all sharing one segment client whose endpoints come
+  from the controller (``getURI``).
+* :class:`EventStreamWriter` (``event_writer``): events routed by routing key (Pravega's hash, so the Java
+  and Rust clients agree, ``routing``), per-key order, follows scaling without loss or duplicates.
+* :class:`TransactionalEventStreamWriter` / :class:`Transaction` (``txn_writer``): all-or-nothing writes.
+* :class:`StreamReader` (``stream_reader``): events between two stream cuts, or following the tail,
+  segment by segment in successor order.
+* ``blocking``: the same for threads without an event loop (:class:`BlockingStreamManager`).
+* :class:`ControllerClient` (``controller_api``): the gRPC controller client; the library talks to the
+  controller only through the :class:`ControllerApi` port (``ports``).
+
+Example::
+
+    from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
+
+    async with await ControllerClient.connect("tcp://127.0.0.1:9090") as controller:
+        async with StreamManager(controller) as manager:
+            await manager.create_scope("demo")
+            await manager.create_stream("demo", "events", StreamConfiguration(ScalingPolicy.fixed(4)))
+            async with await manager.create_writer("demo", "events") as writer:  # close() flushes
+                for i in range(1000):
+                    await writer.write_event(b"event %d" % i, routing_key=f"user-{i % 10}")
+            end = await manager.tail_cut("demo", "events")
+            async with manager.create_reader("demo", "events", end=end) as reader:  # start: the head
+                async for event in reader:
+                    print(event.segment_id, event.offset, event.data)
+
+Names are imported on first use, so ``import controller_client.model`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from controller_client.blocking import (
+        BlockingEventStreamWriter,
+        BlockingStreamManager,
+        BlockingStreamReader,
+        BlockingTransaction,
+        BlockingTransactionalWriter,
+    )
+    from controller_client.controller_api import ControllerClient, ControllerClientConfig
+    from controller_client.errors import (
+        ControllerError,
+        ControllerUnavailableError,
+        ScopeNotFoundError,
+        StreamNotFoundError,
+        StreamSealedError,
+        TxnFailedError,
+        TxnNotFoundError,
+    )
+    from controller_client.event_writer import EventStreamWriter, EventWriterConfig
+    from controller_client.model import (
+        RetentionPolicy,
+        ScalingPolicy,
+        SegmentRange,
+        StreamConfiguration,
+        StreamCut,
+        TxnState,
+    )
+    from controller_client.ports import ControllerApi
+    from controller_client.routing import hash_to_range
+    from controller_client.stream_manager import ControllerResolver, StreamManager, StreamManagerConfig
+    from controller_client.stream_reader import StreamEvent, StreamReader, StreamReaderConfig, read_segment_range
+    from controller_client.txn_writer import (
+        Transaction,
+        TransactionalEventStreamWriter,
+        TransactionClosedError,
+        TxnWriterConfig,
+    )
+
+_EXPORTS = {
+    "blocking": [
+        "BlockingEventStreamWriter",
+        "BlockingStreamManager",
+        "BlockingStreamReader",
+        "BlockingTransaction",
+        "BlockingTransactionalWriter",
+    ],
+    "controller_api": ["ControllerClient", "ControllerClientConfig"],
+    "errors": [
+        "ControllerError",
+        "ControllerUnavailableError",
+        "ScopeNotFoundError",
+        "StreamNotFoundError",
+        "StreamSealedError",
+        "TxnFailedError",
+        "TxnNotFoundError",
+    ],
+    "event_writer": ["EventStreamWriter", "EventWriterConfig"],
+    "model": ["RetentionPolicy", "ScalingPolicy", "SegmentRange", "StreamConfiguration", "StreamCut", "TxnState"],
+    "ports": ["ControllerApi"],
+    "routing": ["hash_to_range"],
+    "stream_manager": ["ControllerResolver", "StreamManager", "StreamManagerConfig"],
+    "stream_reader": ["StreamEvent", "StreamReader", "StreamReaderConfig", "read_segment_range"],
+    "txn_writer": ["Transaction", "TransactionClosedError", "TransactionalEventStreamWriter", "TxnWriterConfig"],
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = [
+    "BlockingEventStreamWriter",
+    "BlockingStreamManager",
+    "BlockingStreamReader",
+    "BlockingTransaction",
+    "BlockingTransactionalWriter",
+    "ControllerApi",
+    "ControllerClient",
+    "ControllerClientConfig",
+    "ControllerError",
+    "ControllerResolver",
+    "ControllerUnavailableError",
+    "EventStreamWriter",
+    "EventWriterConfig",
+    "RetentionPolicy",
+    "ScalingPolicy",
+    "ScopeNotFoundError",
+    "SegmentRange",
+    "StreamConfiguration",
+    "StreamCut",
+    "StreamEvent",
+    "StreamManager",
+    "StreamManagerConfig",
+    "StreamNotFoundError",
+    "StreamReader",
+    "StreamReaderConfig",
+    "StreamSealedError",
+    "Transaction",
+    "TransactionClosedError",
+    "TransactionalEventStreamWriter",
+    "TxnFailedError",
+    "TxnNotFoundError",
+    "TxnState",
+    "TxnWriterConfig",
+    "hash_to_range",
+    "read_segment_range",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'controller_client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"controller_client.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

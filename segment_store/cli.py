@@ -49,6 +49,7 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
     from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
     from segment_store.server.config import ServerConfig
     from segment_store.server.service import SegmentStoreService, ServiceConfig
+    from segment_store.storage.tier2_config import Tier2Config
 
     run = tuple(int(c) for c in args.run_containers.split(",")) if args.run_containers else None
     if args.cluster and (args.zookeeper is None or args.in_memory or run is not None):
@@ -81,6 +82,7 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
                 zookeeper_session_timeout_ms=args.zookeeper_session_timeout_ms,
                 cluster=args.cluster,
                 advertise_host=args.advertise_host,
+                tier2=Tier2Config.from_cli(args),
             )
             service = await SegmentStoreService.start_durable(config)
         host, port = service.endpoint
@@ -106,6 +108,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from segment_store.storage.tier2_config import add_cli_arguments as add_tier2_arguments
+
     parser = argparse.ArgumentParser(
         prog="segstore",
         description="segstore: a streaming storage system speaking the Pravega protocols, with a Spark connector.",
@@ -140,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="ZooKeeper session timeout; a crashed process's containers move after it (default 10000)",
     )
     ss.add_argument("--log-level", default="info", help="logging level (default info)")
+    add_tier2_arguments(ss)
     ss.set_defaults(func=_cmd_segmentstore)
 
     from controller.cli import add_commands

@@ -37,7 +37,7 @@ class ContainerEnv:
         self, config: ContainerConfig = SMALL, chunks: Any = None, storage_config: ChunkedStorageConfig | None = None
     ) -> None:
         self.config = config
-        self.storage_config = storage_config
+        self.storage_config = storage_config or ChunkedStorageConfig(gc_delay_s=0)
         self.tier1 = InMemoryDurableDataLogFactory()
         self.chunks = chunks if chunks is not None else FaultyChunkStorage(MemoryChunkStorage())
         self.instances: list[SegmentContainer] = []

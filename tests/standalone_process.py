@@ -21,8 +21,17 @@ READY = "segstore standalone ready"
 
 
 class StandaloneProcess:
-    def __init__(self, data_dir: Path, container_count: int = 4, ready_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        container_count: int = 4,
+        ready_timeout_s: float = 120.0,
+        extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
+        self.extra_args = extra_args
+        self.env = env
         self.container_count = container_count
         self.ready_timeout_s = ready_timeout_s
         self.controller_port = free_port()
@@ -52,9 +61,15 @@ class StandaloneProcess:
             str(self.segmentstore_port),
             "--container-count",
             str(self.container_count),
+            *self.extra_args,
         ]
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+            env={**os.environ, **(self.env or {})},
         )
         ready = threading.Event()
 

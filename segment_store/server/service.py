@@ -37,6 +37,7 @@ from segment_store.storage.chunk_storage import ChunkStorage
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
 from segment_store.storage.segment_storage import SegmentStorage
 from segment_store.storage.system_journal import SnapshotInfoStore
+from segment_store.storage.tier2_config import Tier2Config, open_chunk_storage
 from segment_store.tables.table_store import TableStore
 from segment_store.tier1.log import DurableDataLogFactory
 
@@ -57,6 +58,8 @@ class ServiceConfig:
     """Tier-1 ledgers under ``<data_dir>/tier1``, filesystem Tier-2 under ``<data_dir>/tier2``; None = in memory."""
     zookeeper: str | None = None
     """ZooKeeper connect string for Tier-1 metadata (required with ``data_dir``) and cluster membership."""
+    tier2: Tier2Config = field(default_factory=Tier2Config)
+    """Where flushed segment data goes (durable service): filesystem under ``<data_dir>/tier2`` by default, or S3."""
     zookeeper_session_timeout_ms: int = 10_000
     """ZooKeeper session timeout: how long after a crash this process's registration (and so its containers)
     stays in place before the controller moves the containers elsewhere. The server bounds it (2..20 ticks)."""
@@ -144,8 +147,9 @@ class SegmentStoreService:
         )
         try:
             factory = FileLedgerLogFactory(FileLedgerLogConfig(root_dir=config.data_dir / "tier1"), store)
-            chunks = FsChunkStorage(config.data_dir / "tier2")
-            chunks.sweep_temp_files()
+            chunks = await asyncio.to_thread(open_chunk_storage, config.tier2, config.data_dir)
+            if isinstance(chunks, FsChunkStorage):
+                chunks.sweep_temp_files()
             service = cls(config, factory, chunks, store)
             await service.start()
         except BaseException:

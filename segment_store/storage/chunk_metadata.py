@@ -70,6 +70,21 @@ class SegmentLayout:
         self._starts.append(entry.start_offset)
         self.length = entry.end_offset
 
+    def replace(self, offset: int, names: tuple[str, ...], entry: ChunkEntry) -> list[ChunkEntry] | None:
+        """Put ``entry`` in place of the consecutive chunks ``names`` starting at ``offset``; return them.
+
+        ``None`` (and nothing changed) unless those chunks are there and hold exactly ``entry``'s bytes.
+        """
+        first = bisect.bisect_left(self._starts, offset)
+        old = self.chunks[first : first + len(names)]
+        if not names or tuple(c.name for c in old) != names or old[0].start_offset != offset:
+            return None
+        if old[-1].end_offset - offset != entry.length or entry.start_offset != offset:
+            return None
+        self.chunks[first : first + len(names)] = [entry]
+        self._starts[first : first + len(names)] = [offset]
+        return old
+
     def drop_below(self, offset: int) -> list[ChunkEntry]:
         """Remove and return the chunks wholly below ``offset``."""
         count = 0
@@ -161,30 +176,61 @@ class DeleteSegment:
     segment: str
 
 
-Change: TypeAlias = CreateSegment | AddChunk | SealSegment | ConcatSegments | TruncateSegment | DeleteSegment
+@dataclass(frozen=True, slots=True)
+class ReplaceChunks:
+    """Compaction: chunk ``chunk`` takes the place of the consecutive chunks ``replaced``.
+
+    ``replaced`` start at ``offset`` and hold ``length`` bytes together; ``chunk`` holds the same
+    bytes. The replaced chunks are released (deleted later by the chunk garbage collector).
+    """
+
+    OP: ClassVar[str] = "replace"
+    segment: str
+    chunk: str
+    offset: int
+    length: int
+    replaced: tuple[str, ...]
+
+
+Change: TypeAlias = (
+    CreateSegment | AddChunk | SealSegment | ConcatSegments | TruncateSegment | DeleteSegment | ReplaceChunks
+)
 _CHANGE_TYPES: dict[str, type[Change]] = {
-    t.OP: t for t in (CreateSegment, AddChunk, SealSegment, ConcatSegments, TruncateSegment, DeleteSegment)
+    t.OP: t
+    for t in (CreateSegment, AddChunk, SealSegment, ConcatSegments, TruncateSegment, DeleteSegment, ReplaceChunks)
 }
 _INT_FIELDS = frozenset({"offset", "length", "start_offset"})
+_NAMES_FIELDS = frozenset({"replaced"})
 
 
 def change_to_json(change: Change) -> dict[str, Any]:
     out: dict[str, Any] = {"op": change.OP}
     for f in fields(change):
-        out[f.name] = getattr(change, f.name)
+        value = getattr(change, f.name)
+        out[f.name] = list(value) if f.name in _NAMES_FIELDS else value
     return out
+
+
+def _field(name: str, value: Any) -> Any:
+    if name in _INT_FIELDS:
+        return _int(value)
+    if name in _NAMES_FIELDS:
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list of names, got {value!r}")
+        return tuple(_str(v) for v in value)
+    return _str(value)
 
 
 def change_from_json(value: Mapping[str, Any]) -> Change:
     """Raises ChunkMetadataError on an unknown op or malformed fields."""
     try:
         kind = _CHANGE_TYPES[value["op"]]
-        kwargs = {f.name: (_int(value[f.name]) if f.name in _INT_FIELDS else _str(value[f.name])) for f in fields(kind)}
+        kwargs = {f.name: _field(f.name, value[f.name]) for f in fields(kind)}
     except (KeyError, TypeError, ValueError) as exc:
         raise ChunkMetadataError(f"malformed change {value!r}: {exc!r}") from exc
     if kind is CreateSegment and kwargs["framing"] not in FRAMINGS:
         raise ChunkMetadataError(f"malformed change {value!r}: bad framing")
-    return kind(**kwargs)  # type: ignore[arg-type]
+    return kind(**kwargs)
 
 
 # -- the state ------------------------------------------------------------------------------------
@@ -235,6 +281,8 @@ class ChunkMetadata:
             return []
         if isinstance(change, ConcatSegments):
             return self._concat(change)
+        if isinstance(change, ReplaceChunks):
+            return self._replace(change)
         if isinstance(change, TruncateSegment):
             seg = self._require(change.segment, "truncate")
             if change.start_offset > seg.length:
@@ -260,6 +308,17 @@ class ChunkMetadata:
         target.length = shift + source.length
         del self._segments[source.name]
         return []
+
+    def _replace(self, change: ReplaceChunks) -> list[ChunkEntry]:
+        seg = self._require(change.segment, "replace")
+        if change.chunk in change.replaced or len(set(change.replaced)) != len(change.replaced):
+            raise ChunkMetadataError(f"replace: chunk {change.chunk!r} is among or repeats the replaced chunks")
+        released = seg.replace(change.offset, change.replaced, ChunkEntry(change.chunk, change.offset, change.length))
+        if released is None:
+            raise ChunkMetadataError(
+                f"replace: {list(change.replaced)} at {change.offset}+{change.length} are not chunks of {seg.name!r}"
+            )
+        return released
 
     def _require(self, name: str, what: str) -> SegmentLayout:
         seg = self._segments.get(name)

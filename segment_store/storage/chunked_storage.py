@@ -13,13 +13,18 @@ memory changes only then, so a failure changes nothing.
 
 Boot (:meth:`~ChunkedSegmentStorage.open`) replays the journal and then deletes the data
 chunks no metadata references (written but never journaled: a crash or a failed record, or
-a zombie's), but only chunks of an epoch up to its own, so a zombie booting late cannot delete
-a newer owner's chunks. Chunks released by truncate/delete are deleted after the record is
-durable; failures are logged and left to that sweep.
+a zombie's; released but not yet collected when the previous owner stopped), but only chunks
+of an epoch up to its own, so a zombie booting late cannot delete a newer owner's chunks.
+Chunks released by truncate, delete and compaction go to the
+:class:`~segment_store.storage.chunk_gc.ChunkGarbageCollector`, which deletes them
+``gc_delay_s`` after the record is durable (reads in flight finish first). A
+:class:`~segment_store.storage.compaction.Compactor` merges runs of small chunks in the
+background (``compaction_enabled``).
 
 Reads decode the Parquet chunks in worker threads: from the chunk's local path when the
 backend has one (filesystem), else from the chunk bytes, of which a small LRU is kept so
-sequential reads of one chunk fetch it once.
+sequential reads of one chunk fetch it once; a chunk larger than that LRU (and than 8 MiB) is
+read by ranges (footer and the row groups needed).
 """
 
 from __future__ import annotations
@@ -31,12 +36,12 @@ import logging
 import operator
 import re
 import string
-import threading
 import time
 import urllib.parse
 import urllib.request
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import pyarrow as pa
 
 from segment_store.contracts import (
     BadOffsetError,
@@ -48,6 +53,7 @@ from segment_store.contracts import (
     SegmentTruncatedError,
 )
 from segment_store.storage import parquet_chunk
+from segment_store.storage.chunk_gc import ChunkGarbageCollector
 from segment_store.storage.chunk_metadata import (
     AddChunk,
     ChunkEntry,
@@ -55,10 +61,12 @@ from segment_store.storage.chunk_metadata import (
     ConcatSegments,
     CreateSegment,
     DeleteSegment,
+    ReplaceChunks,
     SealSegment,
     SegmentLayout,
     TruncateSegment,
 )
+from segment_store.storage.chunk_reads import ChunkCache, RangedChunkFile
 from segment_store.storage.chunk_storage import (
     BufferLike,
     ChunkNotFoundError,
@@ -66,7 +74,9 @@ from segment_store.storage.chunk_storage import (
     ChunkStorageUnavailableError,
     as_buffers,
 )
+from segment_store.storage.compaction import Compactor
 from segment_store.storage.fs_chunk_storage import map_os_error
+from segment_store.storage.journal_records import parse_system_name, system_prefix
 from segment_store.storage.segment_storage import ChunkRef, Framing, IngestPairs, StorageSegmentInfo
 from segment_store.storage.storage_config import ChunkedStorageConfig
 from segment_store.storage.system_journal import SnapshotInfoStore, SystemJournal
@@ -76,6 +86,8 @@ log = logging.getLogger(__name__)
 _SAFE = frozenset(string.ascii_letters + string.digits + "-_.")
 _MAX_ESCAPED = 200
 _DATA_CHUNK = re.compile(r"e(\d+)-(\d+)\.parquet")
+_RANGED_READ_MIN_BYTES = 8 * 1024 * 1024
+"""Chunks above the cache budget and this size are read by ranges (footer, row groups), not whole."""
 
 
 def data_prefix(container_id: int) -> str:
@@ -140,9 +152,11 @@ class ChunkedSegmentStorage:
         self._clock = clock
         self._sleep = sleep
         self._journal: SystemJournal | None = None
+        self._gc: ChunkGarbageCollector | None = None
+        self._compactor: Compactor | None = None
         self._open = False
         self._locks = _SegmentLocks()
-        self._cache = _ChunkCache(self._config.chunk_cache_bytes)
+        self._cache = ChunkCache(self._config.chunk_cache_bytes)
 
     @property
     def container_id(self) -> int:
@@ -158,6 +172,20 @@ class ChunkedSegmentStorage:
         if self._journal is None:
             raise ContainerOfflineError(f"container {self._cid}: Tier-2 storage is not open")
         return self._journal
+
+    @property
+    def gc(self) -> ChunkGarbageCollector:
+        """The garbage collector of released chunks (after :meth:`open`)."""
+        if self._gc is None:
+            raise ContainerOfflineError(f"container {self._cid}: Tier-2 storage is not open")
+        return self._gc
+
+    @property
+    def compactor(self) -> Compactor:
+        """The compactor (after :meth:`open`; it runs in the background only if ``compaction_enabled``)."""
+        if self._compactor is None:
+            raise ContainerOfflineError(f"container {self._cid}: Tier-2 storage is not open")
+        return self._compactor
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -180,6 +208,21 @@ class ChunkedSegmentStorage:
             log.error(
                 "container %s: no snapshot pointer but %d data chunks exist; not deleting them", self._cid, len(listed)
             )
+        self._gc = ChunkGarbageCollector(
+            self._storage, self._cid, metadata.referenced_chunks, self._still_primary, self._config, clock=self._clock
+        )
+        self._compactor = Compactor(self, self._storage, self._cid, self._config, sleep=self._sleep)
+        if self._config.compaction_enabled:
+            self._compactor.start()
+
+    def _still_primary(self) -> bool:
+        """No snapshot of a higher epoch exists (every boot writes one). Worker thread."""
+        epoch = self.journal.epoch
+        for name in self._storage.list(system_prefix(self._cid, "snapshot")):
+            parsed = parse_system_name(name)
+            if parsed is not None and parsed.epoch > epoch:
+                return False
+        return True
 
     async def _sweep(self, metadata: ChunkMetadata, listed: dict[str, tuple[int, int] | None], epoch: int) -> None:
         referenced = metadata.referenced_chunks()
@@ -192,8 +235,13 @@ class ChunkedSegmentStorage:
             log.info("container %s: deleted %d of %d unreferenced data chunks", self._cid, deleted, len(orphans))
 
     async def close(self) -> None:
-        """Finish queued journal commits and cleanups; later calls raise ContainerOfflineError."""
+        """Stop compaction and GC (queued chunks are left to the next boot's sweep), finish queued
+        journal commits and cleanups; later calls raise ContainerOfflineError."""
         self._open = False
+        if self._compactor is not None:
+            await self._compactor.stop()
+        if self._gc is not None:
+            await self._gc.stop()
         if self._journal is not None:
             await self._journal.close()
         self._cache.clear()
@@ -232,15 +280,18 @@ class ChunkedSegmentStorage:
         attempts = self._config.read_attempts
         for attempt in range(attempts):
             try:
-                return await asyncio.to_thread(self._decode, chunk.name, offset, length)
+                return await asyncio.to_thread(self._decode, chunk, offset, length)
             except ChunkNotFoundError:
                 seg = self._metadata().get(segment)
-                if seg is None or all(c.name != chunk.name for c in seg.chunks):
-                    # released by a truncate or delete that ran while this read was in flight
-                    if seg is not None and seg.start_offset > chunk.start_offset + offset:
-                        raise SegmentTruncatedError(segment, seg.start_offset, chunk.start_offset + offset) from None
+                if seg is not None and any(c.name == chunk.name for c in seg.chunks):
+                    raise  # a referenced chunk is missing: the metadata is wrong, never paper over it
+                # released while this read was in flight (and collected: it outlived the GC delay)
+                if seg is None:
                     raise SegmentNotExistsError(segment, "deleted while reading") from None
-                raise  # a referenced chunk is missing: the metadata is wrong, never paper over it
+                position = chunk.start_offset + offset
+                if seg.start_offset > position:
+                    raise SegmentTruncatedError(segment, seg.start_offset, position) from None
+                return await self.read(segment, position, length)  # compacted: same bytes, new chunks
             except ChunkStorageUnavailableError as exc:
                 if attempt + 1 == attempts:
                     raise
@@ -248,18 +299,21 @@ class ChunkedSegmentStorage:
                 await self._sleep(self._config.retry_delay_s)
         raise AssertionError("unreachable")
 
-    def _decode(self, chunk: str, offset: int, length: int) -> bytes:
+    def _decode(self, chunk: ChunkEntry, offset: int, length: int) -> bytes:
         """Segment bytes ``[offset, offset + length)`` of ``chunk``. Runs in a worker thread."""
-        path = _local_path(self._storage.location(chunk))
+        path = _local_path(self._storage.location(chunk.name))
         if path is not None:
             try:
                 return parquet_chunk.decode_range(path, offset, length)
             except OSError as exc:
-                raise map_os_error(chunk, exc) from exc
-        data = self._cache.get(chunk)
+                raise map_os_error(chunk.name, exc) from exc
+        data = self._cache.get(chunk.name)
+        if data is None and chunk.length > max(self._config.chunk_cache_bytes, _RANGED_READ_MIN_BYTES):
+            ranged = RangedChunkFile(self._storage, chunk.name, self._cache)
+            return parquet_chunk.decode_range(pa.PythonFile(ranged, mode="r"), offset, length)
         if data is None:
-            data = self._storage.read_all(chunk)
-            self._cache.put(chunk, data)
+            data = self._storage.read_all(chunk.name)
+            self._cache.put(chunk.name, data)
         return parquet_chunk.decode_range(data, offset, length)
 
     # -- changes --------------------------------------------------------------------------
@@ -350,12 +404,42 @@ class ChunkedSegmentStorage:
             await self._release(released)
 
     async def _release(self, chunks: list[ChunkEntry]) -> None:
-        if not chunks:
-            return
-        names = [c.name for c in chunks]
-        for chunk in names:
-            self._cache.discard(chunk)
-        await asyncio.to_thread(self._delete_quietly, names)
+        """Hand chunks no metadata references any more to the GC (deleted after ``gc_delay_s``)."""
+        for chunk in chunks:
+            self._cache.discard(chunk.name)
+        if chunks:
+            await self.gc.release(c.name for c in chunks)
+
+    # -- compaction host (see segment_store.storage.compaction.CompactionHost) ---------------
+
+    def segment_names(self) -> list[str]:
+        return [seg.name for seg in self._metadata()]
+
+    def layout(self, name: str) -> SegmentLayout | None:
+        return self._metadata().get(name)
+
+    def new_chunk_name(self, segment: str) -> str:
+        journal = self._live_journal()
+        return data_chunk_name(self._cid, segment, journal.epoch, journal.next_seq())
+
+    def chunk_source(self, chunk: str) -> parquet_chunk.Source:
+        return _local_path(self._storage.location(chunk)) or self._storage.read_all(chunk)
+
+    async def replace_chunks(self, segment: str, run: Sequence[ChunkEntry], chunk: str) -> bool:
+        """Journal the switch of ``run`` to ``chunk`` if ``segment`` still holds ``run``; release the run."""
+        journal = self._live_journal()
+        async with self._locks.hold(segment):
+            seg = self._metadata().get(segment)
+            if not run or seg is None:
+                return False
+            current = seg.overlapping(run[0].start_offset, run[-1].end_offset)
+            if current != list(run):
+                return False
+            size = run[-1].end_offset - run[0].start_offset
+            change = ReplaceChunks(segment, chunk, run[0].start_offset, size, tuple(c.name for c in run))
+            released = await journal.commit([change], orphans=[chunk])
+            await self._release(released)
+            return True
 
     def _delete_quietly(self, names: Sequence[str]) -> int:
         """Delete chunks no metadata references; failures are logged (boot sweeps them). Worker thread."""
@@ -427,44 +511,3 @@ class _SegmentLocks:
                 users[0] -= 1
                 if users[0] == 0:
                     del self._entries[name]
-
-
-class _ChunkCache:
-    """A thread-safe LRU of chunk bytes with a byte budget (chunks above it are not kept)."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self._max = max_bytes
-        self._items: OrderedDict[str, bytes] = OrderedDict()
-        self._size = 0
-        self._lock = threading.Lock()
-
-    def get(self, name: str) -> bytes | None:
-        with self._lock:
-            data = self._items.get(name)
-            if data is not None:
-                self._items.move_to_end(name)
-            return data
-
-    def put(self, name: str, data: bytes) -> None:
-        if len(data) > self._max:
-            return
-        with self._lock:
-            old = self._items.pop(name, None)
-            if old is not None:
-                self._size -= len(old)
-            self._items[name] = data
-            self._size += len(data)
-            while self._size > self._max:
-                _, evicted = self._items.popitem(last=False)
-                self._size -= len(evicted)
-
-    def discard(self, name: str) -> None:
-        with self._lock:
-            old = self._items.pop(name, None)
-            if old is not None:
-                self._size -= len(old)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._size = 0

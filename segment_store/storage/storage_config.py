@@ -38,6 +38,28 @@ class ChunkedStorageConfig:
     """Budget of the LRU of chunk bytes fetched for reads (backends without a local path)."""
     boot_read_concurrency: int = 8
     """Journal objects read at once during boot."""
+    gc_delay_s: float = 60.0
+    """Chunks released by truncate, delete or compaction are deleted this long after their release,
+    so reads already in flight on them (here or in a Spark executor) can finish. 0: deleted before
+    the truncate/delete returns (tests that check deletion at once)."""
+    gc_retry_min_delay_s: float = 1.0
+    """First pause before a failed chunk deletion is retried (doubling per attempt)..."""
+    gc_retry_max_delay_s: float = 60.0
+    """...up to this pause."""
+    gc_max_attempts: int = 10
+    """Deletion attempts per chunk; then it is left to the next boot's sweep."""
+    gc_concurrency: int = 4
+    """Chunk deletions in flight at once."""
+    compaction_enabled: bool = True
+    """Merge runs of small chunks of a segment into larger ones in the background."""
+    compaction_interval_s: float = 30.0
+    """Pause between two compaction passes over the container's segments."""
+    compaction_small_chunk_bytes: int = 2 * MIB
+    """A chunk holding fewer segment bytes than this is small (a candidate for merging)."""
+    compaction_min_chunks: int = 8
+    """Fewest consecutive small chunks merged into one."""
+    compaction_target_bytes: int = 32 * MIB
+    """Most segment bytes of a merged chunk (``max_chunk_bytes`` if that is smaller)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.max_chunk_bytes < MAX_CHUNK_BYTES:
@@ -55,6 +77,18 @@ class ChunkedStorageConfig:
             raise ValueError("retry_delay_s: must not be negative")
         if self.chunk_cache_bytes < 0:
             raise ValueError("chunk_cache_bytes: must not be negative")
+        for key in ("gc_delay_s", "gc_retry_min_delay_s"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"{key}: must not be negative")
+        if self.gc_retry_max_delay_s < self.gc_retry_min_delay_s:
+            raise ValueError("gc_retry_max_delay_s: must be >= gc_retry_min_delay_s")
+        for key in ("gc_max_attempts", "gc_concurrency", "compaction_small_chunk_bytes", "compaction_target_bytes"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key}: must be at least 1")
+        if self.compaction_interval_s <= 0:
+            raise ValueError("compaction_interval_s: must be positive")
+        if self.compaction_min_chunks < 2:
+            raise ValueError("compaction_min_chunks: must be at least 2")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, str]) -> ChunkedStorageConfig:
@@ -66,7 +100,9 @@ class ChunkedStorageConfig:
                 raise ValueError(f"{key}: unknown chunked storage setting")
             default = known[key].default
             try:
-                if isinstance(default, int):
+                if isinstance(default, bool):
+                    parsed[key] = parse_bool(raw)
+                elif isinstance(default, int):
                     parsed[key] = int(raw)
                 elif isinstance(default, float):
                     parsed[key] = float(raw)
@@ -77,7 +113,20 @@ class ChunkedStorageConfig:
         return cls(**parsed)  # type: ignore[arg-type]
 
     @classmethod
-    def from_env(cls, prefix: str = "SEGSTORE_TIER2_") -> ChunkedStorageConfig:
-        """Build from environment variables named ``<prefix><FIELD IN CAPITALS>``."""
+    def from_env(cls, prefix: str = "SEGSTORE_SLTS_") -> ChunkedStorageConfig:
+        """Build from environment variables named ``<prefix><FIELD IN CAPITALS>``.
+
+        (``SEGSTORE_TIER2_*`` choose the backend: :class:`~segment_store.storage.tier2_config.Tier2Config`.)
+        """
         values = {name[len(prefix) :].lower(): value for name, value in os.environ.items() if name.startswith(prefix)}
         return cls.from_mapping(values)
+
+
+def parse_bool(raw: str) -> bool:
+    """``true/false``, ``yes/no``, ``on/off``, ``1/0`` (any case); ValueError otherwise."""
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{raw!r} is not a boolean (true/false, yes/no, on/off, 1/0)")

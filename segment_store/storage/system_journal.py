@@ -23,8 +23,9 @@ the newer owner's history wins. So boot ignores, without special cases:
 - *snapshots that failed validation*: a snapshot counts (becomes the chain tip, then the
   pointer) only after it was read back byte-exact and decoded.
 
-A change is acknowledged (:meth:`SystemJournal.commit` returns) only once its record is
-durable; concurrent commits are group-committed into one record. The state changes only
+Boot retries each object read on an outage ``read_attempts`` times, ``retry_delay_s`` apart
+(seed 004: "failure during reads"). A change is acknowledged (:meth:`SystemJournal.commit`
+returns) only once its record is durable; concurrent commits are group-committed into one record. The state changes only
 then, so a failed commit changes nothing.
 
 **Fencing.** Boot by epoch E refuses to run if the pointer or any journal object has an epoch
@@ -45,7 +46,12 @@ from typing import Protocol
 from segment_store.contracts import ContainerOfflineError
 from segment_store.errors import SegstoreError
 from segment_store.storage.chunk_metadata import Change, ChunkEntry, ChunkMetadata, ChunkMetadataError
-from segment_store.storage.chunk_storage import ChunkAlreadyExistsError, ChunkNotFoundError, ChunkStorage
+from segment_store.storage.chunk_storage import (
+    ChunkAlreadyExistsError,
+    ChunkNotFoundError,
+    ChunkStorage,
+    ChunkStorageUnavailableError,
+)
 from segment_store.storage.journal_records import (
     INT64_MAX,
     JournalRecord,
@@ -306,7 +312,7 @@ class SystemJournal:
     async def _replay(self, info: SnapshotInfo, names: list[SystemName]) -> tuple[ChunkMetadata, str]:
         root_name = system_name(self._cid, "snapshot", info.epoch, info.snapshot_id)
         try:
-            root = await asyncio.to_thread(self._read_record, root_name)
+            root = await self._fetch_record(root_name)
             if not isinstance(root, SnapshotRecord):
                 raise RecordFormatError(f"{root_name!r} is not a snapshot")
             metadata = root.metadata()
@@ -321,7 +327,7 @@ class SystemJournal:
         async def read(name: SystemName) -> Record | None:
             async with limit:
                 try:
-                    return await asyncio.to_thread(self._read_record, name.name)
+                    return await self._fetch_record(name.name)
                 except ChunkNotFoundError:
                     vanished.append(name.name)  # retracted after a failed write, or a cleanup ran
                     return None
@@ -358,6 +364,18 @@ class SystemJournal:
             len(later) - on_chain,
         )
         return metadata, current.name
+
+    async def _fetch_record(self, name: str) -> Record:
+        """Read and decode one journal object, retrying an outage ``read_attempts`` times (seed 004)."""
+        for attempt in range(1, self._config.read_attempts + 1):
+            try:
+                return await asyncio.to_thread(self._read_record, name)
+            except ChunkStorageUnavailableError as exc:
+                if attempt == self._config.read_attempts:
+                    raise
+                log.debug("container %s: read of %r failed, retrying: %r", self._cid, name, exc)
+                await self._sleep(self._config.retry_delay_s)
+        raise AssertionError("unreachable")
 
     def _read_record(self, name: str) -> Record:
         return decode_record(name, self._storage.read_all(name), self._cid)

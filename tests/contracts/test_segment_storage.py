@@ -39,7 +39,7 @@ from segment_store.storage.system_journal import InMemorySnapshotInfoStore, Stor
 
 Factory = Callable[[Path], ChunkStorage]
 CID = 7
-CONFIG = ChunkedStorageConfig(retry_delay_s=0.0, snapshot_every_records=8)
+CONFIG = ChunkedStorageConfig(retry_delay_s=0.0, snapshot_every_records=8, gc_delay_s=0)
 
 BACKENDS = [
     pytest.param(lambda tmp: MemoryChunkStorage(), id="memory"),

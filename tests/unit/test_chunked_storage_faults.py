@@ -33,7 +33,7 @@ class Env:
     def __init__(self, inner: ChunkStorage | None = None, **config: object) -> None:
         self.faulty = FaultyChunkStorage(inner or MemoryChunkStorage())
         self.pointer = InMemorySnapshotInfoStore(CID)
-        settings: dict[str, object] = {"retry_delay_s": 0.0}
+        settings: dict[str, object] = {"retry_delay_s": 0.0, "gc_delay_s": 0.0}
         settings.update(config)
         self.config = ChunkedStorageConfig(**settings)  # type: ignore[arg-type]
         self.epoch = 0

@@ -1,0 +1,379 @@
+"""The event writer of a stream: routing keys to segments, one append session per segment, scaling followed.
+
+:class:`EventStreamWriter` routes each event by its routing key (:mod:`controller_client.routing`) to one of
+the stream's current segments and writes it through that segment's
+:class:`~segment_store.client.writer.SegmentWriter` (batching, window, acks, resend after reconnect are the
+segment writer's). All segment sessions share the writer's one writer id, so the segment stores deduplicate
+whatever a session resends.
+
+Invariants:
+
+* **Order per routing key.** Events with the same routing key are stored in the order their
+  ``write_event`` calls were made (the calls are serialised by one lock, in arrival order), also across a
+  scale: a key always maps to exactly one segment at a time and its pending events move as a block.
+* **Scaling.** When a segment answers ``SegmentIsSealed`` the writer asks the controller for its
+  successors, replaces the sealed segment's key range by them, and resends the sealed segment's
+  unacknowledged events, in order, to the successors by their routing keys, before any later event is
+  routed. What the sealed segment stored for this writer id (its writer attribute, read once the seal is
+  committed) is acknowledged, not resent, so nothing is duplicated even when a failure reply overtakes an
+  acknowledgement. Sealed with no successors means the stream is sealed: :class:`StreamSealedError`.
+* **Acknowledgement.** The future ``write_event`` returns completes when the event is durably stored (in
+  whichever segment it ended up), or fails with the writer's error; ``flush`` waits for all of them.
+* **Memory.** Each segment session holds at most its ``max_unacked_bytes`` window; ``write_event`` waits
+  while the window of the event's segment is full (and, holding the lock, so do later writes).
+* **Failure.** Any other session failure (``NoSuchSegment``: the stream was deleted, raised as
+  :class:`StreamNotFoundError`; retries exhausted; a rejected token) fails that segment's pending events and
+  the writer: later calls raise the error.
+
+Use from one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from controller_client.errors import StreamNotFoundError, StreamSealedError
+from controller_client.model import SegmentRange, qualified_segment_name
+from controller_client.ports import ControllerApi
+from controller_client.routing import KeyHasher, SegmentMap
+from segment_store.client import (
+    ClientClosedError,
+    NoSuchSegmentError,
+    RetryPolicy,
+    SegmentClient,
+    SegmentIsSealedError,
+    SegmentWriter,
+    WriterConfig,
+)
+
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class EventWriterConfig:
+    """An event stream writer."""
+
+    segment_writer: WriterConfig | None = None
+    """Append session settings (window ``max_unacked_bytes``, block size, reconnects); None: the client's."""
+    controller_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=10, max_delay_ms=2_000))
+    """Retries of controller calls that fail retriably (controller unavailable)."""
+    seal_confirm_attempts: int = 50
+    """How many times (10 ms apart) to look for a seal to be committed before trusting the acks alone."""
+
+    def __post_init__(self) -> None:
+        if self.seal_confirm_attempts < 1:
+            raise ValueError("seal_confirm_attempts: must be at least 1")
+
+
+@dataclass(slots=True, eq=False)
+class _Pending:
+    routing_key: str | None
+    position: float
+    data: bytes
+    future: asyncio.Future[None]
+    number: int = 0  # event number in the segment session that holds it
+
+
+@dataclass(slots=True, eq=False)
+class _Sink:
+    """One segment's session and the events it holds that are not acknowledged, in event-number order."""
+
+    segment: SegmentRange
+    name: str
+    writer: SegmentWriter
+    pending: deque[_Pending] = field(default_factory=deque)
+    last_ack: asyncio.Future[None] | None = None
+    replaced: bool = False
+    replacing: bool = False
+
+
+class EventStreamWriter:
+    """Writes events to ``scope/stream``; make it with ``StreamManager.create_writer`` or directly.
+
+    ``await open()`` is optional (the first write opens). ``close()`` flushes; ``async with`` closes.
+    """
+
+    def __init__(
+        self,
+        controller: ControllerApi,
+        client: SegmentClient,
+        scope: str,
+        stream: str,
+        config: EventWriterConfig | None = None,
+        writer_id: uuid.UUID | None = None,
+        hasher: KeyHasher | None = None,
+    ) -> None:
+        self.scope = scope
+        self.stream = stream
+        self.config = config or EventWriterConfig()
+        self.writer_id = writer_id or uuid.uuid4()
+        self._controller = controller
+        self._client = client
+        self._hasher = hasher or KeyHasher()
+        self._map: SegmentMap | None = None
+        self._sinks: dict[int, _Sink] = {}
+        self._lock = asyncio.Lock()
+        self._failure: BaseException | None = None
+        self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.scales_followed = 0
+        """How many sealed segments were replaced by their successors; for tests and metrics."""
+        self.events_resent = 0
+        """Events moved from a sealed segment to a successor; for tests and metrics."""
+
+    async def __aenter__(self) -> EventStreamWriter:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # ---- public API ---------------------------------------------------------------------------------------
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error that ended the writer, or None."""
+        return self._failure
+
+    def current_segments(self) -> list[SegmentRange]:
+        """The segments events are routed to now (empty before the first write or ``open``)."""
+        return self._map.segments() if self._map is not None else []
+
+    async def open(self) -> None:
+        """Learn the stream's current segments. Raises StreamNotFoundError, StreamSealedError."""
+        self._check_usable()
+        async with self._lock:
+            if self._map is None:
+                await self._load()
+
+    async def write_event(self, event: bytes, routing_key: str | None = None) -> asyncio.Future[None]:
+        """Queue ``event`` for the segment owning ``routing_key`` (None: a random segment); wait only while
+        that segment's window is full. Returns a future that completes when the event is stored.
+
+        Raises the writer's failure (StreamSealedError, StreamNotFoundError, ...) or ClientClosedError.
+        """
+        self._check_usable()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        pending = _Pending(routing_key, self._hasher.position(routing_key), bytes(event), future)
+        async with self._lock:
+            self._check_usable()
+            if self._map is None:
+                await self._load()
+            await self._route(pending)
+        return future
+
+    async def write_events(self, events: list[tuple[bytes, str | None]]) -> asyncio.Future[None]:
+        """Queue several ``(event, routing_key)`` in order; the future completes when all are stored."""
+        futures = [await self.write_event(data, key) for data, key in events]
+        return asyncio.ensure_future(_all_of(futures))
+
+    async def flush(self) -> None:
+        """Wait until every event written so far is stored (following scales). Raises the first failure."""
+        self._check_usable()
+        async with self._lock:  # events being moved to successors are in no session until the move ends
+            futures = [p.future for sink in self._sinks.values() for p in sink.pending]
+        first_error: BaseException | None = None
+        for future in futures:
+            try:
+                await asyncio.shield(future)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+        if self._failure is not None:
+            raise self._failure
+
+    async def close(self) -> None:
+        """Flush, then end every segment session. Raises the writer's failure if it failed. Idempotent."""
+        if self._closed:
+            return
+        error: BaseException | None = None
+        try:
+            if self._failure is None:
+                await self.flush()
+        except Exception as exc:
+            error = exc
+        self._closed = True
+        async with self._lock:
+            for sink in list(self._sinks.values()):
+                await _close_quietly(sink.writer)
+            self._sinks.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        if error is None:
+            error = self._failure
+        if error is not None:
+            raise error
+
+    # ---- routing ------------------------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if self._closed:
+            raise ClientClosedError(f"event writer {self.writer_id} on {self.scope}/{self.stream} is closed")
+
+    async def _controller_call(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        return await self.config.controller_retry.call(call)
+
+    async def _load(self) -> None:
+        segments = await self._controller_call(lambda: self._controller.get_current_segments(self.scope, self.stream))
+        if not segments:
+            raise StreamSealedError(self.scope, self.stream)
+        self._map = SegmentMap.of(segments)
+
+    def _sink_for(self, position: float) -> _Sink:
+        assert self._map is not None
+        segment = self._map.segment_for(position)
+        sink = self._sinks.get(segment.segment_id)
+        if sink is None:
+            name = qualified_segment_name(self.scope, self.stream, segment.segment_id)
+            writer = self._client.writer(name, self.writer_id, self.config.segment_writer)
+            sink = self._sinks[segment.segment_id] = _Sink(segment, name, writer)
+        return sink
+
+    async def _route(self, pending: _Pending) -> None:
+        """Hand ``pending`` to the session of its segment (called with the lock held)."""
+        while True:
+            sink = self._sink_for(pending.position)
+            try:
+                ack = await sink.writer.write(pending.data)
+            except SegmentIsSealedError:
+                await self._replace_sealed(sink)
+                continue
+            except Exception as error:
+                self._fail(sink, error)
+                raise
+            pending.number = sink.writer.last_event_number
+            sink.pending.append(pending)
+            if ack is not sink.last_ack:
+                sink.last_ack = ack
+                ack.add_done_callback(functools.partial(self._on_ack, sink))
+            return
+
+    # ---- acknowledgements and failures ----------------------------------------------------------------------
+
+    def _release(self, sink: _Sink, stored_through: int | None = None) -> None:
+        """Complete the pending events the segment stored (through ``stored_through`` if given)."""
+        level = sink.writer.acked_event_number
+        if stored_through is not None:
+            level = max(level, stored_through)
+        queue = sink.pending
+        while queue and queue[0].number <= level:
+            done = queue.popleft()
+            if not done.future.done():
+                done.future.set_result(None)
+
+    def _on_ack(self, sink: _Sink, ack: asyncio.Future[None]) -> None:
+        self._release(sink)
+        if ack.cancelled():
+            return
+        error = ack.exception()  # retrieved in every case: a sealed session's failure is expected
+        if error is None or sink.replaced:
+            return
+        if isinstance(error, SegmentIsSealedError):
+            if not sink.replacing:
+                sink.replacing = True
+                task = asyncio.get_running_loop().create_task(self._replace_in_background(sink))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        elif not isinstance(error, ClientClosedError):
+            self._fail(sink, error)
+
+    async def _replace_in_background(self, sink: _Sink) -> None:
+        try:
+            async with self._lock:
+                await self._replace_sealed(sink)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            _log.warning("event writer %s: following a scale of %s failed: %r", self.writer_id, sink.name, error)
+
+    def _fail(self, sink: _Sink | None, error: BaseException) -> None:
+        """The writer is over: fail ``sink``'s pending events (other segments finish what they hold).
+
+        A missing segment of the stream means the stream is gone: StreamNotFoundError (caused by it)."""
+        if isinstance(error, NoSuchSegmentError):
+            missing = StreamNotFoundError(self.scope, self.stream)
+            missing.__cause__ = error
+            error = missing
+        if self._failure is None:
+            self._failure = error
+            _log.warning("event writer %s on %s/%s failed: %r", self.writer_id, self.scope, self.stream, error)
+        if sink is not None:
+            while sink.pending:
+                lost = sink.pending.popleft()
+                if not lost.future.done():
+                    lost.future.set_exception(error)
+                    lost.future.exception()  # retrieved here; the caller sees it when awaiting
+
+    async def _stored_through(self, sink: _Sink) -> int | None:
+        """The last event number the sealed segment stored for this writer id, read once the seal is
+        committed (a committed seal implies every append before it is committed); None if unknown."""
+        for _ in range(self.config.seal_confirm_attempts):
+            try:
+                info = await self._client.get_segment_info(sink.name)
+                if not info.exists:
+                    return None
+                if info.sealed:
+                    value = await self._client.get_segment_attribute(sink.name, self.writer_id)
+                    return -1 if value is None else value
+            except NoSuchSegmentError:
+                return None
+            await asyncio.sleep(0.01)
+        return None
+
+    async def _replace_sealed(self, sink: _Sink) -> None:
+        """``sink``'s segment is sealed: route its key range to the successors and resend (lock held)."""
+        segment_id = sink.segment.segment_id
+        if sink.replaced or self._sinks.get(segment_id) is not sink:
+            return
+        assert self._map is not None
+        self._release(sink, await self._stored_through(sink))
+        try:
+            successors = await self._controller_call(
+                lambda: self._controller.get_successors(self.scope, self.stream, segment_id)
+            )
+        except Exception as error:
+            self._fail(sink, error)
+            raise
+        if not any(segment_id in preds for preds in successors.values()):
+            sealed = StreamSealedError(self.scope, self.stream)
+            self._fail(sink, sealed)
+            raise sealed
+        self._map = self._map.replace(segment_id, successors)
+        sink.replaced = True
+        del self._sinks[segment_id]
+        resend = list(sink.pending)
+        sink.pending.clear()
+        await _close_quietly(sink.writer)
+        self.scales_followed += 1
+        self.events_resent += len(resend)
+        _log.info(
+            "event writer %s: %s sealed, %d event(s) move to %s",
+            self.writer_id, sink.name, len(resend), [s.segment_id for s in self._map.segments()],
+        )  # fmt: skip
+        for pending in resend:
+            await self._route(pending)
+
+
+async def _close_quietly(writer: SegmentWriter) -> None:
+    """End a session whose outcome is handled elsewhere (a failed session re-raises its failure)."""
+    with contextlib.suppress(Exception):
+        await writer.close()
+
+
+async def _all_of(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        await future

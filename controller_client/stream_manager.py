@@ -1,0 +1,344 @@
+"""StreamManager: scopes, streams, their policies and stream cuts, and the factory of writers and readers.
+
+:class:`StreamManager` combines the controller (:class:`~controller_client.ports.ControllerApi`) with one
+:class:`~segment_store.client.SegmentClient` whose endpoint resolver asks the controller which segment store
+serves a segment (:class:`ControllerResolver`). Writers and readers it makes share that client (one
+connection pool per manager).
+
+Stream cuts:
+
+* ``head_cut`` - where reading starts: the controller's segments at time 0 (the truncation point), each
+  offset raised to the segment's start if the segment store truncated further;
+* ``tail_cut`` - the current segments at their current lengths (what is written by now);
+* ``cut_at_time`` - the controller's segments at a wall-clock time;
+* ``truncate(cut)`` - drop everything before a cut.
+
+Use from one event loop; see :mod:`controller_client.blocking` for threads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from controller_client.event_writer import EventStreamWriter, EventWriterConfig
+from controller_client.model import (
+    TRANSACTION_DELIMITER,
+    RetentionPolicy,
+    ScalingPolicy,
+    SegmentRange,
+    StreamConfiguration,
+    StreamCut,
+    parse_segment_name,
+    qualified_segment_name,
+    validate_scope_name,
+    validate_stream_name,
+)
+from controller_client.ports import ControllerApi, Endpoint
+from controller_client.routing import KeyHasher
+from controller_client.stream_reader import StreamReader, StreamReaderConfig, read_segment_range
+from controller_client.txn_writer import TransactionalEventStreamWriter, TxnWriterConfig
+from segment_store.client import (
+    ClientConfig,
+    ConnectionLostError,
+    ReaderConfig,
+    RetryPolicy,
+    SegmentClient,
+    SegmentStatus,
+    WrongHostError,
+)
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamManagerConfig:
+    """A stream manager and the segment client it owns."""
+
+    client: ClientConfig = field(default_factory=ClientConfig)
+    """The segment client (connections, writer window, reader prefetch)."""
+    endpoint_cache_ttl_ms: int = 10_000
+    """How long a segment's endpoint from the controller is trusted without a sign it moved."""
+    controller_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=10, max_delay_ms=2_000))
+    """Retries of controller calls that fail retriably (controller unavailable)."""
+    segment_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=5, max_delay_ms=500))
+    """Retries of this manager's own segment calls after WrongHost / a lost connection (endpoint re-resolved)."""
+
+    def __post_init__(self) -> None:
+        if self.endpoint_cache_ttl_ms < 0:
+            raise ValueError("endpoint_cache_ttl_ms: must not be negative")
+
+
+@dataclass(slots=True)
+class _Cached:
+    endpoint: Endpoint
+    expires: float
+    seen_live: bool = False
+
+
+class ControllerResolver:
+    """Segment name -> segment store endpoint through the controller's ``getURI``, cached per segment.
+
+    A transaction segment resolves as its parent (same container). A cached endpoint is asked for again
+    when it is older than ``ttl_ms``, after :meth:`invalidate` (callers do that on ``WrongHost``), and
+    when the connections to it that were live are all gone (``is_alive``: the segment store went away).
+    Raises InvalidModelError for a name that is not a stream segment, and the controller's errors.
+    """
+
+    def __init__(
+        self,
+        controller: ControllerApi,
+        ttl_ms: int = 10_000,
+        is_alive: Callable[[Endpoint], bool] | None = None,
+        retry: RetryPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = 100_000,
+    ) -> None:
+        self._controller = controller
+        self._ttl_s = ttl_ms / 1000.0
+        self._is_alive = is_alive
+        self._retry = retry or RetryPolicy(max_attempts=10, max_delay_ms=2_000)
+        self._clock = clock
+        self._max_entries = max_entries
+        self._cache: dict[tuple[str, str, int], _Cached] = {}
+        self.lookups = 0
+        """How many times the controller was asked; for tests and metrics."""
+
+    @staticmethod
+    def _key(segment: str) -> tuple[str, str, int]:
+        parsed = parse_segment_name(segment.split(TRANSACTION_DELIMITER, 1)[0])
+        return parsed.scope, parsed.stream, parsed.segment_id
+
+    async def __call__(self, segment: str) -> Endpoint:
+        key = self._key(segment)
+        now = self._clock()
+        entry = self._cache.get(key)
+        if entry is not None and now < entry.expires:
+            if self._is_alive is None:
+                return entry.endpoint
+            if self._is_alive(entry.endpoint):
+                entry.seen_live = True
+                return entry.endpoint
+            if not entry.seen_live:
+                return entry.endpoint  # not connected yet; connections that died force a new lookup
+        scope, stream, segment_id = key
+        endpoint = await self._retry.call(lambda: self._controller.get_uri(scope, stream, segment_id))
+        self.lookups += 1
+        if len(self._cache) >= self._max_entries:
+            self._cache.clear()
+        endpoint = (endpoint[0], endpoint[1])
+        self._cache[key] = _Cached(endpoint, now + self._ttl_s)
+        return endpoint
+
+    def invalidate(self, segment: str) -> None:
+        """Forget the endpoint of ``segment`` (the next call asks the controller)."""
+        self._cache.pop(self._key(segment), None)
+
+    def invalidate_endpoint(self, endpoint: Endpoint) -> None:
+        """Forget every segment served by ``endpoint``."""
+        for key in [k for k, v in self._cache.items() if v.endpoint == endpoint]:
+            del self._cache[key]
+
+
+class StreamManager:
+    """Manage scopes and streams; make writers and readers. ``async with`` (or ``close()``) closes the
+    segment client if this manager created it.
+
+    ``segment_client``: None makes one that resolves endpoints through the controller (the normal case);
+    pass one to share a pool or to pin a static endpoint.
+    """
+
+    def __init__(
+        self,
+        controller: ControllerApi,
+        segment_client: SegmentClient | None = None,
+        config: StreamManagerConfig | None = None,
+    ) -> None:
+        self.config = config or StreamManagerConfig()
+        self.controller = controller
+        self._owns_client = segment_client is None
+        self.resolver: ControllerResolver | None = None
+        if segment_client is None:
+            holder: list[SegmentClient] = []
+            self.resolver = ControllerResolver(
+                controller,
+                self.config.endpoint_cache_ttl_ms,
+                is_alive=lambda endpoint: bool(holder and holder[0].pool.connections(endpoint)),
+                retry=self.config.controller_retry,
+            )
+            segment_client = SegmentClient(self.resolver, self.config.client)
+            holder.append(segment_client)
+        self.client = segment_client
+        self.hasher = KeyHasher()
+
+    async def __aenter__(self) -> StreamManager:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the segment client if this manager made it (writers and readers made here stop working)."""
+        if self._owns_client:
+            await self.client.close()
+
+    async def _controller_call(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        return await self.config.controller_retry.call(call)
+
+    async def _segment_call(self, segment: str, call: Callable[[], Awaitable[_T]]) -> _T:
+        """A segment call that forgets the cached endpoint and retries after WrongHost or a lost connection."""
+
+        async def attempt() -> _T:
+            try:
+                return await call()
+            except (WrongHostError, ConnectionLostError):
+                if self.resolver is not None:
+                    self.resolver.invalidate(segment)
+                raise
+
+        return await self.config.segment_retry.call(attempt)
+
+    def _invalidate(self, segment: str) -> None:
+        if self.resolver is not None:
+            self.resolver.invalidate(segment)
+
+    # ---- scopes -------------------------------------------------------------------------------------------
+
+    async def create_scope(self, scope: str) -> bool:
+        """Create ``scope``; False if it existed. Raises InvalidModelError for a bad name."""
+        validate_scope_name(scope)
+        return await self._controller_call(lambda: self.controller.create_scope(scope))
+
+    async def delete_scope(self, scope: str) -> None:
+        """Delete an empty scope. Raises ScopeNotEmptyError."""
+        await self._controller_call(lambda: self.controller.delete_scope(scope))
+
+    async def scope_exists(self, scope: str) -> bool:
+        return await self._controller_call(lambda: self.controller.scope_exists(scope))
+
+    async def list_scopes(self) -> list[str]:
+        return [scope async for scope in self.controller.list_scopes()]
+
+    # ---- streams ------------------------------------------------------------------------------------------
+
+    async def create_stream(self, scope: str, stream: str, config: StreamConfiguration | None = None) -> bool:
+        """Create ``scope/stream`` (default: one segment, no retention); False if it existed.
+
+        Raises ScopeNotFoundError, InvalidModelError for a bad name."""
+        validate_stream_name(stream, internal=False)
+        settings = config or StreamConfiguration()
+        return await self._controller_call(lambda: self.controller.create_stream(scope, stream, settings))
+
+    async def update_stream(self, scope: str, stream: str, config: StreamConfiguration) -> None:
+        """Replace the stream's configuration. Raises StreamNotFoundError."""
+        await self._controller_call(lambda: self.controller.update_stream(scope, stream, config))
+
+    async def get_stream_configuration(self, scope: str, stream: str) -> StreamConfiguration:
+        return await self._controller_call(lambda: self.controller.get_stream_configuration(scope, stream))
+
+    async def update_scaling_policy(self, scope: str, stream: str, policy: ScalingPolicy) -> None:
+        """Change only the scaling policy (read-modify-write of the configuration)."""
+        current = await self.get_stream_configuration(scope, stream)
+        await self.update_stream(scope, stream, dataclasses.replace(current, scaling=policy))
+
+    async def update_retention_policy(self, scope: str, stream: str, policy: RetentionPolicy | None) -> None:
+        """Change only the retention policy (None: keep everything)."""
+        current = await self.get_stream_configuration(scope, stream)
+        await self.update_stream(scope, stream, dataclasses.replace(current, retention=policy))
+
+    async def seal_stream(self, scope: str, stream: str) -> None:
+        """Seal the stream: writers fail with StreamSealedError, readers end after its last event."""
+        await self._controller_call(lambda: self.controller.seal_stream(scope, stream))
+
+    async def delete_stream(self, scope: str, stream: str) -> None:
+        """Delete a sealed stream. Raises StreamNotSealedError, StreamNotFoundError."""
+        await self._controller_call(lambda: self.controller.delete_stream(scope, stream))
+
+    async def stream_exists(self, scope: str, stream: str) -> bool:
+        return await self._controller_call(lambda: self.controller.stream_exists(scope, stream))
+
+    async def list_streams(self, scope: str, tag: str | None = None) -> list[str]:
+        """The streams of ``scope`` (with ``tag`` only, if given)."""
+        return [name async for name in self.controller.list_streams(scope, tag)]
+
+    async def current_segments(self, scope: str, stream: str) -> list[SegmentRange]:
+        """The active segments, by key range (empty for a sealed stream)."""
+        return await self._controller_call(lambda: self.controller.get_current_segments(scope, stream))
+
+    # ---- stream cuts --------------------------------------------------------------------------------------
+
+    async def segment_info(self, scope: str, stream: str, segment_id: int) -> SegmentStatus:
+        """The segment store's view of one segment (length, start, sealed)."""
+        name = qualified_segment_name(scope, stream, segment_id)
+        return await self._segment_call(name, lambda: self.client.get_segment_info(name))
+
+    async def head_cut(self, scope: str, stream: str) -> StreamCut:
+        """The first readable position of every key (the truncation point). Raises StreamNotFoundError."""
+        cut = await self._controller_call(lambda: self.controller.get_segments_at_time(scope, stream, 0))
+        positions: dict[int, int] = {}
+        for segment_id, offset in cut.positions.items():
+            info = await self.segment_info(scope, stream, segment_id)
+            positions[segment_id] = max(offset, info.start_offset)
+        return StreamCut(scope, stream, positions)
+
+    async def tail_cut(self, scope: str, stream: str) -> StreamCut:
+        """The current segments at their current lengths. Raises StreamNotFoundError; a sealed stream has
+        no current segments, so its tail is the end of the segments it was sealed with."""
+        segments = await self.current_segments(scope, stream)
+        if not segments:  # sealed: its last epoch's segments at their ends
+            cut = await self._controller_call(lambda: self.controller.get_segments_at_time(scope, stream, 2**63 - 1))
+            ids = list(cut.positions)
+        else:
+            ids = [s.segment_id for s in segments]
+        positions = {sid: (await self.segment_info(scope, stream, sid)).write_offset for sid in ids}
+        return StreamCut(scope, stream, positions)
+
+    async def cut_at_time(self, scope: str, stream: str, timestamp_ms: int) -> StreamCut:
+        """The controller's cut of the segments live at ``timestamp_ms`` (epoch ms)."""
+        return await self._controller_call(lambda: self.controller.get_segments_at_time(scope, stream, timestamp_ms))
+
+    async def truncate(self, cut: StreamCut) -> None:
+        """Drop everything before ``cut``. Raises StreamNotFoundError, the controller's InvalidArgumentError."""
+        await self._controller_call(lambda: self.controller.truncate_stream(cut))
+
+    async def read_segment_range(
+        self, scope: str, stream: str, segment_id: int, start: int = 0, end: int | None = None
+    ) -> bytes:
+        """The bytes ``[start, end)`` of one segment (end None: its current length)."""
+        return await read_segment_range(self.client, scope, stream, segment_id, start, end)
+
+    # ---- writers and readers -------------------------------------------------------------------------------
+
+    async def create_writer(
+        self, scope: str, stream: str, config: EventWriterConfig | None = None, writer_id: uuid.UUID | None = None
+    ) -> EventStreamWriter:
+        """An opened event writer. Raises StreamNotFoundError, StreamSealedError."""
+        writer = EventStreamWriter(self.controller, self.client, scope, stream, config, writer_id, self.hasher)
+        await writer.open()
+        return writer
+
+    def create_txn_writer(
+        self, scope: str, stream: str, config: TxnWriterConfig | None = None, writer_id: uuid.UUID | None = None
+    ) -> TransactionalEventStreamWriter:
+        """A transactional writer (``begin()`` opens transactions)."""
+        return TransactionalEventStreamWriter(
+            self.controller, self.client, scope, stream, config, writer_id, self.hasher
+        )
+
+    def create_reader(
+        self,
+        scope: str,
+        stream: str,
+        start: StreamCut | None = None,
+        end: StreamCut | None = None,
+        config: StreamReaderConfig | None = None,
+        segment_reader: ReaderConfig | None = None,
+    ) -> StreamReader:
+        """A reader from ``start`` (None: head) to ``end`` (None: follow the tail)."""
+        if segment_reader is not None:
+            config = dataclasses.replace(config or StreamReaderConfig(), segment_reader=segment_reader)
+        return StreamReader(self.controller, self.client, scope, stream, start, end, config, self._invalidate)

@@ -1,0 +1,251 @@
+"""EventStreamWriter against a real segment store and the fake controller: routing, order, scaling, errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+import pytest
+from fake_controller import FakeController
+
+from controller_client.errors import StreamNotFoundError, StreamSealedError
+from controller_client.event_writer import EventWriterConfig
+from controller_client.model import ScalingPolicy, StreamConfiguration, StreamCut, qualified_segment_name
+from controller_client.routing import hash_to_range
+from controller_client.stream_manager import StreamManager
+from controller_client.stream_reader import StreamEvent
+from segment_store.client import RetryPolicy, WriterConfig
+from segment_store.protocol import DataAppended
+
+SCOPE = "sc"
+
+
+async def _stream(manager: StreamManager, name: str, segments: int) -> None:
+    await manager.create_scope(SCOPE)
+    assert await manager.create_stream(SCOPE, name, StreamConfiguration(ScalingPolicy.fixed(segments)))
+
+
+async def _read_all(manager: StreamManager, stream: str) -> list[StreamEvent]:
+    end = await manager.tail_cut(SCOPE, stream)
+    async with manager.create_reader(SCOPE, stream, end=end) as reader:
+        return [event async for event in reader]
+
+
+def _check_exactly_once_in_order(events: list[StreamEvent], written: dict[str, int]) -> None:
+    """Every ``key:n`` for n < written[key] appears once, and each key's events come in n order."""
+    seen: dict[str, list[int]] = defaultdict(list)
+    for event in events:
+        key, number = event.data.decode().split(":")[:2]
+        seen[key].append(int(number))
+    assert set(seen) == set(written)
+    for key, numbers in seen.items():
+        assert numbers == list(range(written[key])), f"key {key}: {numbers[:20]}..."
+
+
+async def test_write_with_many_routing_keys_keeps_per_key_order(manager: StreamManager) -> None:
+    await _stream(manager, "keys", 4)
+    written: dict[str, int] = defaultdict(int)
+    async with await manager.create_writer(SCOPE, "keys") as writer:
+        acks = []
+        for i in range(2_000):
+            key = f"key-{i % 37}"
+            acks.append(await writer.write_event(f"{key}:{written[key]}".encode(), key))
+            written[key] += 1
+        await writer.flush()
+        assert all(a.done() and a.exception() is None for a in acks)
+        assert len(writer.current_segments()) == 4
+    events = await _read_all(manager, "keys")
+    assert len(events) == 2_000
+    _check_exactly_once_in_order(events, written)
+    # Routing is Pravega's: each event sits in the segment that owns its key's hash.
+    segments = {s.segment_id: s for s in await manager.current_segments(SCOPE, "keys")}
+    for event in events:
+        key = event.data.decode().partition(":")[0]
+        position = hash_to_range(key)
+        assert segments[event.segment_id].key_start <= position <= segments[event.segment_id].key_end
+
+
+async def test_write_across_a_scale_loses_and_duplicates_nothing(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    await _stream(manager, "scaling", 2)
+    original = await manager.current_segments(SCOPE, "scaling")
+    written: dict[str, int] = defaultdict(int)
+    writer = await manager.create_writer(SCOPE, "scaling")
+    scaled = asyncio.Event()
+
+    async def scale_midway() -> None:
+        await asyncio.sleep(0.02)
+        upper = original[1]  # [0.5, 1.0) -> [0.5, 0.75) + [0.75, 1.0)
+        await controller.scale(SCOPE, "scaling", [upper.segment_id], [(0.5, 0.75), (0.75, 1.0)])
+        scaled.set()
+
+    scaler = asyncio.create_task(scale_midway())
+    i = 0
+    while not scaled.is_set() or i < 6_000:
+        key = f"k{i % 23}"
+        await writer.write_event(f"{key}:{written[key]}".encode(), key)
+        written[key] += 1
+        i += 1
+        if i % 25 == 0:
+            await asyncio.sleep(0)  # let the scale and the acks in
+    await scaler
+    await writer.flush()
+    assert writer.scales_followed == 1
+    current = {s.segment_id for s in writer.current_segments()}
+    assert original[0].segment_id in current and original[1].segment_id not in current
+    assert len(current) == 3
+    await writer.close()
+
+    events = await _read_all(manager, "scaling")
+    assert len(events) == sum(written.values())
+    _check_exactly_once_in_order(events, written)
+    after = {e.segment_id for e in events} - {s.segment_id for s in original}
+    assert len(after) == 2  # both successors got events
+
+
+async def test_write_across_two_scales_with_pending_events_resends_them(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    await _stream(manager, "twice", 1)
+    [only] = await manager.current_segments(SCOPE, "twice")
+    writer = await manager.create_writer(SCOPE, "twice")
+    written: dict[str, int] = defaultdict(int)
+    # Queue events without letting the loop run, so they are unacknowledged when the segment is sealed.
+    for i in range(300):
+        key = f"k{i % 5}"
+        await writer.write_event(f"{key}:{written[key]}".encode(), key)
+        written[key] += 1
+    halves = await controller.scale(SCOPE, "twice", [only.segment_id], [(0.0, 0.5), (0.5, 1.0)])
+    await controller.scale(SCOPE, "twice", [halves[0].segment_id], [(0.0, 0.25), (0.25, 0.5)])
+    for i in range(300):
+        key = f"k{i % 5}"
+        await writer.write_event(f"{key}:{written[key]}".encode(), key)
+        written[key] += 1
+    await writer.flush()
+    assert writer.scales_followed >= 2
+    await writer.close()
+    events = await _read_all(manager, "twice")
+    assert len(events) == 600
+    _check_exactly_once_in_order(events, written)
+
+
+async def test_write_across_a_scale_with_lost_acks_resends_only_what_was_not_stored(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    """A failure reply may overtake acknowledgements: what the sealed segment stored is not resent."""
+    await _stream(manager, "lostacks", 1)
+    [only] = await manager.current_segments(SCOPE, "lostacks")
+    writer = await manager.create_writer(SCOPE, "lostacks")
+    await (await writer.write_event(b"k:0", "k"))
+    [sink] = writer._sinks.values()
+    session = sink.writer
+    real = session._on_session_reply
+
+    def lose_acks(reply: object) -> bool:
+        return isinstance(reply, DataAppended) or real(reply)
+
+    # Fault injection around the real session: acknowledgements from here on are lost on the way.
+    session._on_session_reply = lose_acks  # type: ignore[method-assign]
+    stored = [await writer.write_event(f"k:{n}".encode(), "k") for n in range(1, 10)]
+    await asyncio.sleep(0.1)  # stored by the segment store, never acknowledged to the session
+    assert not any(f.done() for f in stored)
+    await controller.scale(SCOPE, "lostacks", [only.segment_id], [(0.0, 1.0)])
+    # A whole block goes out at once, even with earlier appends unacknowledged; it meets the seal.
+    last = await writer.write_event(b"k:10:" + bytes(70_000), "k")
+    await writer.flush()
+    assert last.done() and all(f.done() for f in stored)
+    assert writer.events_resent == 1  # only k:10; k:1..k:9 are confirmed by the writer attribute
+    await writer.close()
+    events = await _read_all(manager, "lostacks")
+    _check_exactly_once_in_order(events, {"k": 11})
+
+
+async def test_write_to_sealed_stream_fails_with_stream_sealed(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    await _stream(manager, "sealed", 2)
+    writer = await manager.create_writer(SCOPE, "sealed")
+    await (await writer.write_event(b"before", "a"))
+    await manager.seal_stream(SCOPE, "sealed")
+    with pytest.raises(StreamSealedError):
+        await (await writer.write_event(b"after", "a"))
+    with pytest.raises(StreamSealedError):
+        await writer.write_event(b"again", "b")
+    with pytest.raises(StreamSealedError):
+        await writer.close()
+    with pytest.raises(StreamSealedError):
+        await manager.create_writer(SCOPE, "sealed")
+
+
+async def test_write_after_the_segments_vanish_fails_with_stream_not_found(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    await _stream(manager, "vanish", 1)
+    [segment] = await manager.current_segments(SCOPE, "vanish")
+    writer = await manager.create_writer(SCOPE, "vanish")
+    await (await writer.write_event(b"kept", "k"))
+    await controller.client.delete_segment(qualified_segment_name(SCOPE, "vanish", segment.segment_id))
+    with pytest.raises(StreamNotFoundError):
+        await (await writer.write_event(b"lost", "k"))
+    with pytest.raises(StreamNotFoundError):
+        await writer.write_event(b"again", "k")
+    assert isinstance(writer.failure, StreamNotFoundError)
+
+
+async def test_create_writer_on_missing_stream_raises(manager: StreamManager) -> None:
+    await manager.create_scope(SCOPE)
+    with pytest.raises(StreamNotFoundError):
+        await manager.create_writer(SCOPE, "missing")
+
+
+async def test_write_with_small_window_applies_backpressure(manager: StreamManager) -> None:
+    await _stream(manager, "window", 1)
+    window = 4 * 1024
+    config = EventWriterConfig(segment_writer=WriterConfig(max_block_bytes=1024, max_unacked_bytes=window))
+    writer = await manager.create_writer(SCOPE, "window", config)
+    [segment] = writer.current_segments()
+    name = qualified_segment_name(SCOPE, "window", segment.segment_id)
+    peak = 0
+    for i in range(400):
+        await writer.write_event(bytes(100) + str(i).encode(), "k")
+        sessions = [s for s in writer._sinks.values() if s.name == name]
+        peak = max(peak, sessions[0].writer.unacked_bytes)
+    await writer.close()
+    assert 0 < peak <= window
+    info = await manager.segment_info(SCOPE, "window", segment.segment_id)
+    assert info.write_offset == sum(8 + 100 + len(str(i)) for i in range(400))
+
+
+async def test_writer_id_is_shared_and_server_deduplicates_a_reused_writer(manager: StreamManager) -> None:
+    await _stream(manager, "dedup", 1)
+    writer = await manager.create_writer(SCOPE, "dedup")
+    await (await writer.write_event(b"one", "k"))
+    await writer.close()
+    # A second writer with the same id continues after the stored event numbers (no clash, no loss).
+    again = await manager.create_writer(SCOPE, "dedup", writer_id=writer.writer_id)
+    await (await again.write_event(b"two", "k"))
+    await again.close()
+    events = await _read_all(manager, "dedup")
+    assert [e.data for e in events] == [b"one", b"two"]
+
+
+async def test_writer_controller_retry_config_is_used(manager: StreamManager, controller: FakeController) -> None:
+    await _stream(manager, "flaky", 1)
+    failures = [2]
+    real = controller.get_current_segments
+
+    async def flaky(scope: str, stream: str):  # type: ignore[no-untyped-def]
+        if failures[0]:
+            failures[0] -= 1
+            from controller_client.errors import ControllerUnavailableError
+
+            raise ControllerUnavailableError("down")
+        return await real(scope, stream)
+
+    controller.get_current_segments = flaky  # type: ignore[method-assign]
+    config = EventWriterConfig(controller_retry=RetryPolicy(max_attempts=3, initial_delay_ms=1, max_delay_ms=1))
+    writer = await manager.create_writer(SCOPE, "flaky", config)
+    assert failures == [0]
+    await writer.close()
+    assert isinstance(await manager.head_cut(SCOPE, "flaky"), StreamCut)
