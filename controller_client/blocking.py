@@ -40,25 +40,14 @@ from controller_client.stream_manager import StreamManager, StreamManagerConfig
 from controller_client.stream_reader import StreamEvent, StreamReader, StreamReaderConfig
 from controller_client.txn_writer import Transaction, TransactionalEventStreamWriter, TxnWriterConfig
 from segment_store.client import SegmentStatus
-from segment_store.client.sync import _LoopThread
+from segment_store.client.sync import _LoopThread, relay_result
 
 ControllerFactory = Callable[[], Coroutine[Any, Any, ControllerApi]]
 
 
-def _relay(source: asyncio.Future[None], target: concurrent.futures.Future[None]) -> None:
-    if target.done():
-        return
-    if source.cancelled():
-        target.cancel()
-    elif (error := source.exception()) is not None:
-        target.set_exception(error)
-    else:
-        target.set_result(None)
-
-
 async def _forward(write: Awaitable[asyncio.Future[None]], ack: concurrent.futures.Future[None]) -> None:
     future = await write
-    future.add_done_callback(lambda f: _relay(f, ack))
+    future.add_done_callback(lambda f: relay_result(f, ack))
 
 
 class BlockingEventStreamWriter:

@@ -87,7 +87,8 @@ class ControllerClientConfig:
 
 @dataclass(frozen=True, slots=True)
 class ScaleStarted:
-    """A scale the controller accepted: it completes in ``epoch``, creating ``new_segments``."""
+    """A scale the controller accepted: ``epoch`` is the epoch being scaled (pass it to ``check_scale``, as
+    Pravega's clients do); the scale creates ``new_segments`` in the epoch after it."""
 
     epoch: int
     new_segments: tuple[SegmentRange, ...]

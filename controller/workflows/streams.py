@@ -117,13 +117,14 @@ class StreamWorkflows:
     async def submit_scale(
         self, scope: str, stream: str, sealed: list[int], new_ranges: list[tuple[float, float]], time_ms: int
     ) -> tuple[list[SegmentRange], int]:
-        """Record a scale (validated); returns the new segments and the epoch they will form. The work
-        runs in :meth:`run_scale` (callers start it in the background: ``scale`` answers STARTED)."""
+        """Record a scale (validated); returns the new segments and the epoch being scaled (what
+        ``checkScale`` takes, as in Pravega). The work runs in :meth:`run_scale` (callers start it in the
+        background: ``scale`` answers STARTED)."""
         with from_metadata(scope, stream):
             await self._require_open(scope, stream)
             transition, _ = await self._store.submit_scale(scope, stream, sealed, new_ranges, time_ms)
         segments = [SegmentRange(sid, start, end) for sid, start, end in transition.new_segments]
-        return segments, transition.new_epoch
+        return segments, transition.active_epoch
 
     async def run_scale(self, scope: str, stream: str, *, manual: bool = True) -> EpochRecord | None:
         """Carry out the submitted scale (or finish one left midway); None if there was none."""

@@ -68,7 +68,8 @@ class _LoopThread:
         self.loop.close()
 
 
-def _relay(source: asyncio.Future[None], target: concurrent.futures.Future[None]) -> None:
+def relay_result(source: asyncio.Future[None], target: concurrent.futures.Future[None]) -> None:
+    """Complete ``target`` (a thread future) as ``source`` (a loop future) completed; no-op if already done."""
     if target.done():
         return
     if source.cancelled():
@@ -102,7 +103,7 @@ class BlockingWriter:
 
     async def _queue(self, payloads: Sequence[Buffer], ack: concurrent.futures.Future[None]) -> None:
         future = await (self.writer.write(payloads[0]) if len(payloads) == 1 else self.writer.write_many(payloads))
-        future.add_done_callback(lambda f: _relay(f, ack))
+        future.add_done_callback(lambda f: relay_result(f, ack))
 
     def write(self, payload: Buffer) -> concurrent.futures.Future[None]:
         """Queue one event (blocking while the window is full); the future completes when it is stored."""

@@ -86,7 +86,7 @@ async def test_scale_splits_a_segment_seals_it_and_links_successors(env: Control
     await write_events(env.client, name("st", 0), [b"before-1", b"before-2"])
 
     new, epoch = await core.scale("s", "st", [0], [(0.0, 0.25), (0.25, 0.5)], 0)
-    assert epoch == 1 and [s.segment_id for s in new] == [segment_id(2, 1), segment_id(3, 1)]
+    assert epoch == 0 and [s.segment_id for s in new] == [segment_id(2, 1), segment_id(3, 1)]
     await core.streams.run_scale("s", "st")
 
     assert (await env.client.get_segment_info(name("st", 0))).sealed

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from official_client import assert_each_key_in_order, official_read
 from standalone_process import StandaloneProcess
 
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
@@ -40,29 +41,7 @@ def _events(count: int) -> list[tuple[str, str]]:
 
 def _assert_per_key_order(events: list[str], expected: list[tuple[str, str]]) -> None:
     assert sorted(events) == sorted(e for e, _ in expected)  # each exactly once
-    last: dict[str, int] = {}
-    for event in events:
-        key, seq = event.split(":")
-        assert int(seq) == last.get(key, -1) + 1, f"{key}: {seq} after {last.get(key)}"
-        last[key] = int(seq)
-
-
-def _official_read(uri: str, scope: str, stream: str, group: str, count: int) -> list[str]:
-    manager = pravega_client.StreamManager(uri)
-    reader = manager.create_reader_group(group, scope, stream).create_reader("r")
-    events: list[str] = []
-
-    async def consume() -> None:
-        while len(events) < count:
-            segment_slice = await reader.get_segment_slice_async()
-            events.extend(e.data().decode() for e in segment_slice)
-            reader.release_segment(segment_slice)
-
-    try:
-        asyncio.run(asyncio.wait_for(consume(), 60))
-    finally:
-        reader.reader_offline()
-    return events
+    assert_each_key_in_order(events)
 
 
 async def test_our_writer_across_a_scale_is_read_by_the_official_client(
@@ -78,12 +57,14 @@ async def test_our_writer_across_a_scale_is_read_by_the_official_client(
                 segments = await manager.current_segments("ours", "st")
                 first = segments[0]
                 middle = (first.key_start + first.key_end) / 2
-                await manager.controller.scale(
+                started = await manager.controller.scale(
                     "ours", "st", [first.segment_id], [(first.key_start, middle), (middle, first.key_end)], 0
                 )
+                while not await manager.controller.check_scale("ours", "st", started.epoch):
+                    await asyncio.sleep(0.01)  # the next writes to that range meet the sealed segment
     assert len(await manager.current_segments("ours", "st")) == 3
 
-    events = await asyncio.to_thread(_official_read, standalone.controller_uri, "ours", "st", "g1", len(expected))
+    events = await asyncio.to_thread(official_read, standalone.controller_uri, "ours", "st", "g1", len(expected))
     _assert_per_key_order(events, expected)
 
 
@@ -120,5 +101,5 @@ async def test_our_transaction_is_visible_to_the_official_reader_once_committed(
     await aborted.abort()
     await committed.commit()
     await txn_writer.close()
-    events = await asyncio.to_thread(_official_read, standalone.controller_uri, "txn", "st", "g2", 100)
+    events = await asyncio.to_thread(official_read, standalone.controller_uri, "txn", "st", "g2", 100)
     assert sorted(events) == sorted(f"c{i}" for i in range(100))

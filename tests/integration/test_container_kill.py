@@ -45,8 +45,9 @@ CONFIG = ContainerConfig(
         checkpoint_commit_count=100,
         checkpoint_total_commit_length_bytes=512 * 1024,
     ),
-    writer=WriterConfig(flush_threshold_bytes=96 * 1024, flush_max_age_s=0.05, retry_min_delay_s=0.01,
-                        retry_max_delay_s=0.1),
+    writer=WriterConfig(
+        flush_threshold_bytes=96 * 1024, flush_max_age_s=0.05, retry_min_delay_s=0.01, retry_max_delay_s=0.1
+    ),
 )
 
 
@@ -105,7 +106,10 @@ async def test_kill_9_under_load_loses_no_acknowledged_append(zk_chroot: str, tm
         with open(err_file, "wb") as err:
             child = subprocess.Popen(
                 [sys.executable, __file__, zk_chroot, str(tmp_path), str(run), str(ack_file)],
-                stdout=subprocess.DEVNULL, stderr=err, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                cwd=REPO_ROOT,
+                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
             )
         try:
             deadline = time.monotonic() + 60

@@ -5,12 +5,12 @@ seal and delete."""
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from official_client import assert_each_key_in_order, official_read
 from standalone_process import StandaloneProcess
 
 pravega_client = pytest.importorskip("pravega_client")
@@ -32,28 +32,6 @@ def _event(key: int, seq: int) -> str:
     return f"k{key:04d}:{seq:07d}"
 
 
-def _read_all(
-    manager: object, scope: str, stream: str, group: str, expected: int, timeout_s: float = 120.0
-) -> list[str]:
-    """Read ``expected`` events through a reader group with one reader; returns them in read order."""
-    reader_group = manager.create_reader_group(group, scope, stream)  # type: ignore[attr-defined]
-    reader = reader_group.create_reader("reader-1")
-    events: list[str] = []
-
-    async def consume() -> None:
-        while len(events) < expected:
-            segment_slice = await asyncio.wait_for(reader.get_segment_slice_async(), timeout_s)
-            for event in segment_slice:
-                events.append(event.data().decode())
-            reader.release_segment(segment_slice)
-
-    try:
-        asyncio.run(asyncio.wait_for(consume(), timeout_s))
-    finally:
-        reader.reader_offline()
-    return events
-
-
 def test_write_and_read_100k_events_over_many_routing_keys(standalone: StandaloneProcess) -> None:
     manager = pravega_client.StreamManager(standalone.controller_uri)
     assert manager.create_scope("interop")
@@ -66,15 +44,11 @@ def test_write_and_read_100k_events_over_many_routing_keys(standalone: Standalon
         sequence[key] += 1
     writer.flush()
 
-    events = _read_all(manager, "interop", "events", "group-1", EVENTS)
+    events = official_read(standalone.controller_uri, "interop", "events", "group-1", EVENTS, 120)
 
     assert len(events) == EVENTS
     assert len(set(events)) == EVENTS  # nothing twice
-    last: dict[str, int] = {}
-    for text in events:  # each routing key in order
-        key, seq = text.split(":")
-        assert int(seq) == last.get(key, -1) + 1, f"{key}: {seq} after {last.get(key)}"
-        last[key] = int(seq)
+    assert_each_key_in_order(events)
 
 
 def test_committed_transaction_is_visible_and_aborted_is_not(standalone: StandaloneProcess) -> None:
@@ -97,7 +71,7 @@ def test_committed_transaction_is_visible_and_aborted_is_not(standalone: Standal
     plain.write_event("after", "key-0")
     plain.flush()
 
-    events = _read_all(manager, "interop-txn", "orders", "txn-group", 101)
+    events = official_read(standalone.controller_uri, "interop-txn", "orders", "txn-group", 101)
     assert sorted(events) == sorted([f"committed-{i}" for i in range(100)] + ["after"])
 
 

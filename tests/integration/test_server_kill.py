@@ -45,9 +45,24 @@ SEGMENTS = [f"killtest/stream/{i}.#epoch.0" for i in range(3)]
 
 def start_server(data_dir: Path, zookeeper: str, port: int) -> subprocess.Popen[str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "segment_store.cli", "segmentstore", "--data-dir", str(data_dir), "--zookeeper",
-         zookeeper, "--port", str(port), "--log-level", "warning"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO_ROOT,
+        [
+            sys.executable,
+            "-m",
+            "segment_store.cli",
+            "segmentstore",
+            "--data-dir",
+            str(data_dir),
+            "--zookeeper",
+            zookeeper,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
     assert process.stdout is not None

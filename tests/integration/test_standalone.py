@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 from pathlib import Path
 
 import pytest
+from official_client import official_read
 from standalone_process import StandaloneProcess
 
 pravega_client = pytest.importorskip("pravega_client")
@@ -26,24 +26,6 @@ def _write(uri: str, scope: str, stream: str, events: list[str]) -> None:
     writer.flush()
 
 
-def _read(uri: str, scope: str, stream: str, group: str, count: int) -> list[str]:
-    manager = pravega_client.StreamManager(uri)
-    reader = manager.create_reader_group(group, scope, stream).create_reader("r")
-    events: list[str] = []
-
-    async def consume() -> None:
-        while len(events) < count:
-            segment_slice = await reader.get_segment_slice_async()
-            events.extend(e.data().decode() for e in segment_slice)
-            reader.release_segment(segment_slice)
-
-    try:
-        asyncio.run(asyncio.wait_for(consume(), 60))
-    finally:
-        reader.reader_offline()
-    return events
-
-
 def test_restart_after_sigterm_finds_every_stream_and_event(tmp_path: Path) -> None:
     events = [f"event-{i}" for i in range(2000)]
     first = StandaloneProcess(tmp_path).start()
@@ -56,7 +38,8 @@ def test_restart_after_sigterm_finds_every_stream_and_event(tmp_path: Path) -> N
     second = StandaloneProcess(tmp_path)
     second.controller_port, second.segmentstore_port = first.controller_port, first.segmentstore_port
     with second:
-        assert sorted(_read(second.controller_uri, "keep", "st", "after-restart", len(events))) == sorted(events)
+        events_read = official_read(second.controller_uri, "keep", "st", "after-restart", len(events))
+        assert sorted(events_read) == sorted(events)
 
 
 def test_restart_after_kill_9_loses_no_acknowledged_event(tmp_path: Path) -> None:
@@ -70,4 +53,5 @@ def test_restart_after_kill_9_loses_no_acknowledged_event(tmp_path: Path) -> Non
 
     second = StandaloneProcess(tmp_path)
     with second:
-        assert sorted(_read(second.controller_uri, "crash", "st", "after-crash", len(events))) == sorted(events)
+        events_read = official_read(second.controller_uri, "crash", "st", "after-crash", len(events))
+        assert sorted(events_read) == sorted(events)
