@@ -13,6 +13,15 @@ Appends are submitted to their containers strictly in arrival order (one pump pe
 so one writer's appends reach the durable log in order. A writer's first failure is answered
 once (``SegmentIsSealed``, ``NoSuchSegment``, ``WrongHost``, ...); its later pipelined appends
 fail silently until it sets up again.
+
+Replies of one session (writer and segment) go out in the order of its appends, as Pravega's
+protocol requires: an ack for event *n* precedes any reply about a later event. Some failures are
+known at once (a sealed or missing segment, a wrong host, a bad offset, an offline container) while
+earlier appends still wait for Tier-1; a client that saw ``SegmentIsSealed`` first would take those
+stored events for lost and write them again elsewhere. So each append takes a turn in its session
+when the pump handles it, and its reply (an ack, a failure, or nothing) is sent only once every
+earlier turn's reply is; the pipeline itself is not held up. "First failure" means first in append
+order.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
@@ -49,11 +58,19 @@ from segment_store.server.replies import error_reply
 log = logging.getLogger(__name__)
 
 
+@dataclass(slots=True, eq=False)
+class _Turn:
+    """An append's place in its session's reply order; ``reply`` is set once its outcome is known."""
+
+    reply: Callable[[], None] | None = None
+
+
 @dataclass(slots=True)
 class WriterState:
     last_submitted: int  # event number of the latest append handed to the container
     last_acked: int
-    failed: bool = False
+    failed: bool = False  # a failure was answered (in append order); later ones stay silent
+    turns: deque[_Turn] = field(default_factory=deque)  # appends not answered yet, in append order
 
 
 class ConnectionAppends:
@@ -105,7 +122,12 @@ class ConnectionAppends:
                 await container.wait_for_room()
             except Exception as exc:
                 self._queue.popleft()
-                self._failed(append, self._writers.get((append.segment, append.writer_id)), exc)
+                state = self._writers.get((append.segment, append.writer_id))
+                if state is None:  # no session: nothing to keep the reply in order with
+                    self._bytes_changed(-len(append.data))
+                    self._reply_error(exc, append.request_id, append.segment, append.event_number)
+                else:
+                    self._failed(append, state, self._turn(state), state.last_submitted, exc)
                 continue
             self._queue.popleft()
             self._submit(container, append)
@@ -120,6 +142,7 @@ class ConnectionAppends:
             self._duplicate(container, append, state)
             return
         state.last_submitted = append.event_number
+        turn = self._turn(state)
         updates = (
             AttributeUpdate(append.writer_id.int, AttributeUpdateType.REPLACE_IF_EQUALS, append.event_number, previous),
             AttributeUpdate(EVENT_COUNT, AttributeUpdateType.ACCUMULATE, append.event_count),
@@ -127,21 +150,46 @@ class ConnectionAppends:
         try:
             future = container.submit_append(append.segment, append.data, updates, append.expected_offset)
         except Exception as exc:
-            self._failed(append, state, exc)
+            self._failed(append, state, turn, previous, exc)
             return
-        future.add_done_callback(lambda f: self._completed(append, state, f))
+        future.add_done_callback(lambda f: self._completed(append, state, turn, previous, f))
+
+    @staticmethod
+    def _turn(state: WriterState) -> _Turn:
+        turn = _Turn()
+        state.turns.append(turn)
+        return turn
+
+    @staticmethod
+    def _answer(state: WriterState, turn: _Turn, reply: Callable[[], None]) -> None:
+        """Set ``turn``'s reply, then send the session's replies whose earlier turns are all answered."""
+        turn.reply = reply
+        turns = state.turns
+        while turns and (ready := turns[0].reply) is not None:
+            turns.popleft()
+            ready()
 
     def _duplicate(self, container: SegmentContainer, append: Append, state: WriterState) -> None:
         """A resent append: equal to the last stored event number means the segment has it (acknowledge,
         store nothing); lower means the writer went backwards (``InvalidEventNumber``, close)."""
         self._bytes_changed(-len(append.data))
+        turn = self._turn(state)
         if append.event_number < state.last_submitted or append.is_conditional:
-            self._failed_duplicate(append)
+            self._answer(state, turn, lambda: self._failed_duplicate(append))
+            return
+        self._answer(state, turn, lambda: self._acknowledge_duplicate(container, append, state))
+
+    def _acknowledge_duplicate(self, container: SegmentContainer, append: Append, state: WriterState) -> None:
+        """In turn: the earlier append with this number was acknowledged (now or before a new setup), or
+        it failed and the segment does not have the events (the writer was told, or is told now)."""
+        if state.last_acked < append.event_number:
+            if not state.failed:
+                state.failed = True
+                self._failed_duplicate(append)
             return
         length = container.metadata.get_by_name(append.segment)
         end = length.length if length is not None else -1
         self._send(DataAppended(append.writer_id, append.event_number, state.last_acked, append.request_id, end))
-        state.last_acked = max(state.last_acked, append.event_number)
 
     def _failed_duplicate(self, append: Append) -> None:
         log.warning("writer %s on %s: event number %s is below the stored one; closing",
@@ -149,31 +197,40 @@ class ConnectionAppends:
         self._send(InvalidEventNumber(append.writer_id, append.request_id, "", append.event_number))
         self._close()
 
-    def _completed(self, append: Append, state: WriterState, future: asyncio.Future[AppendOperation]) -> None:
+    def _completed(
+        self, append: Append, state: WriterState, turn: _Turn, previous: int, future: asyncio.Future[AppendOperation]
+    ) -> None:
         if future.cancelled():
-            self._failed(append, state, asyncio.CancelledError())
+            self._failed(append, state, turn, previous, asyncio.CancelledError())
             return
         exc = future.exception()
         if exc is not None:
-            self._failed(append, state, exc)
+            self._failed(append, state, turn, previous, exc)
             return
         self._bytes_changed(-len(append.data))
-        op = future.result()
+        end = future.result().offset + len(append.data)
+        self._answer(state, turn, lambda: self._acknowledge(append, state, end))
+
+    def _acknowledge(self, append: Append, state: WriterState, end: int) -> None:
         if state.last_acked < append.event_number:
-            end = op.offset + len(append.data)
             self._send(DataAppended(append.writer_id, append.event_number, state.last_acked, append.request_id, end))
             state.last_acked = append.event_number
 
-    def _failed(self, append: Append, state: WriterState | None, exc: BaseException) -> None:
+    def _failed(self, append: Append, state: WriterState, turn: _Turn, previous: int, exc: BaseException) -> None:
+        """``append`` was not stored; ``previous`` is the event number the session had submitted before it."""
         self._bytes_changed(-len(append.data))
-        if state is not None and append.is_conditional and isinstance(exc, BadOffsetError):
-            state.last_submitted = state.last_acked  # nothing stored: the chain continues from the last ack
-            self._send(ConditionalCheckFailed(append.writer_id, append.event_number, append.request_id))
+        if append.is_conditional and isinstance(exc, BadOffsetError):
+            if state.last_submitted == append.event_number:
+                state.last_submitted = previous  # nothing stored: the chain continues from the append before
+            reply = ConditionalCheckFailed(append.writer_id, append.event_number, append.request_id)
+            self._answer(state, turn, lambda: self._send(reply))
             return
-        if state is not None:
-            if state.failed:
-                return  # the writer was told already; later pipelined appends fail with it
-            state.failed = True
+        self._answer(state, turn, lambda: self._refused(append, state, exc))
+
+    def _refused(self, append: Append, state: WriterState, exc: BaseException) -> None:
+        if state.failed:
+            return  # the writer was told already; later pipelined appends fail with it
+        state.failed = True
         if isinstance(exc, BadAttributeUpdateError):
             self._failed_duplicate(append)
             return
