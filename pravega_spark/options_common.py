@@ -1,0 +1,103 @@
+"""Option parsing shared by the ``segstore`` reader and writer: one place for the rules users see.
+
+Spark options are case-insensitive strings. :class:`Options` looks them up case-insensitively, accepts
+the Pravega Spark connector's names as aliases (so its users can move over), and every error is a
+:class:`SegstoreOptionError` (a ``ValueError``) whose message starts with the option's name as the user
+would write it, e.g. ``option 'maxBytesPerTrigger': must be a positive integer, got 'x'``.
+Unknown options are ignored, as Spark's own sources do (Spark passes its own options through).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
+
+DEFAULT_CONTROLLER = "tcp://127.0.0.1:9090"
+
+
+class SegstoreOptionError(ValueError):
+    """An option is missing or invalid; the message names it."""
+
+    def __init__(self, option: str, problem: str) -> None:
+        super().__init__(f"option '{option}': {problem}")
+        self.option = option
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Case-insensitive view of Spark's option map, with aliases."""
+
+    values: Mapping[str, str]
+
+    @classmethod
+    def of(cls, options: Mapping[str, str]) -> Options:
+        return cls({str(k).lower(): str(v) for k, v in options.items()})
+
+    def raw(self, name: str, aliases: Iterable[str] = ()) -> str | None:
+        """The value of ``name`` or of its first alias given; an empty string counts as given."""
+        for key in (name, *aliases):
+            value = self.values.get(key.lower())
+            if value is not None:
+                return value
+        return None
+
+    def required(self, name: str, aliases: Iterable[str] = ()) -> str:
+        value = self.raw(name, aliases)
+        if value is None or not value.strip():
+            raise SegstoreOptionError(name, "is required")
+        return value.strip()
+
+    def string(self, name: str, default: str, aliases: Iterable[str] = ()) -> str:
+        value = self.raw(name, aliases)
+        return default if value is None or not value.strip() else value.strip()
+
+    def integer(self, name: str, default: int | None, aliases: Iterable[str] = (), minimum: int = 1) -> int | None:
+        value = self.raw(name, aliases)
+        if value is None or not value.strip():
+            return default
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise SegstoreOptionError(name, f"must be an integer >= {minimum}, got {value!r}") from None
+        if number < minimum:
+            raise SegstoreOptionError(name, f"must be an integer >= {minimum}, got {value!r}")
+        return number
+
+    def boolean(self, name: str, default: bool, aliases: Iterable[str] = ()) -> bool:
+        value = self.raw(name, aliases)
+        if value is None or not value.strip():
+            return default
+        text = value.strip().lower()
+        if text in ("true", "1", "yes"):
+            return True
+        if text in ("false", "0", "no"):
+            return False
+        raise SegstoreOptionError(name, f"must be true or false, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTarget:
+    """Where to read or write: the controller and the stream."""
+
+    controller: str
+    scope: str
+    stream: str
+
+    @classmethod
+    def parse(cls, options: Options) -> StreamTarget:
+        controller = options.string("controller", DEFAULT_CONTROLLER)
+        if not controller.startswith(("tcp://", "tls://")) and "://" in controller:
+            raise SegstoreOptionError("controller", f"must be tcp://host:port, got {controller!r}")
+        scope = options.required("scope")
+        stream = options.required("stream")
+        try:
+            validate_scope_name(scope)
+        except InvalidModelError as error:
+            raise SegstoreOptionError("scope", str(error)) from None
+        try:
+            validate_stream_name(stream)
+        except InvalidModelError as error:
+            raise SegstoreOptionError("stream", str(error)) from None
+        return cls(controller, scope, stream)
