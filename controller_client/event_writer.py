@@ -3,8 +3,9 @@
 :class:`EventStreamWriter` routes each event by its routing key (:mod:`controller_client.routing`) to one of
 the stream's current segments and writes it through that segment's
 :class:`~segment_store.client.writer.SegmentWriter` (batching, window, acks, resend after reconnect are the
-segment writer's). All segment sessions share the writer's one writer id, so the segment stores deduplicate
-whatever a session resends.
+segment writer's). Each segment session's writer id is derived from the writer's id and the segment
+(:func:`session_writer_id`), so the segment stores deduplicate whatever a session resends, and any number
+of segments can share a connection.
 
 Invariants:
 
@@ -94,6 +95,14 @@ class _Sink:
     last_ack: asyncio.Future[None] | None = None
     replaced: bool = False
     replacing: bool = False
+
+
+def session_writer_id(writer_id: uuid.UUID, segment: str) -> uuid.UUID:
+    """The writer id of one segment session of a stream writer: derived from the stream writer's id and the
+    segment name, so it is stable (a restarted writer with the same id resumes its sessions) and distinct
+    per segment. Distinct it must be: an append block names a writer id, not a segment, so one connection
+    carries one session per writer id (Pravega's clients also use one writer id per segment)."""
+    return uuid.uuid5(writer_id, segment)
 
 
 class EventStreamWriter:
@@ -239,7 +248,7 @@ class EventStreamWriter:
         sink = self._sinks.get(segment.segment_id)
         if sink is None:
             name = qualified_segment_name(self.scope, self.stream, segment.segment_id)
-            writer = self._client.writer(name, self.writer_id, self.config.segment_writer)
+            writer = self._client.writer(name, session_writer_id(self.writer_id, name), self.config.segment_writer)
             sink = self._sinks[segment.segment_id] = _Sink(segment, name, writer)
         return sink
 
@@ -327,7 +336,7 @@ class EventStreamWriter:
                 if not info.exists:
                     return None
                 if info.sealed:
-                    value = await self._client.get_segment_attribute(sink.name, self.writer_id)
+                    value = await self._client.get_segment_attribute(sink.name, sink.writer.writer_id)
                     return -1 if value is None else value
             except NoSuchSegmentError:
                 return None

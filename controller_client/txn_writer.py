@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from controller_client.event_writer import session_writer_id
 from controller_client.model import SegmentRange, TxnState, qualified_segment_name, transaction_segment_name
 from controller_client.ports import ControllerApi
 from controller_client.routing import KeyHasher, SegmentMap
@@ -104,8 +105,9 @@ class Transaction:
             self._check_open()
             writer = self._writers.get(segment.segment_id)
             if writer is None:
+                name = self.segment_name(segment)
                 writer = self._owner.client.writer(
-                    self.segment_name(segment), self._owner.writer_id, self._owner.config.segment_writer
+                    name, session_writer_id(self._owner.writer_id, name), self._owner.config.segment_writer
                 )
                 self._writers[segment.segment_id] = writer
             return await writer.write(event)

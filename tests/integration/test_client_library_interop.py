@@ -103,3 +103,16 @@ async def test_our_transaction_is_visible_to_the_official_reader_once_committed(
     await txn_writer.close()
     events = await asyncio.to_thread(official_read, standalone.controller_uri, "txn", "st", "g2", 100)
     assert sorted(events) == sorted(f"c{i}" for i in range(100))
+
+
+async def test_our_writer_over_more_segments_than_pooled_connections(manager: StreamManager) -> None:
+    """Many segment sessions share each pooled connection: every session has its own writer id."""
+    await manager.create_scope("wide")
+    await manager.create_stream("wide", "st", StreamConfiguration(ScalingPolicy.fixed(16)))
+    expected = _events(5000)
+    async with await manager.create_writer("wide", "st") as writer:
+        await writer.write_events([(event.encode(), key) for event, key in expected])
+    end = await manager.tail_cut("wide", "st")
+    async with manager.create_reader("wide", "st", end=end) as reader:
+        events = [bytes(e.data).decode() async for e in reader]
+    _assert_per_key_order(events, expected)

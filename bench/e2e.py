@@ -1,0 +1,748 @@
+"""End-to-end benchmark: event writers through the controller against ``segstore standalone``.
+
+The system under test is ``segstore standalone`` started as a child process (its controller in that
+process, the segment store and ZooKeeper as its children; file Tier-1 with fsync, filesystem Tier-2)
+on a temporary data directory under ``--dir`` (a real disk; the script warns on tmpfs). It never runs
+in the bench's own process: the official client holds the GIL while it blocks. The bench is the
+client process. Events are 100 B (random bytes; the official client's ``write_event_async`` takes
+``str`` only, so its events are 100 random ASCII characters). MB = 10^6 bytes of event payload.
+
+Cases:
+
+1. ``official``: the official Pravega Python client (``pravega_client``, Rust underneath) on a stream
+   of 4 segments, 100 routing keys.
+
+   * throughput: ``write_event_bytes`` in a loop for ``--seconds``, then ``flush()``; events/s and MB/s
+     counted until ``flush`` returns. The writer is made with ``max_inflight_events`` =
+     ``--official-inflight`` (default 10,000). What was tried (100 B, 4 segments): ``write_event`` waits
+     for each event's ack when ``max_inflight_events`` is 0 (~300 events/s); with N in flight it waits
+     only for the oldest ack once N are outstanding, so throughput grows with N (100: ~5k/s, 1,000:
+     ~50k/s, 10,000: ~70-115k/s; 100,000: about the same, with more memory and a longer flush).
+     ``await write_event_async`` per event in an asyncio loop is far slower (a window of 1,000
+     futures: ~11k/s: every ack crosses from a tokio thread into the Python event loop), so it
+     serves the latency case only.
+   * latency: ``write_event_async`` futures in one asyncio loop with a bounded window (``--windows``,
+     default 1 and 100 outstanding): a new event is submitted as soon as the window has room; latency =
+     the time its future is seen done by the loop - the time it was submitted.
+
+2. ``ours``: this repo's client library (``controller_client``: ``StreamManager``, ``EventStreamWriter``).
+
+   * throughput over streams of 1, 10 and 100 fixed segments (``--segments``), 1,000 routing keys (every
+     segment gets traffic), ``await writer.write_event(payload, key)`` in a loop for ``--seconds`` (the
+     returned futures are not awaited), then ``flush()``; two producers:
+
+     - ``no yield``: the loop alone. ``write_event`` suspends only when a segment session's window
+       (``max_unacked_bytes``, 16 MiB) is full, and sessions send from the event loop, so events pile up
+       in memory and most of them go out during ``flush`` (``flush s``); with 100 segments the windows
+       add up to 1.6 GB and nothing is sent before ``flush``.
+     - ``yield every 1000`` (``--yield-every``): ``await asyncio.sleep(0)`` after every 1,000 events, as a
+       producer that awaits its own input would; sessions send while the producer runs.
+
+     Before the measured span one event per key is written and flushed, so every segment's append
+     session is set up. ``block B`` is the average append block (events with their 8 B headers) the
+     sessions sent. The issue requires that throughput does not fall as segments grow: when, for a
+     producer, the most segments make less than 80 % of the events/s of the fewest (or with
+     ``--profile``), the worse producer's largest case runs again for half the time with the client under
+     cProfile (which slows it several fold) and, with ``--py-spy PATH``, the segment store process sampled
+     by py-spy; the top functions are printed and kept in the JSON.
+   * latency: as for the official client (4 segments, 100 keys), with ``write_event`` futures.
+
+   The writer gives every segment session of one writer the same writer id, and a connection refuses a
+   second session of a writer id; the pool opens at most ``PoolConfig.max_connections_per_endpoint``
+   (default 4) connections per segment store, so with more segments than that the default
+   configuration fails ("already has a session on this connection"). The bench first tries the
+   default configuration; if it fails that way, the row says so (``default cfg``) and the case runs on a
+   fresh stream with ``max_connections_per_endpoint`` = the segment count (one connection per segment).
+
+3. Read-back: after every write case, the stream is read with our ``StreamReader`` from the head to
+   ``tail_cut`` and its events counted (and their sizes checked); a case whose count differs from the
+   number of acknowledged events fails the run. ``read ev/s`` is that reader's rate.
+
+``cpu cli`` / ``cpu ctl`` / ``cpu ss`` / ``ss loop`` / ``cpu zk`` / ``cpu other``: CPU seconds per wall
+second (1.0 = one core busy) of the bench process (all its threads: the official client's tokio
+threads too), the standalone process (controller), the segment store process, its main thread (the
+event loop), ZooKeeper's JVM, and everything else on the machine (a high value: the run was disturbed).
+Warnings and errors in the standalone's output and ``<data-dir>/segmentstore.log`` are counted and
+the first ones printed.
+
+    .venv/bin/python bench/e2e.py [--quick] [--seconds 10] [--latency-seconds 4] [--segments 1,10,100]
+                                  [--windows 1,100] [--yield-every 1000] [--official-inflight 10000]
+                                  [--only official,ours] [--profile] [--py-spy /path/to/py-spy]
+                                  [--dir /var/tmp] [--out PATH]
+
+The full run takes about 2.5 minutes on 2 cores, ``--quick`` about 50 s. Prints one table per case
+and writes JSON (default ``bench/results/e2e.json``; ``bench/results/`` is git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import functools
+import json
+import logging
+import os
+import platform
+import random
+import signal
+import string
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from benchlib import MB, filesystem_of, mb_per_s, percentile, table
+from profiles import cprofile_top, py_spy, pyspy_top
+
+from controller_client import ControllerClient, EventStreamWriter, ScalingPolicy, StreamConfiguration, StreamManager
+from controller_client.stream_manager import StreamManagerConfig
+from segment_store.client.config import ClientConfig, PoolConfig
+from segment_store.coordination.zookeeper_server import free_port
+
+EVENT_BYTES = 100
+FRAME_HEADER = 8
+SCOPE = "e2e"
+READY = "segstore standalone ready"
+FALL_RATIO = 0.8
+PROFILE_TOP = 12
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+
+
+# ---- the system under test: segstore standalone in a child process ----------------------------------------
+def _stat(path: str) -> list[str]:
+    """Fields 3.. of ``/proc/<path>/stat`` (state, ppid, ...), or [] if it is gone."""
+    try:
+        return Path(f"/proc/{path}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return []
+
+
+def cpu_s(path: str) -> float:
+    """User + system CPU seconds of a process (``pid``: all its threads) or a thread (``pid/task/tid``)."""
+    fields = _stat(path)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all processes of the machine spent busy so far (``/proc/stat``, every CPU)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    guest = sum(fields[8:10]) if len(fields) > 9 else 0  # already counted in user and nice
+    return (sum(fields) - idle - guest) / os.sysconf("SC_CLK_TCK")
+
+
+class Standalone:
+    """``segstore standalone`` on ``data_dir`` and free ports; ``start`` waits for its ready line."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.controller_port = free_port()
+        self.segmentstore_port = free_port()
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+        self.segmentstore_pid = 0
+        self.zookeeper_pid = 0
+        self._stop_marks = (0, 0)  # output lines and segment store log bytes when SIGTERM was sent
+
+    @property
+    def uri(self) -> str:
+        return f"tcp://127.0.0.1:{self.controller_port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout_s: float = 180.0) -> float:
+        command = [sys.executable, "-m", "segment_store.cli", "standalone", "--data-dir", str(self.data_dir),
+                   "--controller-port", str(self.controller_port),
+                   "--segmentstore-port", str(self.segmentstore_port)]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env
+        )
+        ready = threading.Event()
+
+        def pump(stdout: Any) -> None:
+            for line in stdout:
+                self.output.append(line.rstrip())
+                if READY in line:
+                    ready.set()
+
+        threading.Thread(target=pump, args=(self.proc.stdout,), daemon=True).start()
+        while not ready.wait(0.1):
+            if self.proc.poll() is not None or time.perf_counter() - started > timeout_s:
+                self.stop()
+                raise RuntimeError("segstore standalone did not start:\n" + "\n".join(self.output[-40:]))
+        self.find_children()
+        return time.perf_counter() - started
+
+    def find_children(self) -> None:
+        """The segment store (python) and ZooKeeper (java) processes, children of the standalone process."""
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or (fields := _stat(entry.name)) == [] or int(fields[1]) != self.pid:
+                continue
+            with contextlib.suppress(OSError):
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if "segmentstore" in cmdline:
+                    self.segmentstore_pid = int(entry.name)
+                elif "java" in cmdline or "zookeeper" in cmdline.lower():
+                    self.zookeeper_pid = int(entry.name)
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """SIGTERM (the standalone stops the segment store and ZooKeeper), SIGKILL of its group after ``timeout_s``."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(OSError):
+            self._stop_marks = (len(self.output), (self.data_dir / "segmentstore.log").stat().st_size)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            print(f"warning: standalone pid {proc.pid} ignored SIGTERM for {timeout_s} s; killed", file=sys.stderr)
+
+    def problems(self) -> dict[str, Any]:
+        """Warning and error lines of the standalone's output and of the segment store's log, before the
+        SIGTERM that ends the run and after it (shutdown)."""
+        lines, log_bytes = self._stop_marks
+        log = b""
+        with contextlib.suppress(OSError):
+            log = (self.data_dir / "segmentstore.log").read_bytes()
+        texts = {
+            "standalone": (self.output[:lines], self.output[lines:]),
+            "segmentstore.log": (
+                log[:log_bytes].decode(errors="replace").splitlines(),
+                log[log_bytes:].decode(errors="replace").splitlines(),
+            ),
+        }
+        found: dict[str, Any] = {}
+        for source, (run, shutdown) in texts.items():
+            for when, text in (("run", run), ("shutdown", shutdown)):
+                bad = [
+                    line for line in text if any(w in line for w in (" WARNING ", " ERROR ", "CRITICAL", "Traceback"))
+                ]
+                found[f"{source} ({when})"] = {"count": len(bad), "first": bad[:6]}
+        return found
+
+
+class Meter:
+    """Wall time and the CPU time of every process of the run over a span."""
+
+    def __init__(self, system: Standalone) -> None:
+        self.system = system
+        self.start = self._sample()
+
+    def _sample(self) -> dict[str, float]:
+        ss = self.system.segmentstore_pid
+        return {
+            "wall": time.perf_counter(),
+            "client": time.process_time(),
+            "controller": cpu_s(str(self.system.pid)),
+            "segmentstore": cpu_s(str(ss)),
+            "segmentstore_loop": cpu_s(f"{ss}/task/{ss}"),
+            "zookeeper": cpu_s(str(self.system.zookeeper_pid)),
+            "machine": machine_busy_s(),
+        }
+
+    def done(self) -> dict[str, float]:
+        end = self._sample()
+        d = {k: end[k] - self.start[k] for k in end}
+        wall = d.pop("wall")
+        other = d.pop("machine") - d["client"] - d["controller"] - d["segmentstore"] - d["zookeeper"]
+        return {"seconds": round(wall, 2), **{f"cpu_{k}": round(v / wall, 2) for k, v in d.items()},
+                "cpu_other": round(max(0.0, other) / wall, 2)}  # fmt: skip
+
+
+# ---- shared pieces -------------------------------------------------------------------------------------------
+def payload_bytes(seed: int = 7) -> bytes:
+    return random.Random(seed).randbytes(EVENT_BYTES)
+
+
+def payload_text(seed: int = 7) -> str:
+    rng = random.Random(seed)
+    return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(EVENT_BYTES))
+
+
+async def count_events(uri: str, stream: str) -> dict[str, Any]:
+    """Read ``SCOPE/stream`` from the head to its tail cut with our reader; events, sizes, rate."""
+    async with await ControllerClient.connect(uri) as controller, StreamManager(controller) as manager:
+        started = time.perf_counter()
+        end = await manager.tail_cut(SCOPE, stream)
+        count = wrong_size = 0
+        async with manager.create_reader(SCOPE, stream, end=end) as reader:
+            async for event in reader:
+                count += 1
+                wrong_size += len(event.data) != EVENT_BYTES
+        elapsed = time.perf_counter() - started
+    if wrong_size:
+        raise AssertionError(f"{SCOPE}/{stream}: {wrong_size} of {count} events are not {EVENT_BYTES} B")
+    return {"read_events": count, "read_events_per_s": round(count / elapsed)}
+
+
+def check_read_back(row: dict[str, Any], written: int) -> None:
+    if row["read_events"] != written:
+        raise AssertionError(f"{row['stream']}: {written} events acknowledged, {row['read_events']} read back")
+
+
+def throughput_row(
+    client: str, producer: str, stream: str, segments: int, keys: int, events: int, measured: dict[str, float]
+) -> dict[str, Any]:
+    return {
+        "client": client,
+        "producer": producer,
+        "stream": stream,
+        "segments": segments,
+        "keys": keys,
+        "events": events,
+        **measured,
+        "events_per_s": round(events / measured["seconds"]),
+        "mb_per_s": mb_per_s(events * EVENT_BYTES, measured["seconds"]),
+    }
+
+
+async def windowed(submit: Callable[[int], Awaitable[asyncio.Future[Any]]], seconds: float, window: int):
+    """Submit events while fewer than ``window`` are outstanding, for ``seconds``; wait for all. Returns
+    the latencies (seconds from submit to the loop seeing the future done), ascending."""
+    latencies: list[float] = []
+    failures: list[BaseException] = []
+    outstanding = 0
+    room = asyncio.Event()
+
+    def done(submitted: float, future: asyncio.Future[Any]) -> None:
+        nonlocal outstanding
+        latencies.append(time.perf_counter() - submitted)
+        outstanding -= 1
+        room.set()
+        if not future.cancelled() and future.exception() is not None:
+            failures.append(future.exception())  # type: ignore[arg-type]
+
+    deadline = time.perf_counter() + seconds
+    i = 0
+    while time.perf_counter() < deadline:
+        if outstanding >= window:
+            room.clear()
+            await room.wait()
+            continue
+        submitted = time.perf_counter()
+        future = await submit(i)
+        outstanding += 1
+        future.add_done_callback(functools.partial(done, submitted))
+        i += 1
+    while outstanding:
+        room.clear()
+        await room.wait()
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {i} events failed; first: {failures[0]!r}")
+    return sorted(latencies)
+
+
+def latency_row(client: str, window: int, latencies: list[float], measured: dict[str, float]) -> dict[str, Any]:
+    def ms(q: float) -> float:
+        return round(percentile(latencies, q) * 1000, 2)
+
+    return {"client": client, "window": window, "segments": 4, "keys": 100, "events": len(latencies),
+            **measured, "events_per_s": round(len(latencies) / measured["seconds"]),
+            "p50_ms": ms(50), "p99_ms": ms(99), "p99_9_ms": ms(99.9), "max_ms": ms(100)}  # fmt: skip
+
+
+# ---- 1. the official client -----------------------------------------------------------------------------
+def official_throughput(system: Standalone, seconds: float, inflight: int) -> dict[str, Any]:
+    import pravega_client
+
+    manager = pravega_client.StreamManager(system.uri)
+    manager.create_scope(SCOPE)
+    stream = "official4"
+    manager.create_stream(SCOPE, stream, 4)
+    writer = manager.create_writer(SCOPE, stream, inflight)
+    payload = payload_bytes()
+    keys = [f"key-{k}" for k in range(100)]
+    write = writer.write_event_bytes
+
+    flushed = 0.0
+
+    def run(for_s: float) -> int:
+        nonlocal flushed
+        deadline = time.perf_counter() + for_s
+        n = 0
+        while time.perf_counter() < deadline:
+            for _ in range(1000):
+                write(payload, keys[n % 100])
+                n += 1
+        flushed = time.perf_counter()
+        writer.flush()
+        flushed = time.perf_counter() - flushed
+        return n
+
+    warm = run(min(0.5, seconds / 4))
+    meter = Meter(system)
+    count = run(seconds)
+    measured = meter.done()
+    row = throughput_row("official", f"write_event_bytes, {inflight:,} in flight", stream, 4, 100, count, measured)
+    row["flush_s"] = round(flushed, 2)
+    row["max_inflight_events"] = inflight
+    row.update(asyncio.run(count_events(system.uri, stream)))
+    check_read_back(row, warm + count)
+    return row
+
+
+async def official_latency(system: Standalone, seconds: float, window: int) -> dict[str, Any]:
+    import pravega_client
+
+    manager = pravega_client.StreamManager(system.uri)
+    stream = f"officiallat{window}"
+    manager.create_stream(SCOPE, stream, 4)
+    writer = manager.create_writer(SCOPE, stream, 0)  # its futures complete on the ack (window 1: ~3 ms)
+    payload = payload_text()
+    keys = [f"key-{k}" for k in range(100)]
+
+    async def submit(i: int) -> asyncio.Future[Any]:
+        return writer.write_event_async(payload, keys[i % 100])
+
+    warm = len(await windowed(submit, min(0.5, seconds / 4), window))
+    meter = Meter(system)
+    latencies = await windowed(submit, seconds, window)
+    row = latency_row("official", window, latencies, meter.done())
+    row["stream"] = stream
+    row.update(await count_events(system.uri, stream))
+    check_read_back(row, warm + len(latencies))
+    return row
+
+
+# ---- 2. our client library ---------------------------------------------------------------------------------
+@contextlib.contextmanager
+def quiet_client_logs() -> Iterator[None]:
+    """The default-config attempt fails on purpose when it fails: keep its warnings off the terminal."""
+    loggers = [logging.getLogger(name) for name in ("controller_client", "segment_store")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+async def ours_writer(controller: ControllerClient, stream: str, segments: int, keys: list[str], pool: int | None):
+    """A stream of ``segments``, a manager (default client config, or ``pool`` connections per endpoint) and a
+    writer that wrote and flushed one event per key (every session set up). Returns (manager, writer)."""
+    config = None
+    if pool is not None:
+        config = StreamManagerConfig(client=ClientConfig(pool=PoolConfig(max_connections_per_endpoint=pool)))
+    manager = StreamManager(controller, config=config)
+    try:
+        await manager.create_stream(SCOPE, stream, StreamConfiguration(ScalingPolicy.fixed(segments)))
+        writer = await manager.create_writer(SCOPE, stream)
+        payload = payload_bytes()
+        for key in keys:
+            await writer.write_event(payload, key)
+        await writer.flush()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await manager.close()
+        raise
+    return manager, writer
+
+
+async def open_ours(controller: ControllerClient, name: str, segments: int, keys: list[str]):
+    """``ours_writer`` with the default config; if that fails for a writer id taken on a connection (more
+    segments than pooled connections), again on a fresh stream with one connection per segment.
+    Returns (stream, manager, writer, the default config's error or None, pool size or None)."""
+    try:
+        with quiet_client_logs():
+            return (name, *await ours_writer(controller, name, segments, keys, None), None, None)
+    except ValueError as error:
+        if "already has a session" not in str(error):
+            raise
+        default_error = f"{type(error).__name__}: {error}"
+    print(f"  {name}: default client config fails ({default_error}); one connection per segment", flush=True)
+    name += "pool"
+    return (name, *await ours_writer(controller, name, segments, keys, segments), default_error, segments)
+
+
+def blocks_sent(writer: EventStreamWriter) -> int:
+    """Append blocks sent by all segment sessions of ``writer`` (its private sinks: a bench-only look)."""
+    return sum(sink.writer.blocks_sent for sink in getattr(writer, "_sinks", {}).values())
+
+
+async def ours_throughput(
+    system: Standalone,
+    controller: ControllerClient,
+    segments: int,
+    seconds: float,
+    yield_every: int,
+    profiled: str | None = None,
+) -> dict[str, Any]:
+    """``yield_every``: events between ``asyncio.sleep(0)`` (0: never). ``profiled``: a path prefix; the
+    client runs under cProfile."""
+    keys = [f"key-{k}" for k in range(1000)]
+    name = f"ours{segments}y{yield_every}" + ("profiled" if profiled else "")
+    stream, manager, writer, default_error, pool = await open_ours(controller, name, segments, keys)
+    payload = payload_bytes()
+    profiler = cProfile.Profile()
+    flushed = 0.0
+    try:
+        write = writer.write_event
+        per_round = yield_every or 1000
+
+        async def run(for_s: float) -> int:
+            nonlocal flushed
+            deadline = time.perf_counter() + for_s
+            n = 0
+            while time.perf_counter() < deadline:
+                for _ in range(per_round):
+                    await write(payload, keys[n % 1000])
+                    n += 1
+                if yield_every:
+                    await asyncio.sleep(0)
+            flushed = time.perf_counter()
+            await writer.flush()
+            flushed = time.perf_counter() - flushed
+            return n
+
+        warm = len(keys) + await run(min(0.5, seconds / 4))
+        blocks_before = blocks_sent(writer)
+        meter = Meter(system)
+        if profiled:
+            profiler.enable()
+        count = await run(seconds)
+        profiler.disable()
+        measured = meter.done()
+        blocks = blocks_sent(writer) - blocks_before
+        await writer.close()
+    finally:
+        await manager.close()
+    producer = f"write_event, yield every {yield_every}" if yield_every else "write_event, no yield"
+    row = throughput_row("ours", producer, stream, segments, len(keys), count, measured)
+    row["yield_every"] = yield_every
+    row["flush_s"] = round(flushed, 2)
+    row["avg_block_bytes"] = round(count * (EVENT_BYTES + FRAME_HEADER) / max(1, blocks))
+    row["default_config"] = "fails" if default_error else "ok"
+    row["default_config_error"] = default_error
+    row["pool_connections"] = pool or ClientConfig().pool.max_connections_per_endpoint
+    if profiled:
+        profiler.dump_stats(f"{profiled}-client.prof")
+    row.update(await count_events(system.uri, stream))
+    check_read_back(row, warm + count)
+    return row
+
+
+async def ours_latency(system: Standalone, controller: ControllerClient, seconds: float, window: int):
+    keys = [f"key-{k}" for k in range(100)]
+    stream, manager, writer, _, _ = await open_ours(controller, f"ourslat{window}", 4, keys)
+    payload = payload_bytes()
+    try:
+
+        async def submit(i: int) -> asyncio.Future[Any]:
+            return await writer.write_event(payload, keys[i % 100])
+
+        warm = len(keys) + len(await windowed(submit, min(0.5, seconds / 4), window))
+        meter = Meter(system)
+        latencies = await windowed(submit, seconds, window)
+        measured = meter.done()
+        await writer.close()
+    finally:
+        await manager.close()
+    row = latency_row("ours", window, latencies, measured)
+    row["stream"] = stream
+    row.update(await count_events(system.uri, stream))
+    check_read_back(row, warm + len(latencies))
+    return row
+
+
+async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[str, Any]) -> None:
+    segment_counts = [int(s) for s in args.segments.split(",")]
+    async with await ControllerClient.connect(system.uri) as controller:
+        async with StreamManager(controller) as manager:
+            await manager.create_scope(SCOPE)
+        falls: dict[int, float] = {}
+        for yield_every in (0, args.yield_every):
+            rows = []
+            for segments in segment_counts:
+                rows.append(await ours_throughput(system, controller, segments, args.seconds, yield_every))
+                print(
+                    f"  {rows[-1]['producer']}, {segments} segments: {rows[-1]['events_per_s']:,} events/s", flush=True
+                )
+            results["throughput"] += rows
+            falls[yield_every] = rows[-1]["events_per_s"] / rows[0]["events_per_s"]
+        results["ours_largest_over_smallest"] = {str(k): round(v, 2) for k, v in falls.items()}
+        worst = min(falls, key=lambda k: falls[k])
+        if falls[worst] < FALL_RATIO or args.profile:
+            segments = segment_counts[-1]
+            prefix = args.work / f"e2e-ours-{segments}seg-yield{worst}"  # deleted with the data dir
+            out = Path(f"{prefix}-segmentstore.pyspy.txt")
+            started = time.perf_counter()
+            with py_spy(args.py_spy, system.segmentstore_pid, out):
+                row = await ours_throughput(system, controller, segments, args.seconds / 2, worst, str(prefix))
+            spied = time.perf_counter() - started
+            results["profile"] = {
+                "case": row,
+                "client": cprofile_top(Path(f"{prefix}-client.prof"), PROFILE_TOP),
+                "segmentstore": pyspy_top(out, spied, PROFILE_TOP) if args.py_spy else None,
+            }
+        for window in (int(w) for w in args.windows.split(",")):
+            results["latency"].append(await ours_latency(system, controller, args.latency_seconds, window))
+            print(f"  ours latency, window {window}: p99 {results['latency'][-1]['p99_ms']} ms", flush=True)
+
+
+# ---- driver ----------------------------------------------------------------------------------------------
+CPU_COLUMNS = [
+    ("cpu_client", "cpu cli"),
+    ("cpu_controller", "cpu ctl"),
+    ("cpu_segmentstore", "cpu ss"),
+    ("cpu_segmentstore_loop", "ss loop"),
+    ("cpu_zookeeper", "cpu zk"),
+    ("cpu_other", "cpu other"),
+]
+
+
+def report(results: dict[str, Any]) -> None:
+    table(
+        f"1-2. throughput, {EVENT_BYTES} B events, acknowledged (flush) and read back (cpu = cores busy)",
+        results["throughput"],
+        [("client", "client"), ("producer", "producer"), ("segments", "segments"), ("events", "events"),
+         ("events_per_s", "events/s"), ("mb_per_s", "MB/s"), ("flush_s", "flush s"), *CPU_COLUMNS,
+         ("avg_block_bytes", "block B"), ("default_config", "default cfg"), ("pool_connections", "conns"),
+         ("read_events_per_s", "read ev/s")],
+    )  # fmt: skip
+    table(
+        f"latency, {EVENT_BYTES} B events, bounded window of outstanding events, 4 segments (ms)",
+        results["latency"],
+        [("client", "client"), ("window", "window"), ("events", "events"), ("events_per_s", "events/s"),
+         ("p50_ms", "p50"), ("p99_ms", "p99"), ("p99_9_ms", "p99.9"), ("max_ms", "max"), *CPU_COLUMNS],
+    )  # fmt: skip
+    ratios = results.get("ours_largest_over_smallest", {})
+    if ratios:
+        said = ", ".join(f"yield every {k}: {v}" if k != "0" else f"no yield: {v}" for k, v in ratios.items())
+        print(f"\nours, events/s of the most segments / of the fewest ({said}); below {FALL_RATIO} it falls")
+    profile = results.get("profile")
+    if profile:
+        row = profile["case"]
+        cpu = f"cpu cli {row['cpu_client']}, ss {row['cpu_segmentstore']}, ss loop {row['cpu_segmentstore_loop']}"
+        what = f"ours, {row['producer']}, {row['segments']} segments"
+        print(f"\nprofiled: {what}, {row['events_per_s']:,} events/s under cProfile ({cpu})")
+        columns = [("self_s", "self s"), ("cum_s", "cum s"), ("calls", "calls"), ("function", "function")]
+        table("client (cProfile), by self time", profile["client"]["by_self"], columns)
+        server = profile["segmentstore"]
+        if server:
+            busy = [("busy", "busy"), ("thread", "thread")]
+            table("segment store threads (py-spy busy share)", server["threads"], busy)
+            table("segment store event loop, % of its samples, by self", server["event_loop"]["by_self"],
+                  [("percent", "%"), ("function", "function")])  # fmt: skip
+    for source, found in results["problems"].items():
+        print(f"\n{source}: {found['count']} warning/error lines")
+        for line in found["first"]:
+            print(f"  {line[:200]}")
+
+
+def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
+    only = set(args.only.split(",")) if args.only else {"official", "ours"}
+    system = Standalone(data_dir)
+    results: dict[str, Any] = {"throughput": [], "latency": []}
+    try:
+        results["standalone_start_s"] = round(system.start(), 1)
+        print(f"standalone ready in {results['standalone_start_s']} s (pid {system.pid}, segment store "
+              f"{system.segmentstore_pid}, zookeeper {system.zookeeper_pid})", flush=True)  # fmt: skip
+        if "official" in only:
+            results["throughput"].append(official_throughput(system, args.seconds, args.official_inflight))
+            print(f"  official: {results['throughput'][-1]['events_per_s']:,} events/s", flush=True)
+            for window in (int(w) for w in args.windows.split(",")):
+                results["latency"].append(asyncio.run(official_latency(system, args.latency_seconds, window)))
+                print(f"  official latency, window {window}: p99 {results['latency'][-1]['p99_ms']} ms", flush=True)
+        if "ours" in only:
+            asyncio.run(run_ours(args, system, results))
+    except BaseException:
+        print("standalone output tail:\n" + "\n".join(system.output[-30:]), file=sys.stderr)
+        with contextlib.suppress(OSError):
+            log = (data_dir / "segmentstore.log").read_text(errors="replace")
+            print(f"segmentstore.log tail:\n{log[-3000:]}", file=sys.stderr)
+        raise
+    finally:
+        system.stop()
+        results["problems"] = system.problems()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2 s throughput cases, 1 s latency cases")
+    parser.add_argument("--seconds", type=float, help="duration of each throughput case (default 10)")
+    parser.add_argument("--latency-seconds", type=float, help="duration of each latency case (default 5)")
+    parser.add_argument("--segments", default="1,10,100", help="segment counts of our throughput cases")
+    parser.add_argument("--windows", default="1,100", help="outstanding events of the latency cases")
+    parser.add_argument(
+        "--yield-every", type=int, default=1000, help="events between yields of our second producer (default 1000)"
+    )
+    parser.add_argument(
+        "--official-inflight", type=int, default=10_000, help="max_inflight_events of the official writer"
+    )
+    parser.add_argument("--only", help="comma-separated: official,ours")
+    parser.add_argument("--profile", action="store_true", help="profile our largest case even if it does not fall")
+    parser.add_argument("--py-spy", help="path of a py-spy binary: sample the segment store in the profiled case")
+    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the data directory lives (a real disk)")
+    parser.add_argument("--out", type=Path, default=RESULTS / "e2e.json", help="JSON output")
+    args = parser.parse_args()
+    for key, quick, full in (("seconds", 2.0, 10.0), ("latency_seconds", 1.0, 4.0)):
+        if getattr(args, key) is None:
+            setattr(args, key, quick if args.quick else full)
+    fs_type = filesystem_of(Path(args.dir))
+    print(f"segstore standalone with data under {args.dir} ({fs_type}); {os.cpu_count()} CPUs; "
+          f"Python {platform.python_version()}; client: this process", flush=True)  # fmt: skip
+    if fs_type in ("tmpfs", "ramfs"):
+        print(f"warning: {args.dir} is {fs_type}, not a disk; fsync costs nothing here (use --dir)", file=sys.stderr)
+    load_before = os.getloadavg()
+    if load_before[0] > 0.5:
+        print(f"warning: load average {load_before[0]:.2f} before starting; something else uses the CPUs", flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-e2e-", dir=args.dir) as tmp:
+        args.work = Path(tmp)
+        results = run(args, args.work / "data")
+    report(results)
+    total_s = time.perf_counter() - started
+    load_after = os.getloadavg()
+    print(f"\ntotal {total_s:.0f} s; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    settings = (
+        "seconds",
+        "latency_seconds",
+        "segments",
+        "windows",
+        "yield_every",
+        "official_inflight",
+        "only",
+        "profile",
+    )
+    document = {
+        "benchmark": "e2e",
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "dir": args.dir,
+        "filesystem": fs_type,
+        "event_bytes": EVENT_BYTES,
+        "megabyte": MB,
+        "quick": args.quick,
+        "settings": {k: getattr(args, k) for k in settings},
+        "total_s": round(total_s, 1),
+        "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
