@@ -1,0 +1,170 @@
+"""The system under test of ``bench/e2e.py``: ``segstore standalone`` in a child process, and a meter of
+the wall time and the CPU time of every process of a run (client, controller, segment store and its event
+loop thread, ZooKeeper, everything else on the machine)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from segment_store.coordination.zookeeper_server import free_port
+
+READY = "segstore standalone ready"
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ---- the system under test: segstore standalone in a child process ----------------------------------------
+def _stat(path: str) -> list[str]:
+    """Fields 3.. of ``/proc/<path>/stat`` (state, ppid, ...), or [] if it is gone."""
+    try:
+        return Path(f"/proc/{path}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return []
+
+
+def cpu_s(path: str) -> float:
+    """User + system CPU seconds of a process (``pid``: all its threads) or a thread (``pid/task/tid``)."""
+    fields = _stat(path)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all processes of the machine spent busy so far (``/proc/stat``, every CPU)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    guest = sum(fields[8:10]) if len(fields) > 9 else 0  # already counted in user and nice
+    return (sum(fields) - idle - guest) / os.sysconf("SC_CLK_TCK")
+
+
+class Standalone:
+    """``segstore standalone`` on ``data_dir`` and free ports; ``start`` waits for its ready line."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.controller_port = free_port()
+        self.segmentstore_port = free_port()
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+        self.segmentstore_pid = 0
+        self.zookeeper_pid = 0
+        self._stop_marks = (0, 0)  # output lines and segment store log bytes when SIGTERM was sent
+
+    @property
+    def uri(self) -> str:
+        return f"tcp://127.0.0.1:{self.controller_port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout_s: float = 180.0) -> float:
+        command = [sys.executable, "-m", "segment_store.cli", "standalone", "--data-dir", str(self.data_dir),
+                   "--controller-port", str(self.controller_port),
+                   "--segmentstore-port", str(self.segmentstore_port)]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env
+        )
+        ready = threading.Event()
+
+        def pump(stdout: Any) -> None:
+            for line in stdout:
+                self.output.append(line.rstrip())
+                if READY in line:
+                    ready.set()
+
+        threading.Thread(target=pump, args=(self.proc.stdout,), daemon=True).start()
+        while not ready.wait(0.1):
+            if self.proc.poll() is not None or time.perf_counter() - started > timeout_s:
+                self.stop()
+                raise RuntimeError("segstore standalone did not start:\n" + "\n".join(self.output[-40:]))
+        self.find_children()
+        return time.perf_counter() - started
+
+    def find_children(self) -> None:
+        """The segment store (python) and ZooKeeper (java) processes, children of the standalone process."""
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or (fields := _stat(entry.name)) == [] or int(fields[1]) != self.pid:
+                continue
+            with contextlib.suppress(OSError):
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if "segmentstore" in cmdline:
+                    self.segmentstore_pid = int(entry.name)
+                elif "java" in cmdline or "zookeeper" in cmdline.lower():
+                    self.zookeeper_pid = int(entry.name)
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """SIGTERM (the standalone stops the segment store and ZooKeeper), SIGKILL of its group after ``timeout_s``."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(OSError):
+            self._stop_marks = (len(self.output), (self.data_dir / "segmentstore.log").stat().st_size)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            print(f"warning: standalone pid {proc.pid} ignored SIGTERM for {timeout_s} s; killed", file=sys.stderr)
+
+    def problems(self) -> dict[str, Any]:
+        """Warning and error lines of the standalone's output and of the segment store's log, before the
+        SIGTERM that ends the run and after it (shutdown)."""
+        lines, log_bytes = self._stop_marks
+        log = b""
+        with contextlib.suppress(OSError):
+            log = (self.data_dir / "segmentstore.log").read_bytes()
+        texts = {
+            "standalone": (self.output[:lines], self.output[lines:]),
+            "segmentstore.log": (
+                log[:log_bytes].decode(errors="replace").splitlines(),
+                log[log_bytes:].decode(errors="replace").splitlines(),
+            ),
+        }
+        found: dict[str, Any] = {}
+        for source, (run, shutdown) in texts.items():
+            for when, text in (("run", run), ("shutdown", shutdown)):
+                bad = [
+                    line for line in text if any(w in line for w in (" WARNING ", " ERROR ", "CRITICAL", "Traceback"))
+                ]
+                found[f"{source} ({when})"] = {"count": len(bad), "first": bad[:6]}
+        return found
+
+
+class Meter:
+    """Wall time and the CPU time of every process of the run over a span."""
+
+    def __init__(self, system: Standalone) -> None:
+        self.system = system
+        self.start = self._sample()
+
+    def _sample(self) -> dict[str, float]:
+        ss = self.system.segmentstore_pid
+        return {
+            "wall": time.perf_counter(),
+            "client": time.process_time(),
+            "controller": cpu_s(str(self.system.pid)),
+            "segmentstore": cpu_s(str(ss)),
+            "segmentstore_loop": cpu_s(f"{ss}/task/{ss}"),
+            "zookeeper": cpu_s(str(self.system.zookeeper_pid)),
+            "machine": machine_busy_s(),
+        }
+
+    def done(self) -> dict[str, float]:
+        end = self._sample()
+        d = {k: end[k] - self.start[k] for k in end}
+        wall = d.pop("wall")
+        other = d.pop("machine") - d["client"] - d["controller"] - d["segmentstore"] - d["zookeeper"]
+        return {"seconds": round(wall, 2), **{f"cpu_{k}": round(v / wall, 2) for k, v in d.items()},
+                "cpu_other": round(max(0.0, other) / wall, 2)}  # fmt: skip
