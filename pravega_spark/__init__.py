@@ -1,1 +1,65 @@
-"""Spark Python data source ``segstore``: batch and streaming reads and writes."""
+"""Spark Python data source ``segstore``: batch and streaming reads and writes of segstore streams.
+
+* ``source`` - :class:`SegstoreDataSource` (format name ``segstore``), the batch and streaming readers;
+* ``read_options`` / ``write_options`` - the options, parsed once, errors naming the option;
+* ``offsets`` - query offsets as stream cuts and back, head and tail cuts of a stream;
+* ``planning`` - micro-batch ends (admission control) and segment ranges, following scaling;
+* ``partition_reader`` - executors: one segment range as Arrow record batches;
+* ``sink`` - the writers (exactly-once through transactions).
+
+Register the source on a session with :func:`register` (``spark.dataSource.register`` under the hood)::
+
+    import pravega_spark
+    pravega_spark.register(spark)
+    df = spark.read.format("segstore").option("scope", "demo").option("stream", "events").load()
+
+Names are imported on first use, so importing the package does not import pyspark.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from pravega_spark.offsets import head_offset, offset_to_stream_cut, stream_cut_to_offset, tail_offset
+    from pravega_spark.source import SegstoreDataSource
+
+_WHERE = {
+    "SegstoreDataSource": "source",
+    "head_offset": "offsets",
+    "tail_offset": "offsets",
+    "offset_to_stream_cut": "offsets",
+    "stream_cut_to_offset": "offsets",
+}
+
+__all__ = [
+    "SegstoreDataSource",
+    "head_offset",
+    "offset_to_stream_cut",
+    "register",
+    "stream_cut_to_offset",
+    "tail_offset",
+]
+
+
+def register(spark: SparkSession) -> None:
+    """Make ``format("segstore")`` available in ``spark`` (idempotent)."""
+    from pravega_spark.source import SegstoreDataSource
+
+    spark.dataSource.register(SegstoreDataSource)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pravega_spark' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"pravega_spark.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,383 @@
+"""Offsets of the ``segstore`` source: stream cuts as Spark offset JSON, and where a stream starts and ends.
+
+A Spark offset of this source is the JSON of a :class:`ReadState`::
+
+    {"scope": "demo", "stream": "events",
+     "positions": {"4294967296": 1048576, "4294967297": 0},
+     "pending": {"8589934592": {"4294967296": 2097152}}}
+
+* ``positions`` maps a segment id (the 64-bit id, ``creation epoch << 32 | number``, as a decimal string:
+  JSON keys are strings) to the byte offset where reading continues; the offset is always an event boundary.
+  Keys are written in ascending numeric order, so equal states have equal JSON (Spark compares offsets as
+  JSON text).
+* ``pending`` (left out when empty) holds the successors that cannot be read yet: a successor created by a
+  merge is started only when **all** of its predecessors were read to their sealed end. Each entry maps the
+  successor's id to the predecessors already finished, with their end offsets. Once the last predecessor
+  finishes, the successor moves to ``positions`` at offset 0 and leaves ``pending``.
+
+How a state moves forward (:mod:`pravega_spark.planning`): a segment in ``positions`` that is sealed and
+read to its end is *finished*: it leaves ``positions`` and each of its successors (``getSegmentsImmediately
+Following``) either starts at offset 0 (all its predecessors finished) or waits in ``pending``. So a state
+always says exactly which bytes were consumed: for every key, either a segment and an offset in it, or a
+finished predecessor recorded in ``pending``. Nothing is read twice and nothing is skipped across scaling.
+
+A plain Pravega stream cut (``positions`` only, no ``pending``) is a valid state, so users pass stream cuts
+in the same JSON as ``startingOffsets`` / ``endingOffsets`` (``scope`` and ``stream`` may be left out; offset
+-1 means "the segment's current end"). :func:`offset_to_stream_cut` and :func:`stream_cut_to_offset` turn
+states into :class:`~controller_client.model.StreamCut` values and back; a state with ``pending`` becomes the
+cut with the finished predecessors at their ends. :func:`head_cut`, :func:`tail_cut` and
+:func:`cut_at_timestamp` look cuts up; :class:`StreamConnection` is the blocking connection they use.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Coroutine, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from controller_client.controller_api import ControllerClient, ControllerClientConfig
+from controller_client.errors import ControllerError, StreamNotFoundError
+from controller_client.model import StreamCut, qualified_segment_name
+from controller_client.stream_manager import StreamManager, StreamManagerConfig
+from pravega_spark.options_common import SegstoreOptionError
+from segment_store.client import ClientConfig, NoSuchSegmentError, ReaderConfig, SegmentStatus
+from segment_store.client.sync import _LoopThread
+
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+MIB = 1024 * 1024
+
+
+class OffsetFormatError(ValueError):
+    """A JSON offset or stream cut that is not a :class:`ReadState`; the message says what is wrong."""
+
+
+def _segment_key(key: object) -> int:
+    try:
+        value = int(str(key))
+    except ValueError:
+        raise OffsetFormatError(f"segment id {key!r} is not an integer") from None
+    if not 0 <= value < 2**63:
+        raise OffsetFormatError(f"segment id {value} is out of range")
+    return value
+
+
+def _offset_value(value: object, segment: int, allow_end: bool) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise OffsetFormatError(f"offset of segment {segment} must be an integer, got {value!r}")
+    if value < (-1 if allow_end else 0):
+        raise OffsetFormatError(f"offset {value} of segment {segment} is negative")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ReadState:
+    """Where a query is in a stream: ``positions`` (segment id -> next offset) and ``pending`` successors
+    (successor id -> {finished predecessor id: its end offset}). See the module docstring."""
+
+    scope: str
+    stream: str
+    positions: Mapping[int, int]
+    pending: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
+
+    def to_offset(self) -> dict[str, Any]:
+        """The Spark offset (JSON-able dict, keys in ascending segment order)."""
+        offset: dict[str, Any] = {
+            "scope": self.scope,
+            "stream": self.stream,
+            "positions": {str(s): self.positions[s] for s in sorted(self.positions)},
+        }
+        if self.pending:
+            offset["pending"] = {
+                str(s): {str(p): self.pending[s][p] for p in sorted(self.pending[s])} for s in sorted(self.pending)
+            }
+        return offset
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_offset(), separators=(",", ":"))
+
+    @classmethod
+    def from_offset(
+        cls, offset: object, scope: str | None = None, stream: str | None = None, *, allow_end: bool = False
+    ) -> ReadState:
+        """Parse a Spark offset or a stream-cut JSON object. ``scope``/``stream``: the expected stream (used
+        when the object leaves them out). ``allow_end``: accept offset -1 (the segment's end, resolved later).
+        Raises OffsetFormatError."""
+        if not isinstance(offset, Mapping):
+            raise OffsetFormatError(f"expected a JSON object, got {type(offset).__name__}")
+        unknown = set(offset) - {"scope", "stream", "positions", "pending"}
+        if unknown:
+            raise OffsetFormatError(f"unknown field(s) {sorted(unknown)}")
+        got_scope, got_stream = offset.get("scope", scope), offset.get("stream", stream)
+        if not isinstance(got_scope, str) or not isinstance(got_stream, str):
+            raise OffsetFormatError("'scope' and 'stream' must be strings")
+        if scope is not None and stream is not None and (got_scope, got_stream) != (scope, stream):
+            raise OffsetFormatError(f"it is a position in {got_scope}/{got_stream}, not in {scope}/{stream}")
+        raw_positions = offset.get("positions")
+        if not isinstance(raw_positions, Mapping) or not raw_positions:
+            raise OffsetFormatError("'positions' must be a non-empty object {\"<segment id>\": offset}")
+        positions: dict[int, int] = {}
+        for key, value in raw_positions.items():
+            segment = _segment_key(key)
+            positions[segment] = _offset_value(value, segment, allow_end)
+        pending: dict[int, dict[int, int]] = {}
+        raw_pending = offset.get("pending", {})
+        if not isinstance(raw_pending, Mapping):
+            raise OffsetFormatError("'pending' must be an object")
+        for key, finished in raw_pending.items():
+            successor = _segment_key(key)
+            if not isinstance(finished, Mapping) or not finished:
+                raise OffsetFormatError(f'pending successor {successor}: expected {{"<predecessor id>": offset}}')
+            pending[successor] = {_segment_key(p): _offset_value(v, successor, False) for p, v in finished.items()}
+            if successor in positions:
+                raise OffsetFormatError(f"segment {successor} is both in 'positions' and in 'pending'")
+        return cls(got_scope, got_stream, dict(sorted(positions.items())), dict(sorted(pending.items())))
+
+    @classmethod
+    def from_json(cls, text: str, scope: str | None = None, stream: str | None = None) -> ReadState:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise OffsetFormatError(f"not JSON: {error}") from None
+        return cls.from_offset(value, scope, stream, allow_end=True)
+
+    def to_stream_cut(self) -> StreamCut:
+        """The stream cut of this state (finished predecessors of pending successors at their ends)."""
+        positions = dict(self.positions)
+        for finished in self.pending.values():
+            for segment, end in finished.items():
+                positions.setdefault(segment, end)
+        return StreamCut(self.scope, self.stream, dict(sorted(positions.items())))
+
+    @classmethod
+    def from_stream_cut(cls, cut: StreamCut) -> ReadState:
+        return cls(cut.scope, cut.stream, dict(sorted(cut.positions.items())))
+
+
+def offset_to_stream_cut(offset: Mapping[str, Any] | str) -> StreamCut:
+    """A query's offset (the dict Spark keeps in its offset log, or its JSON text) as a stream cut."""
+    state = ReadState.from_json(offset) if isinstance(offset, str) else ReadState.from_offset(offset)
+    return state.to_stream_cut()
+
+
+def stream_cut_to_offset(cut: StreamCut) -> dict[str, Any]:
+    """A stream cut as the offset JSON dict this source uses (and accepts in startingOffsets/endingOffsets)."""
+    return ReadState.from_stream_cut(cut).to_offset()
+
+
+def parse_cut_option(option: str, text: str, scope: str, stream: str) -> ReadState:
+    """The value of a stream-cut option; errors name the option."""
+    try:
+        return ReadState.from_json(text, scope, stream)
+    except OffsetFormatError as error:
+        raise SegstoreOptionError(
+            option,
+            f"not a stream cut of {scope}/{stream} ({error}); expected 'earliest', 'latest' or JSON like "
+            '{"positions": {"<segment id>": <offset>}}',
+        ) from None
+
+
+# ---- the blocking connection -------------------------------------------------------------------------------
+class StreamConnection:
+    """A controller client and a segment client on a private event loop thread, with blocking calls.
+
+    Raises :class:`SegstoreOptionError` naming option ``controller`` when the controller cannot be reached
+    within ``timeout_s``. ``close()`` stops everything (the loop thread is a daemon: a process that exits
+    without closing leaks nothing).
+    """
+
+    def __init__(self, controller_uri: str, timeout_s: float = 30.0, reader: ReaderConfig | None = None) -> None:
+        self.controller_uri = controller_uri
+        self._runner = _LoopThread("segstore-spark")
+        config = ControllerClientConfig(rpc_timeout_s=max(timeout_s, 1.0), retry_timeout_s=timeout_s)
+        try:
+            self.controller: ControllerClient = self.run(
+                ControllerClient.connect(controller_uri, config, wait_ready=True)
+            )
+        except ControllerError as error:
+            self._runner.stop()
+            raise SegstoreOptionError(
+                "controller", f"cannot reach the controller at {controller_uri} within {timeout_s:g}s ({error})"
+            ) from None
+        except BaseException:
+            self._runner.stop()
+            raise
+        client = ClientConfig(reader=reader or ReaderConfig(read_request_bytes=MIB, prefetch_bytes=8 * MIB))
+        self.manager: StreamManager = self.run(_make_manager(self.controller, StreamManagerConfig(client=client)))
+
+    def run(self, coroutine: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
+        return self._runner.run(coroutine, timeout_s)
+
+    def close(self) -> None:
+        """Close the clients and stop the loop thread. Idempotent."""
+        if self._runner.loop.is_closed():
+            return
+        try:
+            self.run(self.manager.close())
+            self.run(self.controller.close())
+        finally:
+            self._runner.stop()
+
+    def __enter__(self) -> StreamConnection:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ---- lookups ------------------------------------------------------------------------------------------
+    def require_stream(self, scope: str, stream: str) -> None:
+        """Raise SegstoreOptionError naming option ``stream`` unless ``scope/stream`` exists."""
+        if not self.run(self.manager.stream_exists(scope, stream)):
+            raise SegstoreOptionError(
+                "stream", f"stream {scope}/{stream} does not exist (controller {self.controller_uri})"
+            )
+
+    def segment_status(self, scope: str, stream: str, segment_id: int) -> SegmentStatus | None:
+        """The segment store's view of a segment; None if the segment no longer exists (truncated away)."""
+        try:
+            status = self.run(self.manager.segment_info(scope, stream, segment_id))
+        except NoSuchSegmentError:
+            return None
+        return status if status.exists and not status.deleted else None
+
+    def successors(self, scope: str, stream: str, segment_id: int) -> dict[int, list[int]]:
+        """Successor id -> predecessor ids (empty while the segment is open, or when the stream is sealed)."""
+        found = self.run(self.controller.get_successors(scope, stream, segment_id))
+        return {r.segment_id: sorted(preds) for r, preds in sorted(found.items(), key=lambda i: i[0].segment_id)}
+
+    def chunks(self, scope: str, stream: str, segment_id: int, start: int, end: int) -> Iterator[bytes]:
+        """The bytes ``[start, end)`` of a segment, as the segment store returns them."""
+        name = qualified_segment_name(scope, stream, segment_id)
+        reader = self.manager.client.reader(name, start, end)
+        try:
+            while chunk := self.run(reader.read()):
+                yield chunk
+        finally:
+            self.run(reader.close())
+
+    # the blocking segment calls :func:`pravega_spark.tier2_direct.read_range` makes (segment names)
+    def get_segment_info(self, segment: str) -> SegmentStatus:
+        return self.run(self.manager.client.get_segment_info(segment))
+
+    def list_storage_chunks(self, segment: str) -> list[Any]:
+        return self.run(self.manager.client.list_storage_chunks(segment))
+
+    def is_valid_cut(self, cut: StreamCut) -> bool:
+        return bool(self.run(self.controller.is_stream_cut_valid(cut)))
+
+
+async def _make_manager(controller: ControllerClient, config: StreamManagerConfig) -> StreamManager:
+    return StreamManager(controller, config=config)
+
+
+# ---- cuts ------------------------------------------------------------------------------------------------------
+def _with_stream_errors(scope: str, stream: str, call: Any) -> Any:
+    try:
+        return call()
+    except StreamNotFoundError:
+        raise SegstoreOptionError("stream", f"stream {scope}/{stream} does not exist") from None
+
+
+def head_cut(connection: StreamConnection, scope: str, stream: str) -> StreamCut:
+    """The first readable position of every key (the stream's truncation point)."""
+    return _with_stream_errors(scope, stream, lambda: connection.run(connection.manager.head_cut(scope, stream)))
+
+
+def tail_cut(connection: StreamConnection, scope: str, stream: str) -> StreamCut:
+    """The current segments at their current lengths (everything written by now is before it)."""
+    return _with_stream_errors(scope, stream, lambda: connection.run(connection.manager.tail_cut(scope, stream)))
+
+
+def cut_at_timestamp(
+    connection: StreamConnection, scope: str, stream: str, timestamp_ms: int, tier2_location: str | None = None
+) -> StreamCut:
+    """Per segment, a position at or before the first event ingested at or after ``timestamp_ms``.
+
+    The controller gives the segments live at that time (from their start, or the truncation point). A
+    segment whose last append was before ``timestamp_ms`` holds no such event: it starts at its current end
+    (events appended later come after that end). In a segment appended to at or after that time, the part
+    in Tier-2 carries each event's ingestion time: when :mod:`pravega_spark.tier2_direct` reaches the chunks
+    from here (``tier2_location``), the position is exactly the first event at or after the timestamp (or the
+    end of Tier-2 if all of it is older). Elsewhere events carry no time on the wire, so reading starts at the
+    segment's start (or where Tier-2 ended): no event at or after the timestamp is skipped, but events of
+    that segment from shortly before it may be included.
+    """
+    cut = _with_stream_errors(
+        scope, stream, lambda: connection.run(connection.manager.cut_at_time(scope, stream, timestamp_ms))
+    )
+    positions: dict[int, int] = {}
+    for segment_id, offset in cut.positions.items():
+        status = connection.segment_status(scope, stream, segment_id)
+        if status is None:  # truncated away since: the head covers it
+            _log.warning("%s/%s: segments live at %d were truncated; starting at the head", scope, stream, timestamp_ms)
+            return head_cut(connection, scope, stream)
+        start = max(offset, status.start_offset)
+        if status.last_modified_ms < timestamp_ms:
+            start = status.write_offset
+        elif start < status.write_offset:
+            name = qualified_segment_name(scope, stream, segment_id)
+            start = _first_at_or_after(connection, name, start, status.write_offset, timestamp_ms, tier2_location)
+        positions[segment_id] = start
+    return StreamCut(scope, stream, positions)
+
+
+def _first_at_or_after(
+    connection: StreamConnection, segment: str, start: int, end: int, timestamp_ms: int, location: str | None
+) -> int:
+    """The offset of the first event in ``[start, end)`` ingested at or after ``timestamp_ms`` according to
+    the segment's Tier-2 chunks, the end of Tier-2 if there is none there, ``start`` if Tier-2 is unreachable."""
+    try:
+        from pravega_spark import tier2_direct
+    except ImportError:
+        return start
+    read = tier2_direct.read_range(
+        connection,
+        segment,
+        start,
+        end,
+        location=None if location is None else tier2_direct.Tier2Location.parse(location),
+        ingest_time=True,
+    )
+    if read is None:
+        return start
+    try:
+        for batch in read:
+            later = np.flatnonzero(batch.column("ingest_time_ms").to_numpy() >= timestamp_ms)
+            if later.size:
+                return int(batch.column("offset")[int(later[0])].as_py())
+        return read.end
+    except tier2_direct.Tier2ReadError as error:
+        return error.offset  # everything before it is older
+    finally:
+        read.close()
+
+
+def head_offset(controller_uri: str, scope: str, stream: str) -> dict[str, Any]:
+    """The offset JSON dict of the stream's head (connects, looks up, disconnects)."""
+    with StreamConnection(controller_uri) as connection:
+        return stream_cut_to_offset(head_cut(connection, scope, stream))
+
+
+def tail_offset(controller_uri: str, scope: str, stream: str) -> dict[str, Any]:
+    """The offset JSON dict of the stream's tail (connects, looks up, disconnects)."""
+    with StreamConnection(controller_uri) as connection:
+        return stream_cut_to_offset(tail_cut(connection, scope, stream))
+
+
+__all__ = [
+    "OffsetFormatError",
+    "ReadState",
+    "StreamConnection",
+    "cut_at_timestamp",
+    "head_cut",
+    "head_offset",
+    "offset_to_stream_cut",
+    "parse_cut_option",
+    "stream_cut_to_offset",
+    "tail_cut",
+    "tail_offset",
+]

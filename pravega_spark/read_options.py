@@ -1,0 +1,128 @@
+"""Options of ``spark.read.format("segstore")`` and ``spark.readStream.format("segstore")``, parsed once.
+
+=====================  ==========================  ==========================================================
+option                 alias (Pravega connector)   meaning
+=====================  ==========================  ==========================================================
+controller                                         ``tcp://host:port`` of the controller (default
+                                                   ``tcp://127.0.0.1:9090``)
+scope, stream                                      the stream to read (required)
+startingOffsets        start_stream_cut            ``earliest`` (the head), ``latest`` (the tail) or a stream
+                                                   cut JSON ``{"positions": {"<segment id>": offset}}``
+                                                   (see :mod:`pravega_spark.offsets`). Default: ``earliest``
+                                                   for batch, ``latest`` for streaming queries
+endingOffsets          end_stream_cut              batch only: ``latest`` (default) or a stream cut JSON
+startingTimestamp                                  epoch ms: per segment, from the first event ingested at
+                                                   or after it (instead of startingOffsets)
+maxBytesPerTrigger     approx_bytes_per_trigger    streaming: at most this many bytes per micro-batch
+                                                   (at least one event)
+failOnDataLoss                                     default true: a truncated range fails the query; false:
+                                                   it is skipped and logged
+controllerTimeoutMs                                how long to wait for the controller (default 30000)
+tier2Location                                      the segment store's Tier-2 root as the executors (and the
+                                                   driver) see it: an absolute path, ``file:///dir`` or
+                                                   ``s3://bucket/prefix?endpoint_override=...``; history
+                                                   below a segment's storage length is then read straight
+                                                   from its Parquet chunks, and startingTimestamp is exact
+                                                   there (:mod:`pravega_spark.tier2_direct`)
+=====================  ==========================  ==========================================================
+
+Every error is a :class:`~pravega_spark.options_common.SegstoreOptionError` naming the option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from pravega_spark.offsets import ReadState, parse_cut_option
+from pravega_spark.options_common import Options, SegstoreOptionError, StreamTarget
+
+PositionKind = Literal["earliest", "latest", "cut", "timestamp"]
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a read starts or ends: a named end of the stream, a stream cut, or a time."""
+
+    kind: PositionKind
+    option: str
+    """The option it came from (for error messages)."""
+    cut: ReadState | None = None
+    timestamp_ms: int | None = None
+
+    @classmethod
+    def earliest(cls, option: str) -> Position:
+        return cls("earliest", option)
+
+    @classmethod
+    def latest(cls, option: str) -> Position:
+        return cls("latest", option)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """The parsed read options (see the module docstring)."""
+
+    target: StreamTarget
+    starting: Position | None
+    """None: the default of the query kind (earliest for batch, latest for streaming)."""
+    ending: Position | None
+    """None: not given (batch reads to the tail)."""
+    max_bytes_per_trigger: int | None
+    fail_on_data_loss: bool
+    controller_timeout_ms: int
+    tier2_location: str | None = None
+
+    @property
+    def controller_timeout_s(self) -> float:
+        return self.controller_timeout_ms / 1000.0
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+        view = Options.of(options)
+        target = StreamTarget.parse(view)
+        starting = _position(view, "startingOffsets", ("start_stream_cut",), target, allow_earliest=True)
+        timestamp = view.integer("startingTimestamp", None, minimum=0)
+        if timestamp is not None:
+            if starting is not None:
+                raise SegstoreOptionError("startingTimestamp", "cannot be combined with option 'startingOffsets'")
+            starting = Position("timestamp", "startingTimestamp", timestamp_ms=timestamp)
+        ending = _position(view, "endingOffsets", ("end_stream_cut",), target, allow_earliest=False)
+        max_bytes = view.integer("maxBytesPerTrigger", None, aliases=("approx_bytes_per_trigger",), minimum=1)
+        fail = view.boolean("failOnDataLoss", True)
+        timeout = view.integer("controllerTimeoutMs", 30_000, minimum=1)
+        assert timeout is not None
+        tier2 = view.raw("tier2Location")
+        tier2_location = tier2.strip() if tier2 is not None and tier2.strip() else None
+        if tier2_location is not None:
+            _check_tier2_location(tier2_location)
+        return cls(target, starting, ending, max_bytes, fail, timeout, tier2_location)
+
+    def starting_or(self, default: PositionKind) -> Position:
+        return self.starting or Position(default, "startingOffsets")
+
+
+def _position(
+    view: Options, option: str, aliases: tuple[str, ...], target: StreamTarget, *, allow_earliest: bool
+) -> Position | None:
+    raw = view.raw(option, aliases)
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    lowered = text.lower()
+    if lowered == "latest":
+        return Position.latest(option)
+    if lowered == "earliest":
+        if not allow_earliest:
+            raise SegstoreOptionError(option, "'earliest' is not allowed here; use 'latest' or a stream cut JSON")
+        return Position.earliest(option)
+    return Position("cut", option, cut=parse_cut_option(option, text, target.scope, target.stream))
+
+
+def _check_tier2_location(value: str) -> None:
+    try:
+        from pravega_spark.tier2_direct import Tier2Location
+    except ImportError:
+        return
+    Tier2Location.parse(value, "tier2Location")

@@ -1,0 +1,270 @@
+"""The ``segstore`` Spark data source: registration, schema, and the batch and streaming readers.
+
+Writers live in :mod:`pravega_spark.sink`; this class only hands them the options.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+from pravega_spark.offsets import ReadState, StreamConnection, cut_at_timestamp, head_cut, tail_cut
+from pravega_spark.options_common import SegstoreOptionError
+from pravega_spark.partition_reader import ARROW_SCHEMA, SegmentRangePartition, read_partition
+from pravega_spark.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, plan_ranges
+from pravega_spark.read_options import Position, ReadOptions
+
+_log = logging.getLogger(__name__)
+
+SCHEMA = StructType(
+    [
+        StructField("event", BinaryType()),
+        StructField("scope", StringType()),
+        StructField("stream", StringType()),
+        StructField("segment_id", LongType()),
+        StructField("offset", LongType()),
+    ]
+)
+
+
+class SegstoreDataSource(DataSource):
+    """Read and write segstore (Pravega-compatible) streams: ``format("segstore")``.
+
+    Reading (``spark.read`` / ``spark.readStream``) gives one row per event::
+
+        event       binary   the event's payload (without the 8-byte Pravega event header)
+        scope       string   the stream's scope
+        stream      string   the stream's name
+        segment_id  bigint   the 64-bit id of the segment holding the event (epoch << 32 | number)
+        offset      bigint   where the event's header starts in that segment
+
+    ``(segment_id, offset)`` identifies an event; the events of one routing key come in order within a
+    segment. Options are in :mod:`pravega_spark.read_options` (controller, scope, stream, startingOffsets,
+    endingOffsets, startingTimestamp, maxBytesPerTrigger, failOnDataLoss); offsets are stream cuts
+    (:mod:`pravega_spark.offsets`). A streaming query follows scaling: a sealed segment read to its end is
+    replaced by its successors, each started once all of its predecessors are read; one input partition per
+    segment range; admission control by ``maxBytesPerTrigger``; Trigger.AvailableNow is supported.
+
+    Writing (``df.write`` / ``df.writeStream``): see :mod:`pravega_spark.sink`.
+
+    Example::
+
+        import pravega_spark
+        pravega_spark.register(spark)            # not needed when pyspark finds the source by itself
+        df = (spark.read.format("segstore").option("controller", "tcp://127.0.0.1:9090")
+              .option("scope", "demo").option("stream", "events").load())
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "segstore"
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return SegstoreBatchReader(ReadOptions.parse(self.options), _checked(schema))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = ReadOptions.parse(self.options)
+        if options.ending is not None:
+            raise SegstoreOptionError(options.ending.option, "is for batch queries only (a streaming query never ends)")
+        return SegstoreStreamReader(options, _checked(schema))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from pravega_spark.sink import SegstoreBatchWriter
+
+        return SegstoreBatchWriter(dict(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from pravega_spark.sink import SegstoreStreamWriter
+
+        return SegstoreStreamWriter(dict(self.options), schema, overwrite)
+
+
+def _checked(schema: StructType) -> StructType:
+    expected = [(f.name, f.dataType) for f in SCHEMA.fields]
+    if [(f.name, f.dataType) for f in schema.fields] != expected:
+        raise ValueError(f"segstore: the read schema is fixed ({SCHEMA.simpleString()}), got {schema.simpleString()}")
+    return schema
+
+
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    return pa.schema([pa.field(f.name, ARROW_SCHEMA.field(f.name).type, f.nullable) for f in schema.fields])
+
+
+# ---- shared by both readers ----------------------------------------------------------------------------------
+def resolve_position(connection: StreamConnection, options: ReadOptions, position: Position) -> ReadState:
+    """The read state of a start or end position (looked up now)."""
+    scope, stream = options.target.scope, options.target.stream
+    if position.kind == "earliest":
+        return ReadState.from_stream_cut(head_cut(connection, scope, stream))
+    if position.kind == "latest":
+        return ReadState.from_stream_cut(tail_cut(connection, scope, stream))
+    if position.kind == "timestamp":
+        assert position.timestamp_ms is not None
+        return ReadState.from_stream_cut(
+            cut_at_timestamp(connection, scope, stream, position.timestamp_ms, options.tier2_location)
+        )
+    assert position.cut is not None
+    positions = dict(position.cut.positions)
+    for segment, offset in positions.items():
+        if offset < 0:  # -1: the segment's current end
+            status = connection.segment_status(scope, stream, segment)
+            if status is None:
+                raise SegstoreOptionError(position.option, f"segment {segment} of {scope}/{stream} does not exist")
+            positions[segment] = status.write_offset
+    state = ReadState(scope, stream, positions, position.cut.pending)
+    if not state.pending and not connection.is_valid_cut(state.to_stream_cut()):
+        raise SegstoreOptionError(
+            position.option,
+            f"{state.to_json()} is not a valid stream cut of {scope}/{stream} "
+            "(its segments must exist and cover the key space once)",
+        )
+    return state
+
+
+def _partitions(options: ReadOptions, ranges: Sequence[ReadRange]) -> list[InputPartition]:
+    target = options.target
+    return [
+        SegmentRangePartition(
+            target.controller,
+            target.scope,
+            target.stream,
+            r.segment_id,
+            r.start,
+            r.end,
+            options.fail_on_data_loss,
+            options.controller_timeout_s,
+            options.tier2_location,
+        )
+        for r in ranges
+    ]
+
+
+def _read(partition: InputPartition, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    if not isinstance(partition, SegmentRangePartition):
+        return iter(())  # Spark's placeholder partition of an empty read
+    batches = read_partition(partition)
+    if schema.equals(ARROW_SCHEMA):
+        return batches
+    return (batch.cast(schema) for batch in batches)
+
+
+class SegstoreBatchReader(DataSourceReader):
+    """``spark.read.format("segstore")``: the events between the start and the end position."""
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.arrow_schema = _arrow_schema(schema)
+
+    def partitions(self) -> list[InputPartition]:
+        options = self.options
+        target = options.target
+        with StreamConnection(target.controller, options.controller_timeout_s) as connection:
+            connection.require_stream(target.scope, target.stream)
+            start = resolve_position(connection, options, options.starting_or("earliest"))
+            end = resolve_position(connection, options, options.ending or Position.latest("endingOffsets"))
+            catalog = LiveCatalog(connection, target.scope, target.stream)
+            try:
+                ranges = plan_ranges(start, end, catalog, fail_on_data_loss=options.fail_on_data_loss)
+            except UnreachableEndError as error:
+                raise SegstoreOptionError("endingOffsets", f"is not after startingOffsets: {error}") from None
+        return _partitions(options, ranges)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition, self.arrow_schema)
+
+
+class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("segstore")``: micro-batches between read states (stream cuts).
+
+    Spark keeps one instance per query in a long-lived Python process (the connection is made there on
+    first use and kept); executors only call :meth:`read` on a copy without a connection.
+    """
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.arrow_schema = _arrow_schema(schema)
+        self._connection: StreamConnection | None = None
+        self._successors: dict[int, dict[int, list[int]]] = {}
+        self._target: ReadState | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_connection"] = None
+        return state
+
+    def _connect(self) -> StreamConnection:
+        if self._connection is None:
+            target = self.options.target
+            connection = StreamConnection(target.controller, self.options.controller_timeout_s)
+            try:
+                connection.require_stream(target.scope, target.stream)
+            except BaseException:
+                connection.close()
+                raise
+            self._connection = connection
+        return self._connection
+
+    def _catalog(self) -> LiveCatalog:
+        target = self.options.target
+        return LiveCatalog(self._connect(), target.scope, target.stream, self._successors)
+
+    def _state(self, offset: dict[str, Any]) -> ReadState:
+        target = self.options.target
+        return ReadState.from_offset(offset, target.scope, target.stream)
+
+    def initialOffset(self) -> dict[str, Any]:
+        position = self.options.starting_or("latest")
+        return resolve_position(self._connect(), self.options, position).to_offset()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_bytes_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxBytes(limit)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else None
+        cap = None if self._target is None else self._target.positions
+        state = advance(
+            self._state(start),
+            self._catalog(),
+            fail_on_data_loss=self.options.fail_on_data_loss,
+            max_bytes=max_bytes,
+            cap=cap,
+        )
+        return state.to_offset()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        target = self.options.target
+        self._target = ReadState.from_stream_cut(tail_cut(self._connect(), target.scope, target.stream))
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        ranges = plan_ranges(
+            self._state(start), self._state(end), self._catalog(), fail_on_data_loss=self.options.fail_on_data_loss
+        )
+        return _partitions(self.options, ranges)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition, self.arrow_schema)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to release: the stream keeps its data until it is truncated."""
+
+    def stop(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None

@@ -1,0 +1,79 @@
+"""Options of the ``segstore`` sink (batch and streaming writes), parsed once; errors name the option.
+
+=========================  =============================================================================
+option (alias)             meaning
+=========================  =============================================================================
+controller                 ``tcp://host:port`` of the controller (default ``tcp://127.0.0.1:9090``)
+scope, stream              where to write; both are created when missing
+exactlyOnce                ``true`` (default): each task writes into a transaction the driver commits;
+(exactly_once)             ``false``: plain event writers, at-least-once (see :mod:`pravega_spark.sink`)
+transactionTimeoutMs       lease of the transactions (default 120000): it must cover a whole
+(transaction_timeout_ms)   micro-batch, from the first task's end to the driver's commit
+defaultNumSegments         segments of the stream when the sink creates it (default 1)
+(default_num_segments)
+readAfterWriteConsistency  ``true`` (default): the commit returns once the transactions are merged
+(read_after_write_         into the stream, so the rows are readable when the batch is done;
+consistency)               ``false``: once the controller accepted the commit
+=========================  =============================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pravega_spark.options_common import Options, SegstoreOptionError, StreamTarget
+
+DEFAULT_TRANSACTION_TIMEOUT_MS = 120_000
+MAX_TRANSACTION_TIMEOUT_MS = 600_000
+"""The controller's default ``txn_max_lease_ms``; a longer lease is refused by the controller."""
+MIN_TRANSACTION_TIMEOUT_MS = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """Everything the sink needs from Spark's option map."""
+
+    target: StreamTarget
+    exactly_once: bool = True
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    default_num_segments: int = 1
+    read_after_write_consistency: bool = True
+    checkpoint_location: str | None = None
+    """Spark's ``checkpointLocation`` option when given; the commit log key when tasks do not name the
+    query (they always do under Structured Streaming)."""
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        """Raises SegstoreOptionError naming the first missing or invalid option."""
+        view = Options.of(options)
+        target = StreamTarget.parse(view)
+        exactly_once = view.boolean("exactlyOnce", True, aliases=["exactly_once"])
+        timeout = view.integer(
+            "transactionTimeoutMs",
+            DEFAULT_TRANSACTION_TIMEOUT_MS,
+            aliases=["transaction_timeout_ms"],
+            minimum=MIN_TRANSACTION_TIMEOUT_MS,
+        )
+        assert timeout is not None
+        if timeout > MAX_TRANSACTION_TIMEOUT_MS:
+            raise SegstoreOptionError(
+                "transactionTimeoutMs", f"must be at most {MAX_TRANSACTION_TIMEOUT_MS} (the controller's limit)"
+            )
+        segments = view.integer("defaultNumSegments", 1, aliases=["default_num_segments"])
+        assert segments is not None
+        consistency = view.boolean("readAfterWriteConsistency", True, aliases=["read_after_write_consistency"])
+        checkpoint = view.raw("checkpointLocation")
+        return cls(
+            target=target,
+            exactly_once=exactly_once,
+            transaction_timeout_ms=timeout,
+            default_num_segments=segments,
+            read_after_write_consistency=consistency,
+            checkpoint_location=checkpoint.strip() if checkpoint and checkpoint.strip() else None,
+        )
+
+    @property
+    def ping_interval_s(self) -> float:
+        """How often a task renews its transaction's lease while it writes."""
+        return self.transaction_timeout_ms / 3000.0

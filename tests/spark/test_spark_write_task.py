@@ -1,0 +1,152 @@
+"""The sink's write task (what runs on an executor) against a real standalone, without a Spark session:
+lease renewal while the input is slow, a bad row, and the at-least-once writer id."""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pyarrow as pa
+import pytest
+from standalone_process import StandaloneProcess
+
+from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
+from controller_client.event_writer import session_writer_id
+from controller_client.model import qualified_segment_name
+from pravega_spark.commit_log import BatchCommitter
+from pravega_spark.sink import SegstoreSchemaError, SinkColumns, _TaskInfo, _write_task
+from pravega_spark.write_options import WriteOptions
+
+SCOPE = "sinktask"
+_names = itertools.count()
+
+
+@pytest.fixture
+async def manager(standalone: StandaloneProcess) -> AsyncIterator[StreamManager]:
+    controller = await ControllerClient.connect(standalone.controller_uri)
+    manager = StreamManager(controller)
+    await manager.create_scope(SCOPE)
+    try:
+        yield manager
+    finally:
+        await manager.close()
+        await controller.close()
+
+
+async def _stream(manager: StreamManager, segments: int = 2) -> str:
+    stream = f"t{next(_names)}"
+    await manager.create_stream(SCOPE, stream, StreamConfiguration(ScalingPolicy.fixed(segments)))
+    return stream
+
+
+def _options(standalone: StandaloneProcess, stream: str, **extra: str) -> WriteOptions:
+    return WriteOptions.parse({"controller": standalone.controller_uri, "scope": SCOPE, "stream": stream, **extra})
+
+
+def _batch(rows: list[bytes | None], keys: list[str | None] | None = None) -> pa.RecordBatch:
+    columns = [pa.array(rows, pa.binary())]
+    if keys is not None:
+        columns.append(pa.array(keys, pa.string()))
+    return pa.record_batch(columns, names=["event", "routing_key"][: len(columns)])
+
+
+async def _events(manager: StreamManager, stream: str) -> list[bytes]:
+    end = await manager.tail_cut(SCOPE, stream)
+    async with manager.create_reader(SCOPE, stream, end=end) as reader:
+        return sorted([event.data async for event in reader])
+
+
+async def test_task_with_slow_input_keeps_its_transaction_alive(
+    manager: StreamManager, standalone: StandaloneProcess
+) -> None:
+    stream = await _stream(manager)
+    options = _options(standalone, stream, transactionTimeoutMs="1500")
+
+    def slow() -> Iterator[pa.RecordBatch]:
+        for n in range(3):
+            yield _batch([b"slow-%d-%d" % (n, i) for i in range(50)])
+            time.sleep(2.0)  # longer than the lease: only the background renewal keeps the transaction
+
+    message = await _write_task(options, SinkColumns("event", None), slow(), _TaskInfo(0, 0, None, None))
+    time.sleep(1.0)  # a lease (1.5 s) started by the task's last renewal is still running
+
+    assert message.rows == 150 and len(message.txn_ids) == 1
+    committer = BatchCommitter(manager.controller, None, SCOPE, stream, options.transaction_timeout_ms)
+    await committer.commit_unlogged([uuid.UUID(t) for t in message.txn_ids], "test")
+    assert await _events(manager, stream) == sorted(b"slow-%d-%d" % (n, i) for n in range(3) for i in range(50))
+
+
+async def test_task_with_a_null_event_fails_naming_the_column(
+    manager: StreamManager, standalone: StandaloneProcess
+) -> None:
+    stream = await _stream(manager)
+    batches = iter([_batch([b"ok"] * 10), _batch([b"a", None, b"c"])])
+
+    with pytest.raises(SegstoreSchemaError, match=r"^column 'event': must not be null \(row 1"):
+        await _write_task(
+            _options(standalone, stream), SinkColumns("event", None), batches, _TaskInfo(0, 0, None, None)
+        )
+
+    assert await _events(manager, stream) == []  # its transaction was aborted, never committed
+
+
+async def test_task_without_rows_opens_no_transaction(manager: StreamManager, standalone: StandaloneProcess) -> None:
+    stream = await _stream(manager)
+    batches = iter([_batch([])])
+    message = await _write_task(
+        _options(standalone, stream), SinkColumns("event", None), batches, _TaskInfo(2, 0, "q", 9)
+    )
+    assert (message.txn_ids, message.rows, message.partition, message.query_id, message.batch_id) == ((), 0, 2, "q", 9)
+
+
+async def test_at_least_once_task_writes_at_once_under_a_deterministic_writer_id(
+    manager: StreamManager, standalone: StandaloneProcess
+) -> None:
+    stream = await _stream(manager, segments=1)
+    task = _TaskInfo(partition=3, attempt=0, query_id="query-1", batch_id=4)
+    rows = [b"plain-%d" % i for i in range(300)]
+    keys: list[str | None] = [f"k{i % 3}" if i % 2 else None for i in range(300)]
+
+    message = await _write_task(
+        _options(standalone, stream, exactlyOnce="false"),
+        SinkColumns("event", "routing_key"),
+        iter([_batch(rows[:100], keys[:100]), _batch(rows[100:], keys[100:])]),
+        task,
+    )
+
+    assert message.txn_ids == () and message.rows == 300
+    assert await _events(manager, stream) == sorted(rows)  # visible without a commit
+    assert message.writer_id == str(task.writer_id()) == str(_TaskInfo(3, 1, "query-1", 4).writer_id())
+    assert _TaskInfo(3, 0, "query-1", 5).writer_id() != task.writer_id()
+    segment = qualified_segment_name(SCOPE, stream, (await manager.current_segments(SCOPE, stream))[0].segment_id)
+    # the segment store tracks the writer id's last event number: resends under that id are checked against it
+    session = manager.client.writer(segment, session_writer_id(uuid.UUID(message.writer_id), segment))
+    try:
+        assert await session.open() == 300
+    finally:
+        await session.close()
+
+
+async def test_task_over_more_segments_than_pooled_connections(
+    manager: StreamManager, standalone: StandaloneProcess
+) -> None:
+    stream = await _stream(manager, segments=9)
+    options = _options(standalone, stream)
+    rows = [b"%05d" % i for i in range(3_000)]
+    keys: list[str | None] = [f"key-{i % 37}" for i in range(3_000)]
+    batches = iter([_batch(rows[i : i + 500], keys[i : i + 500]) for i in range(0, 3_000, 500)])
+
+    message = await _write_task(options, SinkColumns("event", "routing_key"), batches, _TaskInfo(0, 0, None, None))
+    committer = BatchCommitter(manager.controller, None, SCOPE, stream, options.transaction_timeout_ms)
+    await committer.commit_unlogged([uuid.UUID(t) for t in message.txn_ids], "test")
+
+    end = await manager.tail_cut(SCOPE, stream)
+    per_key: dict[int, list[int]] = {}
+    async with manager.create_reader(SCOPE, stream, end=end) as reader:
+        async for event in reader:
+            per_key.setdefault(int(event.data) % 37, []).append(int(event.data))
+    assert sorted(i for ids in per_key.values() for i in ids) == list(range(3_000))
+    assert all(ids == sorted(ids) for ids in per_key.values())  # each key in write order
+    assert len(await manager.current_segments(SCOPE, stream)) == 9
