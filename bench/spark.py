@@ -1,0 +1,407 @@
+"""Spark benchmark of the ``segstore`` connector: reads and writes of 100 B events, next to Spark's own Parquet
+source and a trivial in-memory Python data source, all in one run on one machine.
+
+The system under test is ``segstore standalone`` (controller, segment store, ZooKeeper; file Tier-1 with
+fsync, filesystem Tier-2) started as a child process on a temporary data directory under ``--dir``; it
+never runs in the bench process. Spark runs ``local[2]`` in the bench process (driver; the JVM and its
+Python workers are its children). Events are 100 B of random bytes; MB = 10^6 bytes of event payload.
+Every measurement is a streaming query with ``Trigger.AvailableNow`` (one micro-batch: no read limit)
+into the ``noop`` sink (reads) or the ``segstore`` sink (writes), on a fresh checkpoint. ``rows/s`` =
+rows / wall time from ``start()`` to the end of ``awaitTermination()`` (query start-up, planning and the
+~0.2 s per micro-batch Spark and its Python runners cost included); ``batch rows/s`` = rows / the
+micro-batches' ``addBatch`` time (the data path alone). Reads run ``--repeats`` times (the best is shown,
+every run is in the JSON); writes run once.
+
+Cases, in this order (after warm-up queries that are not recorded: JIT, Python workers, a first write):
+
+1. ``source: parquet(event) -> noop``: the write cases' input (``readStream.parquet`` of the pre-generated
+   rows, ``select("event")``) alone, to show it is not what limits the writes.
+2. ``write exactlyOnce=false``: that input into ``writeStream.format("segstore")``, a new stream of
+   ``--segments`` segments. The stream's length is checked afterwards (>= rows * 108 B).
+3. ``read (a) cache``: ``readStream.format("segstore")`` of that stream, just written, no ``tier2Location``:
+   the segment store serves it from its cache (1 GiB per container: nothing was evicted).
+4. ``FlushToStorage`` of every container, then ``read (b) tier2 direct``: ``tier2Location`` =
+   ``<data dir>/tier2``, executors read the Parquet chunks themselves (the segment store only lists them).
+5. The standalone is restarted on the same data (its cache is empty), then ``read (c) tier2 via
+   segstore``: no ``tier2Location``, the segment store reads Tier-2 for the executors (one run: a second
+   would be served from the cache the first filled).
+6. ``write exactlyOnce=true``: the input of 1. into a new stream (length checked: exactly rows * 108 B).
+   It runs after the restart because of a segment store bug (:data:`RESTART_BUG`).
+7. ``parquet (5 cols) -> noop`` (Spark's own file source on the same rows, all columns) and ``numpy N/batch
+   -> noop``: ``bench_numpy`` (``bench/spark_sources.py``), Arrow batches from numpy with the segstore
+   schema, ``--segments`` partitions, N rows per batch: the upper bound of the Python data source path.
+   The segstore source yields ~19k-row batches from the segment store (2 MiB) and ~39k from Tier-2 (4 MiB).
+
+Every read is checked to return every event. The Tier-2 chunks are in the OS page cache in (b) and (c)
+(just written): no disk reads. Columns: ``start s``: wall time outside the micro-batches (query start,
+the Python streaming runner's start, termination); ``cpu us/row``: CPU time of every process of the run
+(not ``other``) per row; ``cpu``: CPU seconds per wall second (1.0 = one core) of the bench process
+(Spark's Python driver), the Spark JVM, Spark's Python workers (every Python descendant of the JVM), the
+segment store process (``ss loop``: its event loop thread alone), the controller, ZooKeeper, and
+everything else on the machine (``other``: the machine is shared; a high value means a disturbed run).
+``load``: the 1-minute load average when the case started.
+
+    .venv/bin/python bench/spark.py [--quick] [--rows 3000000] [--segments 4] [--repeats 3]
+                                    [--batch-rows 16384,131072] [--dir /tmp] [--out PATH] [--keep]
+
+The full run takes about 3 minutes on 2 cores, ``--quick`` about 1.5. Prints a table, writes JSON (default
+``bench/results/spark.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+# Spark's Python workers import spark_sources (the in-memory source) and pravega_spark from these paths.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH), str(REPO), os.environ.get("PYTHONPATH")]))
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+from benchlib import MB, filesystem_of, table  # noqa: E402
+from e2e_system import Standalone  # noqa: E402
+from spark_sources import SCHEMA_DDL, NumpySource, ProcessMeter, write_rows  # noqa: E402
+
+from pravega_spark.offsets import StreamConnection, tail_cut  # noqa: E402
+from segment_store.client import SegmentClient  # noqa: E402
+
+EVENT_BYTES = 100
+FRAMED_BYTES = EVENT_BYTES + 8
+SCOPE = "bench"
+CONTAINERS = 4  # the standalone's default container count
+RESULTS = REPO / "bench" / "results"
+READ_TARGET = 2_000_000
+WRITE_TARGET = 500_000
+RESTART_BUG = (
+    "segment store: a segment into which 2+ transactions were merged fails its container after a restart once "
+    "Tier-2 holds it (storage writer: BadOffsetError 'expected offset <first txn length>, segment length is "
+    "<all>'; the container restarts in a loop; sealing and deleting the stream first leaves the storage writer "
+    "spinning at ~1 core instead). So the standalone is restarted before the exactly-once write, not after it."
+)
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, work: Path) -> None:
+        self.args = args
+        self.work = work
+        self.data_dir = work / "data"
+        self.parquet_dir = work / "rows"
+        self.system = Standalone(self.data_dir)
+        self.spark: Any = None
+        self.meter: ProcessMeter | None = None
+        self.rows: list[dict[str, Any]] = []
+        self.queries = 0
+
+    # ---- set-up ------------------------------------------------------------------------------------------
+    def roles(self) -> dict[int, str]:
+        s = self.system
+        return {s.pid: "controller", s.segmentstore_pid: "segmentstore", s.zookeeper_pid: "zookeeper"}
+
+    def start_spark(self) -> None:
+        from pyspark.sql import SparkSession
+
+        self.spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("segstore-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.memory", "2g")
+            .config("spark.sql.catalogImplementation", "in-memory")
+            .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+            .getOrCreate()
+        )
+        self.spark.sparkContext.setLogLevel("ERROR")
+        self.spark.dataSource.register(NumpySource)
+        import pravega_spark
+
+        pravega_spark.register(self.spark)
+        gateway = self.spark.sparkContext._gateway
+        self.meter = ProcessMeter(self.roles)
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            self.meter.jvm = proc.pid
+
+    def restart_standalone(self, stream: str) -> dict[str, Any]:
+        """Stop the standalone, start it on the same data, wait until ``stream``'s segments answer (the ready
+        line can come before they do: see ``readable_after_ready_s`` and ``wrong_host_errors`` in the JSON)."""
+        expected = self.stream_bytes(stream)
+        self.system.stop()
+        self.system = Standalone(self.data_dir)
+        restart = {"ready_s": round(self.system.start(), 1)}
+        started, errors = time.perf_counter(), []
+        while True:
+            try:
+                if self.stream_bytes(stream) == expected:
+                    break
+            except Exception as error:
+                errors.append(repr(error)[:200])
+                if time.perf_counter() - started > 120:
+                    raise
+            time.sleep(0.5)
+        restart["readable_after_ready_s"] = round(time.perf_counter() - started, 1)
+        restart["wrong_host_errors"] = errors[:3] + ([f"... {len(errors)} in all"] if len(errors) > 3 else [])
+        return restart
+
+    def flush_tier2(self) -> float:
+        async def flush() -> None:
+            async with SegmentClient(("127.0.0.1", self.system.segmentstore_port)) as client:
+                for container in range(CONTAINERS):
+                    await client.flush_to_storage(container)
+
+        started = time.perf_counter()
+        asyncio.run(flush())
+        return time.perf_counter() - started
+
+    def stream_bytes(self, stream: str) -> int:
+        connection = StreamConnection(self.system.uri)
+        try:
+            return sum(tail_cut(connection, SCOPE, stream).positions.values())
+        finally:
+            connection.close()
+
+    # ---- one query -----------------------------------------------------------------------------------------
+    def query(self, case: str, frame: Any, sink: str = "noop", options: dict[str, str] | None = None) -> dict[str, Any]:
+        """Run ``frame`` into ``sink`` with Trigger.AvailableNow on a fresh checkpoint; one result row."""
+        assert self.meter is not None
+        self.queries += 1
+        checkpoint = str(self.work / "checkpoints" / f"q{self.queries}")
+        load1 = os.getloadavg()[0]
+        writer = frame.writeStream.format(sink).options(**(options or {})).option("checkpointLocation", checkpoint)
+        with self.meter.span() as cpu:
+            started = time.perf_counter()
+            query = writer.trigger(availableNow=True).start()
+            query.awaitTermination()
+            seconds = time.perf_counter() - started
+        progress = [p for p in query.recentProgress if p.numInputRows]
+        rows = sum(p.numInputRows for p in progress)
+        durations: dict[str, int] = {}
+        for p in query.recentProgress:
+            for key, ms in p.durationMs.items():
+                durations[key] = durations.get(key, 0) + ms
+        add_batch_s = durations.get("addBatch", 0) / 1000
+        return {
+            "case": case,
+            "rows": rows,
+            "seconds": round(seconds, 2),
+            "rows_per_s": round(rows / seconds),
+            "mb_per_s": round(rows * EVENT_BYTES / seconds / MB, 1),
+            "micro_batches": len(progress),
+            "add_batch_s": round(add_batch_s, 2),
+            "batch_rows_per_s": round(rows / add_batch_s) if add_batch_s else None,
+            "startup_s": round(seconds - durations.get("triggerExecution", 0) / 1000, 2),
+            "cpu_us_per_row": round(cpu["own_cpu_s"] / rows * 1e6, 2) if rows else None,
+            "duration_ms": durations,
+            "load1": round(load1, 2),
+            **cpu,
+        }
+
+    def measure(self, case: str, make: Any, repeats: int, expect: int | None = None, **kw: Any) -> dict[str, Any]:
+        """Best of ``repeats`` runs of ``make()`` (a fresh DataFrame each time); all runs kept in ``runs``."""
+        runs = [self.query(case, make(), **kw) for _ in range(repeats)]
+        for run in runs:
+            if expect is not None and run["rows"] != expect:
+                raise AssertionError(f"{case}: {run['rows']:,} rows, expected {expect:,}")
+        best = dict(max(runs, key=lambda r: r["rows_per_s"]))
+        best["runs"] = [{k: r[k] for k in ("rows_per_s", "seconds", "batch_rows_per_s", "load1")} for r in runs]
+        self.rows.append(best)
+        print(f"  {case}: {best['rows_per_s']:,} rows/s ({best['seconds']} s; data path "
+              f"{best['batch_rows_per_s']:,} rows/s; load {best['load1']})", flush=True)  # fmt: skip
+        return best
+
+    # ---- frames ------------------------------------------------------------------------------------------
+    def parquet(self, columns: tuple[str, ...] = ()) -> Any:
+        frame = self.spark.readStream.schema(SCHEMA_DDL).parquet(str(self.parquet_dir))
+        return frame.select(*columns) if columns else frame
+
+    def segstore(self, stream: str, tier2: bool = False) -> Any:
+        options = {"controller": self.system.uri, "scope": SCOPE, "stream": stream, "startingOffsets": "earliest"}
+        if tier2:
+            options["tier2Location"] = str(self.data_dir / "tier2")
+        return self.spark.readStream.format("segstore").options(**options).load()
+
+    def numpy(self, rows: int, batch_rows: int) -> Any:
+        options = {"rows": str(rows), "partitions": str(self.args.segments), "batchRows": str(batch_rows)}
+        return self.spark.readStream.format("bench_numpy").options(**options).load()
+
+    def warm_up_write(self, exactly_once: bool, rows: int) -> None:
+        """A first write of that kind (not recorded): the write path's Python workers and JIT."""
+        options = {
+            "controller": self.system.uri,
+            "scope": SCOPE,
+            "stream": f"warm-up-{'eo' if exactly_once else 'alo'}",
+            "exactlyOnce": str(exactly_once).lower(),
+        }
+        self.query("warm-up", self.numpy(rows, 16384).select("event"), sink="segstore", options=options)
+
+    # ---- the run -----------------------------------------------------------------------------------------
+    def write(self, exactly_once: bool, stream: str) -> dict[str, Any]:
+        options = {
+            "controller": self.system.uri,
+            "scope": SCOPE,
+            "stream": stream,
+            "exactlyOnce": str(exactly_once).lower(),
+            "defaultNumSegments": str(self.args.segments),
+        }
+        case = f"write exactlyOnce={str(exactly_once).lower()}"
+        row = self.measure(case, lambda: self.parquet(("event",)), 1, self.args.rows, sink="segstore", options=options)
+        stored = self.stream_bytes(stream)
+        row["stream_bytes"] = stored
+        if (exactly_once and stored != self.args.rows * FRAMED_BYTES) or stored < self.args.rows * FRAMED_BYTES:
+            raise AssertionError(f"{case}: stream holds {stored:,} B, expected {self.args.rows * FRAMED_BYTES:,}")
+        return row
+
+    def run(self) -> dict[str, Any]:
+        args = self.args
+        info: dict[str, Any] = {}
+        started = time.perf_counter()
+        info["parquet_bytes"] = write_rows(self.parquet_dir, args.rows, args.segments, EVENT_BYTES)
+        info["generate_s"] = round(time.perf_counter() - started, 1)
+        info["standalone_start_s"] = round(self.system.start(), 1)
+        started = time.perf_counter()
+        self.start_spark()
+        info["spark_start_s"] = round(time.perf_counter() - started, 1)
+        info["spark_version"] = self.spark.version
+        print(f"rows {args.rows:,} ({info['parquet_bytes'] / MB:.0f} MB Parquet); standalone ready in "
+              f"{info['standalone_start_s']} s; Spark {self.spark.version} in {info['spark_start_s']} s",
+              flush=True)  # fmt: skip
+        repeats = args.repeats
+        # warm-up (not recorded): JIT, Python worker daemon, first segstore connections
+        self.query("warm-up", self.numpy(args.rows // 4, 16384))
+        self.query("warm-up", self.parquet())
+        self.warm_up_write(False, args.rows // 30)
+        self.measure("source: parquet(event) -> noop", lambda: self.parquet(("event",)), repeats, args.rows)
+        alo = self.write(False, "rows-alo")
+        events = alo["stream_bytes"] // FRAMED_BYTES  # at least once: a resent block could add rows
+        self.measure("read (a) cache", lambda: self.segstore("rows-alo"), repeats, events)
+        info["flush_s"] = round(self.flush_tier2(), 2)
+        self.measure("read (b) tier2 direct", lambda: self.segstore("rows-alo", tier2=True), repeats, events)
+        info["restart"] = self.restart_standalone("rows-alo")
+        self.measure("read (c) tier2 via segstore", lambda: self.segstore("rows-alo"), 1, events)
+        self.warm_up_write(True, args.rows // 10)  # after the restart, as the write it warms: see RESTART_BUG
+        self.write(True, "rows-eo")
+        info["restart_bug"] = RESTART_BUG
+        self.measure("parquet (5 cols) -> noop", self.parquet, repeats, args.rows)
+        for batch_rows in args.batch_rows:
+            self.measure(f"numpy {batch_rows}/batch -> noop", lambda b=batch_rows: self.numpy(args.rows, b), repeats,
+                         args.rows)  # fmt: skip
+        return info
+
+    def close(self) -> None:
+        if self.spark is not None:
+            with contextlib.suppress(Exception):
+                for query in self.spark.streams.active:
+                    query.stop()
+            self.spark.stop()
+            self.spark = None
+        self.system.stop()
+
+
+COLUMNS = [
+    ("case", "case"),
+    ("rows_per_s", "rows/s"),
+    ("mb_per_s", "MB/s"),
+    ("seconds", "s"),
+    ("batch_rows_per_s", "batch rows/s"),
+    ("startup_s", "start s"),
+    ("cpu_us_per_row", "cpu us/row"),
+    ("cpu_driver", "cpu drv"),
+    ("cpu_jvm", "cpu jvm"),
+    ("cpu_pyworkers", "cpu py"),
+    ("cpu_segmentstore", "cpu ss"),
+    ("cpu_segmentstore_loop", "ss loop"),
+    ("cpu_controller", "cpu ctl"),
+    ("cpu_zookeeper", "cpu zk"),
+    ("cpu_other", "cpu other"),
+    ("load1", "load"),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1,000,000 rows, one run per case")
+    parser.add_argument("--rows", type=int, help="events per case (default 3,000,000)")
+    parser.add_argument("--segments", type=int, default=4, help="segments of the written streams (default 4)")
+    parser.add_argument("--repeats", type=int, help="runs of each read case, best kept (default 3)")
+    parser.add_argument("--batch-rows", default="16384,131072", help="rows per batch of bench_numpy")
+    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the data directory lives (a real disk)")
+    parser.add_argument("--out", type=Path, default=RESULTS / "spark.json", help="JSON output")
+    parser.add_argument("--keep", action="store_true", help="keep the data directory (printed)")
+    args = parser.parse_args()
+    args.rows = args.rows or (1_000_000 if args.quick else 3_000_000)
+    args.repeats = args.repeats or (1 if args.quick else 3)
+    args.batch_rows = [int(b) for b in args.batch_rows.split(",")]
+    fs_type = filesystem_of(Path(args.dir))
+    print(f"segstore standalone with data under {args.dir} ({fs_type}); {os.cpu_count()} CPUs; "
+          f"Python {platform.python_version()}; Spark local[2] in this process", flush=True)  # fmt: skip
+    load_before = os.getloadavg()
+    if load_before[0] > 0.5:
+        print(f"warning: load average {load_before[0]:.2f} before starting; something else uses the CPUs", flush=True)
+    started = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        tmp = tempfile.mkdtemp(prefix="bench-spark-", dir=args.dir)
+        if args.keep:
+            print(f"keeping {tmp}")
+        else:
+            stack.callback(shutil.rmtree, tmp, ignore_errors=True)
+        bench = Bench(args, Path(tmp))
+        try:
+            info = bench.run()
+        except BaseException:
+            print("standalone output tail:\n" + "\n".join(bench.system.output[-30:]), file=sys.stderr)
+            raise
+        finally:
+            bench.close()
+        problems = bench.system.problems()
+    total_s = time.perf_counter() - started
+    load_after = os.getloadavg()
+    table("Spark <-> segstore, 100 B events (Trigger.AvailableNow, one micro-batch, local[2])", bench.rows, COLUMNS)
+    by_case = {r["case"]: r for r in bench.rows}
+    best_read = max(by_case[c]["rows_per_s"] for c in by_case if c.startswith("read"))
+    eo_write = by_case["write exactlyOnce=true"]["rows_per_s"]
+    print(f"\ntargets: read >= {READ_TARGET:,} rows/s: best {best_read:,}; exactly-once write >= "
+          f"{WRITE_TARGET:,} rows/s: {eo_write:,}")  # fmt: skip
+    for source, found in problems.items():
+        if found["count"]:
+            print(f"{source}: {found['count']} warnings/errors, first: {found['first'][:2]}")
+    print(f"total {total_s:.0f} s; load average before {load_before[0]:.2f}, after {load_after[0]:.2f} "
+          f"({os.cpu_count()} CPUs; the machine is shared: see cpu other)")  # fmt: skip
+    document = {
+        "benchmark": "spark",
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "dir": args.dir,
+        "filesystem": fs_type,
+        "event_bytes": EVENT_BYTES,
+        "megabyte": MB,
+        "quick": args.quick,
+        "measurement": "readStream/writeStream with Trigger.AvailableNow (one micro-batch), fresh checkpoint",
+        "settings": {k: getattr(args, k) for k in ("rows", "segments", "repeats", "batch_rows")},
+        "targets": {"read_rows_per_s": READ_TARGET, "exactly_once_write_rows_per_s": WRITE_TARGET},
+        "total_s": round(total_s, 1),
+        "load_average_before": [round(v, 2) for v in load_before],
+        "load_average_after": [round(v, 2) for v in load_after],
+        **info,
+        "results": bench.rows,
+        "problems": problems,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
