@@ -12,7 +12,8 @@ rows / wall time from ``start()`` to the end of ``awaitTermination()`` (query st
 micro-batches' ``addBatch`` time (the data path alone). Reads run ``--repeats`` times (the best is shown,
 every run is in the JSON); writes run once.
 
-Cases, in this order (after warm-up queries that are not recorded: JIT, Python workers, a first write):
+Cases, in this order (7 runs right after the streaming form of each read; warm-up queries before are not
+recorded: JIT, Python workers, a first write of each kind):
 
 1. ``source: parquet(event) -> noop``: the write cases' input (``readStream.parquet`` of the pre-generated
    rows, ``select("event")``) alone, to show it is not what limits the writes.
@@ -27,7 +28,9 @@ Cases, in this order (after warm-up queries that are not recorded: JIT, Python w
    would be served from the cache the first filled).
 6. ``write exactlyOnce=true``: the input of 1. into a new stream (length checked: exactly rows * 108 B).
    It runs after the restart because of a segment store bug (:data:`RESTART_BUG`).
-7. ``parquet (5 cols) -> noop`` (Spark's own file source on the same rows, all columns) and ``numpy N/batch
+7. ``batch read (a)`` / ``(b)`` (after the streaming form of each): the same read as a batch query,
+   ``spark.read.format("segstore")...write.format("noop")``: no streaming runner, no checkpoint.
+8. ``parquet (5 cols) -> noop`` (Spark's own file source on the same rows, all columns) and ``numpy N/batch
    -> noop``: ``bench_numpy`` (``bench/spark_sources.py``), Arrow batches from numpy with the segstore
    schema, ``--segments`` partitions, N rows per batch: the upper bound of the Python data source path.
    The segstore source yields ~19k-row batches from the segment store (2 MiB) and ~39k from Tier-2 (4 MiB).
@@ -208,6 +211,26 @@ class Bench:
             **cpu,
         }
 
+    def batch_read(self, case: str, make: Any, repeats: int, rows: int) -> dict[str, Any]:
+        """Best of ``repeats`` batch reads ``make().write.format("noop")`` (rows not counted: the streaming
+        form of the same read is checked)."""
+        assert self.meter is not None
+        runs = []
+        for _ in range(repeats):
+            load1 = os.getloadavg()[0]
+            with self.meter.span() as cpu:
+                started = time.perf_counter()
+                make().write.format("noop").mode("overwrite").save()
+                seconds = time.perf_counter() - started
+            runs.append({"case": case, "rows": rows, "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds),
+                         "mb_per_s": round(rows * EVENT_BYTES / seconds / MB, 1), "load1": round(load1, 2),
+                         "cpu_us_per_row": round(cpu["own_cpu_s"] / rows * 1e6, 2), **cpu})  # fmt: skip
+        best = dict(max(runs, key=lambda r: r["rows_per_s"]))
+        best["runs"] = [{k: r[k] for k in ("rows_per_s", "seconds", "load1")} for r in runs]
+        self.rows.append(best)
+        print(f"  {case}: {best['rows_per_s']:,} rows/s ({best['seconds']} s; load {best['load1']})", flush=True)
+        return best
+
     def measure(self, case: str, make: Any, repeats: int, expect: int | None = None, **kw: Any) -> dict[str, Any]:
         """Best of ``repeats`` runs of ``make()`` (a fresh DataFrame each time); all runs kept in ``runs``."""
         runs = [self.query(case, make(), **kw) for _ in range(repeats)]
@@ -226,11 +249,11 @@ class Bench:
         frame = self.spark.readStream.schema(SCHEMA_DDL).parquet(str(self.parquet_dir))
         return frame.select(*columns) if columns else frame
 
-    def segstore(self, stream: str, tier2: bool = False) -> Any:
+    def segstore(self, stream: str, tier2: bool = False, batch: bool = False) -> Any:
         options = {"controller": self.system.uri, "scope": SCOPE, "stream": stream, "startingOffsets": "earliest"}
         if tier2:
             options["tier2Location"] = str(self.data_dir / "tier2")
-        return self.spark.readStream.format("segstore").options(**options).load()
+        return (self.spark.read if batch else self.spark.readStream).format("segstore").options(**options).load()
 
     def numpy(self, rows: int, batch_rows: int) -> Any:
         options = {"rows": str(rows), "partitions": str(self.args.segments), "batchRows": str(batch_rows)}
@@ -286,8 +309,11 @@ class Bench:
         alo = self.write(False, "rows-alo")
         events = alo["stream_bytes"] // FRAMED_BYTES  # at least once: a resent block could add rows
         self.measure("read (a) cache", lambda: self.segstore("rows-alo"), repeats, events)
+        self.batch_read("batch read (a) cache", lambda: self.segstore("rows-alo", batch=True), repeats, events)
         info["flush_s"] = round(self.flush_tier2(), 2)
         self.measure("read (b) tier2 direct", lambda: self.segstore("rows-alo", tier2=True), repeats, events)
+        read_b = lambda: self.segstore("rows-alo", tier2=True, batch=True)  # noqa: E731
+        self.batch_read("batch read (b) tier2 direct", read_b, repeats, events)
         info["restart"] = self.restart_standalone("rows-alo")
         self.measure("read (c) tier2 via segstore", lambda: self.segstore("rows-alo"), 1, events)
         self.warm_up_write(True, args.rows // 10)  # after the restart, as the write it warms: see RESTART_BUG

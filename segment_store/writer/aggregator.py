@@ -257,7 +257,8 @@ class SegmentAggregator:
             await self._ensure_exists()
             await self._storage.concat(self.target.name, op.target_offset, source.target.name)
             source.exists_in_storage = False
-        self.storage_length = op.target_offset + op.length
+        # never backwards: replaying the first of several merges already in Tier-2 must keep the whole length
+        self.storage_length = max(self.storage_length, op.target_offset + op.length)
         source.finished = True
         self._pop_barrier()
         self._host.on_merged(self.target.segment_id, op.source_id, self.storage_length)

@@ -127,6 +127,30 @@ async def test_merge_replayed_after_crash_is_not_applied_twice(env: ContainerEnv
     assert not await c2.storage.exists(txn)
 
 
+async def test_two_merges_replayed_after_crash_keep_the_full_tier2_length(env: ContainerEnv) -> None:
+    """Replaying the first of two merges already in Tier-2 must not pull the storage length back to the end
+    of the first one (the second merge would then be applied at a wrong offset and fail the container)."""
+    c = await env.start()
+    parent = "p/s/0.#epoch.0"
+    txns = [f"{parent}#transaction." + f"{i:02x}" * 16 for i in (1, 2)]
+    await c.create_segment(parent)
+    data = await fill(c, parent, 3, "p")
+    for i, txn in enumerate(txns):
+        await c.create_segment(txn)
+        part = await fill(c, txn, 4, f"t{i}")
+        await c.seal(txn)
+        await c.merge(parent, txn)
+        data += part
+    await c.flush_to_storage()
+    await crash(c)
+    c2 = await env.start()
+    more = await fill(c2, parent, 2, "after")
+    await asyncio.wait_for(c2.flush_to_storage(), 10)
+    await assert_tier2_exact(c2, parent, data + more)
+    for txn in txns:
+        assert not await c2.storage.exists(txn)
+
+
 async def test_delete_and_recreate_replayed_after_crash_keeps_the_new_segment(env: ContainerEnv) -> None:
     c = await env.start()
     await c.create_segment("s")
