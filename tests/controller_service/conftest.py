@@ -1,0 +1,45 @@
+"""Fixtures of the metadata store contract tests: a store over the in-memory or the ZooKeeper coordination
+store (both must behave identically), and a manual clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from metadata_contract_env import Clock, Connect
+
+from controller.metadata import StreamMetadataStore
+from segment_store.coordination.kazoo_store import KazooCoordinationStore
+from segment_store.coordination.memory_store import MemoryCoordinationServer
+from segment_store.coordination.store import CoordinationStore
+
+
+@pytest.fixture(params=["memory", "zookeeper"])
+async def connect(request: pytest.FixtureRequest) -> AsyncIterator[Connect]:
+    sessions: list[CoordinationStore] = []
+    if request.param == "memory":
+        server = MemoryCoordinationServer()
+
+        async def open_session() -> CoordinationStore:
+            sessions.append(server.connect())
+            return sessions[-1]
+    else:
+        hosts: str = request.getfixturevalue("zk_chroot")
+
+        async def open_session() -> CoordinationStore:
+            sessions.append(await KazooCoordinationStore.connect(hosts))
+            return sessions[-1]
+
+    yield open_session
+    for session in sessions:
+        await session.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def store(connect: Connect, clock: Clock) -> StreamMetadataStore:
+    return StreamMetadataStore(await connect(), clock_ms=clock)
