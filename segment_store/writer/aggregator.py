@@ -264,6 +264,10 @@ class SegmentAggregator:
         self._host.on_merged(self.target.segment_id, op.source_id, self.storage_length)
 
     async def _delete(self) -> None:
+        # Merges still queued will never happen: their sources end with this segment (else they would stay
+        # pending forever, keeping the writer busy and Tier-1 untruncated, and leak in Tier-2).
+        for op in [op for op in self._queue if isinstance(op, MergeOperation)]:
+            await self._host.aggregator(op.source_id).end_with_target()
         # After a restart a live namesake means Tier-2's segment of this name is the namesake's: the
         # container creates a name again only once the old segment has left Tier-2.
         if not self._host.has_live_namesake(self.target.name, self.target.segment_id):
@@ -271,6 +275,16 @@ class SegmentAggregator:
                 await self._storage.delete(self.target.name)
         self.exists_in_storage = False
         self._host.on_deleted(self.target.segment_id, self.discard())
+
+    async def end_with_target(self) -> None:
+        """This merge source's target was deleted before the merge reached Tier-2: delete it instead.
+
+        Takes this aggregator's lock (a forced flush of it may be running); a target locks its
+        sources, never the reverse.
+        """
+        async with self._lock:
+            if not self.finished:
+                await self._delete()
 
     def discard(self) -> int:
         """Drop every queued operation (the segment is gone); returns the append bytes dropped."""

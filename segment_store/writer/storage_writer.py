@@ -204,6 +204,11 @@ class StorageWriter:
         await future
 
     @property
+    def pending_segments(self) -> int:
+        """How many segments have operations not yet applied to Tier-2."""
+        return sum(1 for a in self._aggregators.values() if a.pending)
+
+    @property
     def truncation_sequence(self) -> int:
         """Every storage operation with a smaller sequence number is in Tier-2."""
         lowest = [s for a in self._aggregators.values() if (s := a.lowest_sequence) is not None]
@@ -218,7 +223,7 @@ class StorageWriter:
             raise
         except BaseException as exc:
             self.failure = exc
-            log.error("container %s: storage writer failed: %r", self.metadata.container_id, exc)
+            log.error("container %s: storage writer failed: %r", self.metadata.container_id, exc, exc_info=exc)
             self._fail_waiters(SegstoreError(f"storage writer failed: {exc!r}"))
             self._listener.failed(exc)
 

@@ -4,7 +4,8 @@ Each notebook starts its own ``segstore standalone`` and SparkSession as childre
 runs every cell (an error in any cell fails the test). The kernel is a kernelspec written to a temporary
 ``JUPYTER_PATH`` pointing at ``sys.executable``, so the venv's packages are used and nothing is installed.
 The kernel's descendants are looked up every 0.2 s while it runs and, if still running at the end, stopped by
-pid: a notebook that failed before its own clean-up cell leaves nothing behind.
+pid: a notebook that failed before its own clean-up cell leaves nothing behind. The kernel's own output (where
+the Spark JVM writes) goes to a file whose tail is part of a failure's message.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 KERNEL_NAME = "segstore-venv"
 CELL_TIMEOUT_S = 120
 STOP_GRACE_S = 10.0
+KERNEL_LOG_TAIL = 6000
 
 
 def _kernelspec(root: Path) -> None:
@@ -102,8 +104,14 @@ def _run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[An
     watcher = threading.Thread(target=watch, name="notebook-children", daemon=True)
     watcher.start()
     began = time.monotonic()
+    kernel_log = tmp_path / "kernel.log"  # the kernel's and its children's (the JVM's) stdout and stderr
     try:
-        client.execute()
+        with kernel_log.open("wb") as log:
+            client.execute(stdout=log, stderr=log)
+    except Exception as error:
+        tail = kernel_log.read_text(errors="replace")[-KERNEL_LOG_TAIL:]
+        message = f"{name} failed; the kernel's output ends with:\n{tail}\n---\n{str(error)[-3000:]}"
+        raise AssertionError(message) from error
     finally:
         done.set()
         watcher.join()

@@ -151,6 +151,54 @@ async def test_two_merges_replayed_after_crash_keep_the_full_tier2_length(env: C
         assert not await c2.storage.exists(txn)
 
 
+async def _merge_two_txns_then_delete_parent(c: SegmentContainer, flush_before_delete: bool) -> list[str]:
+    parent = "p/s/0.#epoch.0"
+    txns = [f"{parent}#transaction." + f"{i:02x}" * 16 for i in (3, 4)]
+    await c.create_segment(parent)
+    await fill(c, parent, 3, "p")
+    for i, txn in enumerate(txns):
+        await c.create_segment(txn)
+        await fill(c, txn, 40, f"t{i}")
+        await c.seal(txn)
+        await c.merge(parent, txn)
+    if flush_before_delete:
+        await c.flush_to_storage()
+    await c.seal(parent)
+    await c.delete_segment(parent)
+    return [parent, *txns]
+
+
+async def _assert_all_gone_and_writer_idle(c: SegmentContainer, names: list[str]) -> None:
+    await asyncio.wait_for(c.flush_to_storage(), 10)
+    for name in names:
+        assert not await c.storage.exists(name), f"{name} left behind in Tier-2"
+        assert c.metadata.get_by_name(name) is None and not c.metadata.has_dead(name), f"{name} still in metadata"
+    assert c.writer.pending_segments == 0, "operations of deleted segments are still pending (the writer spins)"
+    assert c.writer.truncation_sequence > c.metadata.sequence_number - 1
+
+
+@pytest.mark.parametrize("flush_before_delete", [True, False], ids=["merged-in-tier2", "merges-pending"])
+async def test_parent_deleted_after_merges_leaves_no_pending_sources(
+    env: ContainerEnv, flush_before_delete: bool
+) -> None:
+    c = await env.start()
+    names = await _merge_two_txns_then_delete_parent(c, flush_before_delete)
+    await _assert_all_gone_and_writer_idle(c, names)
+
+
+@pytest.mark.parametrize("flush_before_delete", [True, False], ids=["merged-in-tier2", "merges-pending"])
+async def test_parent_deleted_after_merges_replayed_after_crash_leaves_no_pending_sources(
+    env: ContainerEnv, flush_before_delete: bool
+) -> None:
+    """After a restart the log replays merges into a parent it deletes later: the merge sources must end too
+    (not stay pending and due forever, which spun the writer and held Tier-1 back)."""
+    c = await env.start()
+    names = await _merge_two_txns_then_delete_parent(c, flush_before_delete)
+    await crash(c)
+    c2 = await env.start()
+    await _assert_all_gone_and_writer_idle(c2, names)
+
+
 async def test_delete_and_recreate_replayed_after_crash_keeps_the_new_segment(env: ContainerEnv) -> None:
     c = await env.start()
     await c.create_segment("s")
