@@ -67,7 +67,8 @@ the first ones printed.
 
     .venv/bin/python bench/e2e.py [--quick] [--seconds 10] [--latency-seconds 4] [--segments 1,10,100]
                                   [--windows 1,100] [--yield-every 1000] [--official-inflight 10000]
-                                  [--only official,ours] [--profile] [--py-spy /path/to/py-spy]
+                                  [--only official,ours] [--profile [no-yield|yield]]
+                                  [--py-spy /path/to/py-spy] [--no-cprofile]
                                   [--dir /var/tmp] [--out PATH]
 
 The full run takes about 2.5 minutes on 2 cores, ``--quick`` about 50 s. Prints one table per case
@@ -330,9 +331,10 @@ async def ours_throughput(
     seconds: float,
     yield_every: int,
     profiled: str | None = None,
+    cprofile: bool = True,
 ) -> dict[str, Any]:
     """``yield_every``: events between ``asyncio.sleep(0)`` (0: never). ``profiled``: a path prefix; the
-    client runs under cProfile."""
+    client runs under cProfile unless ``cprofile`` is false (then the case runs at full speed, for py-spy)."""
     keys = [f"key-{k}" for k in range(1000)]
     name = f"ours{segments}y{yield_every}" + ("profiled" if profiled else "")
     stream, manager, writer, default_error, pool = await open_ours(controller, name, segments, keys)
@@ -361,7 +363,7 @@ async def ours_throughput(
         warm = len(keys) + await run(min(0.5, seconds / 4))
         blocks_before = blocks_sent(writer)
         meter = Meter(system)
-        if profiled:
+        if profiled and cprofile:
             profiler.enable()
         count = await run(seconds)
         profiler.disable()
@@ -378,7 +380,7 @@ async def ours_throughput(
     row["default_config"] = "fails" if default_error else "ok"
     row["default_config_error"] = default_error
     row["pool_connections"] = pool or ClientConfig().pool.max_connections_per_endpoint
-    if profiled:
+    if profiled and cprofile:
         profiler.dump_stats(f"{profiled}-client.prof")
     row.update(await count_events(system.uri, stream))
     check_read_back(row, warm + count)
@@ -425,17 +427,21 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
             falls[yield_every] = rows[-1]["events_per_s"] / rows[0]["events_per_s"]
         results["ours_largest_over_smallest"] = {str(k): round(v, 2) for k, v in falls.items()}
         worst = min(falls, key=lambda k: falls[k])
+        if args.profile in ("no-yield", "yield"):
+            worst = 0 if args.profile == "no-yield" else args.yield_every
         if falls[worst] < FALL_RATIO or args.profile:
             segments = segment_counts[-1]
             prefix = args.work / f"e2e-ours-{segments}seg-yield{worst}"  # deleted with the data dir
             out = Path(f"{prefix}-segmentstore.pyspy.txt")
             started = time.perf_counter()
             with py_spy(args.py_spy, system.segmentstore_pid, out):
-                row = await ours_throughput(system, controller, segments, args.seconds / 2, worst, str(prefix))
+                row = await ours_throughput(
+                    system, controller, segments, args.seconds / 2, worst, str(prefix), not args.no_cprofile
+                )
             spied = time.perf_counter() - started
             results["profile"] = {
                 "case": row,
-                "client": cprofile_top(Path(f"{prefix}-client.prof"), PROFILE_TOP),
+                "client": None if args.no_cprofile else cprofile_top(Path(f"{prefix}-client.prof"), PROFILE_TOP),
                 "segmentstore": pyspy_top(out, spied, PROFILE_TOP) if args.py_spy else None,
             }
         for window in (int(w) for w in args.windows.split(",")):
@@ -478,14 +484,18 @@ def report(results: dict[str, Any]) -> None:
         row = profile["case"]
         cpu = f"cpu cli {row['cpu_client']}, ss {row['cpu_segmentstore']}, ss loop {row['cpu_segmentstore_loop']}"
         what = f"ours, {row['producer']}, {row['segments']} segments"
-        print(f"\nprofiled: {what}, {row['events_per_s']:,} events/s under cProfile ({cpu})")
-        columns = [("self_s", "self s"), ("cum_s", "cum s"), ("calls", "calls"), ("function", "function")]
-        table("client (cProfile), by self time", profile["client"]["by_self"], columns)
+        under = "without cProfile" if profile["client"] is None else "under cProfile"
+        print(f"\nprofiled: {what}, {row['events_per_s']:,} events/s {under} ({cpu})")
+        if profile["client"] is not None:
+            columns = [("self_s", "self s"), ("cum_s", "cum s"), ("calls", "calls"), ("function", "function")]
+            table("client (cProfile), by self time", profile["client"]["by_self"], columns)
         server = profile["segmentstore"]
         if server:
             busy = [("busy", "busy"), ("thread", "thread")]
             table("segment store threads (py-spy busy share)", server["threads"], busy)
             table("segment store event loop, % of its samples, by self", server["event_loop"]["by_self"],
+                  [("percent", "%"), ("function", "function")])  # fmt: skip
+            table("segment store, all threads, % of all samples, by self", server["all_threads"]["by_self"],
                   [("percent", "%"), ("function", "function")])  # fmt: skip
     for source, found in results["problems"].items():
         print(f"\n{source}: {found['count']} warning/error lines")
@@ -535,8 +545,17 @@ def main() -> None:
         "--official-inflight", type=int, default=10_000, help="max_inflight_events of the official writer"
     )
     parser.add_argument("--only", help="comma-separated: official,ours")
-    parser.add_argument("--profile", action="store_true", help="profile our largest case even if it does not fall")
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        const="worse",
+        choices=["worse", "no-yield", "yield"],
+        help="profile our largest case even if it does not fall (of the worse producer, or of the one named)",
+    )
     parser.add_argument("--py-spy", help="path of a py-spy binary: sample the segment store in the profiled case")
+    parser.add_argument(
+        "--no-cprofile", action="store_true", help="run the profiled case without cProfile (py-spy only, full speed)"
+    )
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the data directory lives (a real disk)")
     parser.add_argument("--out", type=Path, default=RESULTS / "e2e.json", help="JSON output")
     args = parser.parse_args()
@@ -569,6 +588,7 @@ def main() -> None:
         "official_inflight",
         "only",
         "profile",
+        "no_cprofile",
     )
     document = {
         "benchmark": "e2e",

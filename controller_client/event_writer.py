@@ -20,8 +20,11 @@ Invariants:
   acknowledgement. Sealed with no successors means the stream is sealed: :class:`StreamSealedError`.
 * **Acknowledgement.** The future ``write_event`` returns completes when the event is durably stored (in
   whichever segment it ended up), or fails with the writer's error; ``flush`` waits for all of them.
-* **Memory.** Each segment session holds at most its ``max_unacked_bytes`` window; ``write_event`` waits
-  while the window of the event's segment is full (and, holding the lock, so do later writes).
+* **Memory.** The writer holds at most ``EventWriterConfig.max_unacked_bytes`` of events not yet
+  acknowledged, over all its segments (one event larger than that is let through alone), and each segment
+  session at most its own window; ``write_event`` waits while either is full (holding the lock, so later
+  writes wait too). So memory does not grow with the number of segments, and a producer that never yields
+  still lets the sessions send while it waits.
 * **Failure.** Any other session failure (``NoSuchSegment``: the stream was deleted, raised as
   :class:`StreamNotFoundError`; retries exhausted; a rejected token) fails that segment's pending events and
   the writer: later calls raise the error.
@@ -63,6 +66,8 @@ _T = TypeVar("_T")
 class EventWriterConfig:
     """An event stream writer."""
 
+    max_unacked_bytes: int = 16 * 1024 * 1024
+    """Event bytes written and not yet acknowledged, over all segments, before ``write_event`` waits."""
     segment_writer: WriterConfig | None = None
     """Append session settings (window ``max_unacked_bytes``, block size, reconnects); None: the client's."""
     controller_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=10, max_delay_ms=2_000))
@@ -73,15 +78,103 @@ class EventWriterConfig:
     def __post_init__(self) -> None:
         if self.seal_confirm_attempts < 1:
             raise ValueError("seal_confirm_attempts: must be at least 1")
+        if self.max_unacked_bytes < 1:
+            raise ValueError("max_unacked_bytes: must be positive")
 
 
-@dataclass(slots=True, eq=False)
-class _Pending:
-    routing_key: str | None
-    position: float
-    data: bytes
-    future: asyncio.Future[None]
-    number: int = 0  # event number in the segment session that holds it
+class _Batch:
+    """Events written one after another into one block of a session share one future (``write_event``
+    returns it), done once all of them are stored, wherever a scale moved them."""
+
+    __slots__ = ("future", "remaining")
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+        self.remaining = 0  # events of the batch not stored yet
+
+    def fail(self, error: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(error)
+            self.future.exception()  # retrieved here; the caller sees it when awaiting
+
+
+class _PendingEvents:
+    """A sink's events not acknowledged yet, in event-number order (consecutive numbers from
+    ``first_number``): payloads, routing keys, and runs ``[batch, count]`` of consecutive events of one batch.
+
+    Nothing here is an object per event that the garbage collector tracks: with hundreds of thousands of
+    events in flight, per-event objects made full collections the largest cost of writing.
+    """
+
+    __slots__ = ("data", "first_number", "keys", "runs")
+
+    def __init__(self) -> None:
+        self.first_number = 0
+        self.data: deque[bytes] = deque()
+        self.keys: deque[str | None] = deque()
+        self.runs: deque[list] = deque()  # [batch, count]
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def add(self, number: int, data: bytes, key: str | None, batch: _Batch) -> None:
+        if not self.data:
+            self.first_number = number
+        self.data.append(data)
+        self.keys.append(key)
+        runs = self.runs
+        if runs and runs[-1][0] is batch:
+            runs[-1][1] += 1
+        else:
+            runs.append([batch, 1])
+
+    def release_through(self, level: int) -> int:
+        """The events numbered up to ``level`` are stored: complete batches that are whole; return their bytes."""
+        count = min(len(self.data), level - self.first_number + 1)
+        if count <= 0:
+            return 0
+        freed = 0
+        data, keys = self.data, self.keys
+        for _ in range(count):
+            freed += len(data.popleft())
+            keys.popleft()
+        self.first_number += count
+        runs = self.runs
+        while count:
+            run = runs[0]
+            batch: _Batch = run[0]
+            take = min(run[1], count)
+            count -= take
+            batch.remaining -= take
+            if take == run[1]:
+                runs.popleft()
+            else:
+                run[1] -= take
+            if batch.remaining == 0 and not batch.future.done():
+                batch.future.set_result(None)
+        return freed
+
+    def take_all(self) -> list[tuple[bytes, str | None, _Batch]]:
+        """Remove every event (to move them elsewhere), in order, each with its batch."""
+        batches = [run[0] for run in self.runs for _ in range(run[1])]
+        events = list(zip(self.data, self.keys, batches, strict=True))
+        self.data.clear()
+        self.keys.clear()
+        self.runs.clear()
+        return events
+
+    def fail_all(self, error: BaseException) -> int:
+        """Fail every batch with an event here and drop the events; return their bytes."""
+        freed = sum(len(d) for d in self.data)
+        for run in self.runs:
+            run[0].fail(error)
+        self.data.clear()
+        self.keys.clear()
+        self.runs.clear()
+        return freed
+
+    def batches(self) -> list[_Batch]:
+        return list({id(run[0]): run[0] for run in self.runs}.values())
 
 
 @dataclass(slots=True, eq=False)
@@ -91,8 +184,9 @@ class _Sink:
     segment: SegmentRange
     name: str
     writer: SegmentWriter
-    pending: deque[_Pending] = field(default_factory=deque)
+    pending: _PendingEvents = field(default_factory=_PendingEvents)
     last_ack: asyncio.Future[None] | None = None
+    open_batch: _Batch | None = None  # the batch new events join while the session returns ``last_ack``
     replaced: bool = False
     replacing: bool = False
 
@@ -134,6 +228,8 @@ class EventStreamWriter:
         self._failure: BaseException | None = None
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._unacked_bytes = 0  # of the events in the sinks' pending queues (and the one being routed)
+        self._room: asyncio.Future[None] | None = None  # set while write_event waits for the window
         self.scales_followed = 0
         """How many sealed segments were replaced by their successors; for tests and metrics."""
         self.events_resent = 0
@@ -153,6 +249,11 @@ class EventStreamWriter:
         """The error that ended the writer, or None."""
         return self._failure
 
+    @property
+    def unacked_bytes(self) -> int:
+        """Bytes of events written and not yet acknowledged (or failed), over all segments."""
+        return self._unacked_bytes
+
     def current_segments(self) -> list[SegmentRange]:
         """The segments events are routed to now (empty before the first write or ``open``)."""
         return self._map.segments() if self._map is not None else []
@@ -168,28 +269,51 @@ class EventStreamWriter:
         """Queue ``event`` for the segment owning ``routing_key`` (None: a random segment); wait only while
         that segment's window is full. Returns a future that completes when the event is stored.
 
+        Events written one after another to the same segment may share one future (it completes when all
+        of them are stored): await it, do not cancel it.
+
         Raises the writer's failure (StreamSealedError, StreamNotFoundError, ...) or ClientClosedError.
         """
         self._check_usable()
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        pending = _Pending(routing_key, self._hasher.position(routing_key), bytes(event), future)
+        data = bytes(event)
         async with self._lock:
             self._check_usable()
             if self._map is None:
                 await self._load()
-            await self._route(pending)
-        return future
+            size = len(data)
+            while self._unacked_bytes and self._unacked_bytes + size > self.config.max_unacked_bytes:
+                await self._wait_for_room()
+            self._unacked_bytes += size
+            try:
+                batch = await self._route(data, routing_key, None)
+            except BaseException:
+                self._unacked_bytes -= size  # not queued anywhere
+                raise
+        return batch.future
+
+    async def _wait_for_room(self) -> None:
+        """Wait until acknowledgements (or a failure) free part of the window; raise the writer's failure."""
+        if self._room is None or self._room.done():
+            self._room = asyncio.get_running_loop().create_future()
+        await self._room
+        self._check_usable()
+
+    def _freed(self, size: int) -> None:
+        self._unacked_bytes -= size
+        room = self._room
+        if room is not None and not room.done() and self._unacked_bytes < self.config.max_unacked_bytes:
+            room.set_result(None)
 
     async def write_events(self, events: list[tuple[bytes, str | None]]) -> asyncio.Future[None]:
         """Queue several ``(event, routing_key)`` in order; the future completes when all are stored."""
         futures = [await self.write_event(data, key) for data, key in events]
-        return asyncio.ensure_future(_all_of(futures))
+        return asyncio.ensure_future(_all_of(list(dict.fromkeys(futures))))
 
     async def flush(self) -> None:
         """Wait until every event written so far is stored (following scales). Raises the first failure."""
         self._check_usable()
         async with self._lock:  # events being moved to successors are in no session until the move ends
-            futures = [p.future for sink in self._sinks.values() for p in sink.pending]
+            futures = [batch.future for sink in self._sinks.values() for batch in sink.pending.batches()]
         first_error: BaseException | None = None
         for future in futures:
             try:
@@ -252,24 +376,31 @@ class EventStreamWriter:
             sink = self._sinks[segment.segment_id] = _Sink(segment, name, writer)
         return sink
 
-    async def _route(self, pending: _Pending) -> None:
-        """Hand ``pending`` to the session of its segment (called with the lock held)."""
+    async def _route(self, data: bytes, routing_key: str | None, batch: _Batch | None) -> _Batch:
+        """Hand an event to the session of its key's segment (called with the lock held). ``batch``: the
+        batch of an event being moved; None for a new event, which joins the sink's open batch or starts one.
+        """
+        position = self._hasher.position(routing_key)
         while True:
-            sink = self._sink_for(pending.position)
+            sink = self._sink_for(position)
             try:
-                ack = await sink.writer.write(pending.data)
+                ack = await sink.writer.write(data)
             except SegmentIsSealedError:
                 await self._replace_sealed(sink)
                 continue
             except Exception as error:
                 self._fail(sink, error)
                 raise
-            pending.number = sink.writer.last_event_number
-            sink.pending.append(pending)
+            if batch is None:
+                batch = sink.open_batch
+                if ack is not sink.last_ack or batch is None or batch.future.done():
+                    batch = sink.open_batch = _Batch(asyncio.get_running_loop().create_future())
+                batch.remaining += 1
+            sink.pending.add(sink.writer.last_event_number, data, routing_key, batch)
             if ack is not sink.last_ack:
                 sink.last_ack = ack
                 ack.add_done_callback(functools.partial(self._on_ack, sink))
-            return
+            return batch
 
     # ---- acknowledgements and failures ----------------------------------------------------------------------
 
@@ -278,11 +409,9 @@ class EventStreamWriter:
         level = sink.writer.acked_event_number
         if stored_through is not None:
             level = max(level, stored_through)
-        queue = sink.pending
-        while queue and queue[0].number <= level:
-            done = queue.popleft()
-            if not done.future.done():
-                done.future.set_result(None)
+        freed = sink.pending.release_through(level)
+        if freed:
+            self._freed(freed)
 
     def _on_ack(self, sink: _Sink, ack: asyncio.Future[None]) -> None:
         self._release(sink)
@@ -320,12 +449,9 @@ class EventStreamWriter:
         if self._failure is None:
             self._failure = error
             _log.warning("event writer %s on %s/%s failed: %r", self.writer_id, self.scope, self.stream, error)
-        if sink is not None:
-            while sink.pending:
-                lost = sink.pending.popleft()
-                if not lost.future.done():
-                    lost.future.set_exception(error)
-                    lost.future.exception()  # retrieved here; the caller sees it when awaiting
+        self._freed(sink.pending.fail_all(error) if sink is not None else 0)
+        if self._room is not None and not self._room.done():
+            self._room.set_result(None)  # a waiting write_event raises the failure
 
     async def _stored_through(self, sink: _Sink) -> int | None:
         """The last event number the sealed segment stored for this writer id, read once the seal is
@@ -364,8 +490,7 @@ class EventStreamWriter:
         self._map = self._map.replace(segment_id, successors)
         sink.replaced = True
         del self._sinks[segment_id]
-        resend = list(sink.pending)
-        sink.pending.clear()
+        resend = sink.pending.take_all()
         await _close_quietly(sink.writer)
         self.scales_followed += 1
         self.events_resent += len(resend)
@@ -373,8 +498,19 @@ class EventStreamWriter:
             "event writer %s: %s sealed, %d event(s) move to %s",
             self.writer_id, sink.name, len(resend), [s.segment_id for s in self._map.segments()],
         )  # fmt: skip
-        for pending in resend:
-            await self._route(pending)
+        for index, (data, routing_key, batch) in enumerate(resend):
+            try:
+                await self._route(data, routing_key, batch)
+            except BaseException as error:  # the writer failed: so do the events not moved yet
+                self._abandon(resend[index:], error)
+                raise
+
+    def _abandon(self, events: list[tuple[bytes, str | None, _Batch]], error: BaseException) -> None:
+        """Fail events held by no sink (being moved to successors) with ``error``."""
+        failure = error if isinstance(error, Exception) else ClientClosedError(f"event writer stopped: {error!r}")
+        for _, _, batch in events:
+            batch.fail(failure)
+        self._freed(sum(len(data) for data, _, _ in events))
 
 
 async def _close_quietly(writer: SegmentWriter) -> None:

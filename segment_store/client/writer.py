@@ -120,7 +120,8 @@ class SegmentWriter(AppendSession):
         Events queued together may share one future: await it, do not cancel it. Raises the session's
         error (or ClientClosedError) at once if the session is already over.
         """
-        return await self._write((HEADER.pack(EVENT_TYPE_CODE, len(payload)), payload), 1)
+        size = len(payload)
+        return await self._write((HEADER.pack(EVENT_TYPE_CODE, size), payload), 1, HEADER_SIZE + size)
 
     async def write_many(self, payloads: Iterable[Buffer]) -> asyncio.Future[None]:
         """Queue several events (consecutive numbers); the future completes when all are stored.
@@ -134,12 +135,12 @@ class SegmentWriter(AppendSession):
         for payload in payloads:
             framed = HEADER_SIZE + len(payload)
             if batch and size + framed > limit:
-                futures.append(await self._write((encode_events(batch),), len(batch)))
+                futures.append(await self._write((encode_events(batch),), len(batch), size))
                 batch, size = [], 0
             batch.append(payload)
             size += framed
         if batch:
-            futures.append(await self._write((encode_events(batch),), len(batch)))
+            futures.append(await self._write((encode_events(batch),), len(batch), size))
         if not futures:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             done.set_result(None)
@@ -179,12 +180,12 @@ class SegmentWriter(AppendSession):
 
     # ---- writing ------------------------------------------------------------------------------------------
 
-    async def _write(self, parts: tuple[Buffer, ...], count: int) -> asyncio.Future[None]:
+    async def _write(self, parts: tuple[Buffer, ...], count: int, size: int) -> asyncio.Future[None]:
+        """Queue ``count`` framed events, ``size`` bytes in all, given as ``parts``."""
         if self._failure is not None or self._state is not SessionState.CONNECTED:
             self._check_usable()
             if self._state is SessionState.NEW:
                 await self.open()
-        size = sum(len(p) for p in parts) if len(parts) > 1 else len(parts[0])
         config = self.config
         while self._unacked_bytes and self._unacked_bytes + size > config.max_unacked_bytes:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()

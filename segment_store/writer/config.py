@@ -11,8 +11,10 @@ class WriterConfig:
 
     flush_threshold_bytes: int = 4 * 1024 * 1024
     """A segment's buffered appends are flushed once they reach this size..."""
-    flush_max_age_s: float = 1.0
-    """...or once the oldest of them has waited this long."""
+    flush_max_age_s: float = 10.0
+    """...or once the oldest of them has waited this long. Reads never wait for Tier-2 (the cache and Tier-1
+    hold what is not flushed), so this only trades Tier-1 and cache space for fewer, larger chunks: with many
+    quiet segments, every segment's flush is a chunk write, two fsyncs and a journal record (Pravega: 30 s)."""
     max_flush_bytes: int = 32 * 1024 * 1024
     """Largest chunk one flush writes (whole appends; one append larger than this is a chunk of its own)."""
     max_read_count: int = 4096

@@ -217,6 +217,61 @@ async def test_write_with_small_window_applies_backpressure(manager: StreamManag
     assert info.write_offset == sum(8 + 100 + len(str(i)) for i in range(400))
 
 
+async def test_writer_window_bounds_unacked_bytes_over_all_segments(manager: StreamManager) -> None:
+    """The writer-wide window holds however many segments there are, and a producer that never yields
+    between writes still makes progress (it waits for acknowledgements when the window is full)."""
+    await _stream(manager, "writerwindow", 8)
+    window = 6 * 1024
+    config = EventWriterConfig(max_unacked_bytes=window)
+    written: dict[str, int] = defaultdict(int)
+    writer = await manager.create_writer(SCOPE, "writerwindow", config)
+    peak = 0
+    for i in range(3_000):
+        key = f"key-{i % 50}"
+        await writer.write_event(f"{key}:{written[key]}:".encode() + bytes(60), key)
+        written[key] += 1
+        peak = max(peak, writer.unacked_bytes)
+    assert len(writer._sinks) == 8
+    await writer.close()
+    assert writer.unacked_bytes == 0
+    assert window - 100 < peak <= window
+    _check_exactly_once_in_order(await _read_all(manager, "writerwindow"), written)
+
+
+async def test_writer_window_lets_one_event_larger_than_the_window_through_alone(manager: StreamManager) -> None:
+    await _stream(manager, "bigevent", 2)
+    writer = await manager.create_writer(SCOPE, "bigevent", EventWriterConfig(max_unacked_bytes=1024))
+    small = await writer.write_event(b"k:0:small", "k")
+    big = await writer.write_event(b"k:1:" + bytes(5_000), "k")  # waits for "small", then goes alone
+    assert small.done()
+    await big
+    await writer.close()
+    assert [e.data[:4] for e in await _read_all(manager, "bigevent")] == [b"k:0:", b"k:1:"]
+
+
+async def test_write_waiting_for_the_writer_window_raises_the_writer_failure(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    await _stream(manager, "windowfail", 1)
+    [segment] = await manager.current_segments(SCOPE, "windowfail")
+    writer = await manager.create_writer(SCOPE, "windowfail", EventWriterConfig(max_unacked_bytes=300))
+    await (await writer.write_event(b"k:0", "k"))
+    [sink] = writer._sinks.values()
+    real = sink.writer._on_session_reply
+    sink.writer._on_session_reply = lambda reply: isinstance(reply, DataAppended) or real(reply)  # type: ignore
+    first = await writer.write_event(b"k:1:" + bytes(200), "k")  # stored, its ack lost on the way
+    blocked = asyncio.create_task(writer.write_event(b"k:2:" + bytes(200), "k"))
+    await asyncio.sleep(0.1)
+    assert not blocked.done() and writer.unacked_bytes == 204
+    await controller.client.delete_segment(qualified_segment_name(SCOPE, "windowfail", segment.segment_id))
+    sink.writer._connection.abort("test: the connection drops")  # the session sets up again: NoSuchSegment
+    with pytest.raises(StreamNotFoundError):
+        await asyncio.wait_for(blocked, 10)
+    with pytest.raises(StreamNotFoundError):
+        await first
+    assert writer.unacked_bytes == 0
+
+
 async def test_writer_id_is_shared_and_server_deduplicates_a_reused_writer(manager: StreamManager) -> None:
     await _stream(manager, "dedup", 1)
     writer = await manager.create_writer(SCOPE, "dedup")
