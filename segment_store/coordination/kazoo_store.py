@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -81,6 +82,92 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         future.set_result(value)
     else:
         future.set_exception(value)
+
+
+def _bridge(loop: asyncio.AbstractEventLoop, start: Callable[[], Any]) -> asyncio.Future[Any]:
+    """Issue one kazoo async request now; its outcome (kazoo's thread) settles the returned future on ``loop``."""
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def done(result: Any) -> None:
+        ok = result.successful()
+        value = result.value if ok else result.exception
+        with contextlib.suppress(RuntimeError):  # the loop is gone; nobody is waiting
+            loop.call_soon_threadsafe(_settle, future, ok, value)
+
+    try:
+        start().rawlink(done)
+    except Exception as exc:  # refused before it was sent (the client is stopping)
+        future.set_exception(exc)
+    return future
+
+
+class _LinearizedReads:
+    """Linearized reads of one store, coalesced into rounds.
+
+    A round serves every read asked for before it started: one ``sync``, then the ``get`` of each path,
+    all sent back to back without waiting (ZooKeeper answers one session's requests in order, so each get
+    is served after the sync and sees every write completed before it). A read asked for while a round is
+    in flight waits for the next round, since that round's sync may predate it. So N concurrent readers
+    (the Tier-1 logs of one segment store confirming their ownership) cost one sync and N gets per round
+    trip, instead of N syncs and N gets in two round trips each.
+    """
+
+    def __init__(self, client: KazooClient) -> None:
+        self._client = client
+        self._waiting: dict[str, list[asyncio.Future[Versioned | None]]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def read(self, path: str) -> Versioned | None:
+        future: asyncio.Future[Versioned | None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(path, []).append(future)
+        if self._task is None:
+            self._task = asyncio.create_task(self._rounds(), name="zookeeper-linearized-reads")
+        return await future
+
+    def close(self, error: BaseException) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        self._fail(self._waiting, error)
+        self._waiting = {}
+
+    async def _rounds(self) -> None:
+        batch: dict[str, list[asyncio.Future[Versioned | None]]] = {}
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, {}
+                await self._round(batch)
+        except asyncio.CancelledError:
+            self._fail(batch, CoordinationClosedError("store closed during a read", next(iter(batch), "/")))
+            raise
+        finally:
+            self._task = None
+
+    async def _round(self, batch: dict[str, list[asyncio.Future[Versioned | None]]]) -> None:
+        loop = asyncio.get_running_loop()
+        paths = list(batch)
+        sync = _bridge(loop, lambda: self._client.sync_async(paths[0]))
+        gets = [_bridge(loop, functools.partial(self._client.get_async, path)) for path in paths]
+        outcomes = await asyncio.gather(sync, *gets, return_exceptions=True)
+        failed_sync = outcomes[0] if isinstance(outcomes[0], BaseException) else None
+        for path, outcome in zip(paths, outcomes[1:], strict=True):
+            error = failed_sync if failed_sync is not None else outcome
+            for future in batch[path]:
+                if future.done():  # the reader gave up (cancelled)
+                    continue
+                if isinstance(error, kz.NoNodeError):
+                    future.set_result(None)
+                elif isinstance(error, BaseException):
+                    future.set_exception(map_kazoo_error(error, path))
+                elif not isinstance(outcome, BaseException):
+                    data, stat = outcome
+                    future.set_result(Versioned(data or b"", stat.version))
+
+    @staticmethod
+    def _fail(batch: dict[str, list[asyncio.Future[Versioned | None]]], error: BaseException) -> None:
+        for futures in batch.values():
+            for future in futures:
+                if not future.done():
+                    future.set_exception(error)
 
 
 class _KazooWatch:
@@ -153,6 +240,7 @@ class KazooCoordinationStore:
         self._client = client
         self._owns_client = owns_client
         self._closed = False
+        self._linearized = _LinearizedReads(client)
 
     @classmethod
     async def connect(
@@ -187,18 +275,8 @@ class KazooCoordinationStore:
 
     async def _call(self, path: str, start: Callable[[], Any]) -> Any:
         """Issue one kazoo async request and await its result on this loop."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-
-        def done(result: Any) -> None:
-            ok = result.successful()
-            value = result.value if ok else result.exception
-            with contextlib.suppress(RuntimeError):  # the loop is gone; nobody is waiting
-                loop.call_soon_threadsafe(_settle, future, ok, value)
-
         try:
-            start().rawlink(done)
-            return await future
+            return await _bridge(asyncio.get_running_loop(), start)
         except Exception as exc:
             mapped = map_kazoo_error(exc, path)
             if mapped is exc:
@@ -244,6 +322,9 @@ class KazooCoordinationStore:
         path = self._open(path)
         await self._call(path, lambda: self._client.sync_async(path))
 
+    async def read_linearized(self, path: str) -> Versioned | None:
+        return await self._linearized.read(self._open(path))
+
     async def watch_data(self, path: str, callback: DataCallback) -> WatchHandle:
         path = self._open(path)
         watch = _KazooWatch(callback)
@@ -281,6 +362,7 @@ class KazooCoordinationStore:
         if self._closed:
             return
         self._closed = True
+        self._linearized.close(CoordinationClosedError("store is closed", "/"))
         if self._owns_client:
             await asyncio.to_thread(self._client.stop)
             await asyncio.to_thread(self._client.close)

@@ -339,6 +339,13 @@ class MemoryCoordinationStore:
         self._open(path)
         self._server.sync(self.session)
 
+    async def read_linearized(self, path: str) -> Versioned | None:
+        await self.sync(path)
+        try:
+            return await self.get(path)
+        except NodeNotFoundError:
+            return None
+
     async def watch_data(self, path: str, callback: DataCallback) -> WatchHandle:
         return self._server.watch_data(self.session, self._open(path), callback)
 

@@ -183,6 +183,12 @@ class CoordinationStore(Protocol):
         """Make the next read through this instance see every write completed before this call."""
         ...
 
+    async def read_linearized(self, path: str) -> Versioned | None:
+        """The node as of some moment after this call: it reflects every write completed before the call
+        (``sync`` then ``get``; the kazoo store sends both at once and lets concurrent calls share a sync).
+        None if the node does not exist."""
+        ...
+
     async def watch_data(self, path: str, callback: DataCallback) -> WatchHandle:
         """Call ``callback`` with the node's current state, then again after changes.
 

@@ -7,8 +7,9 @@ end of each closed one, truncation point), changed only by versioned compare-and
 Writing (group commit). ``append`` queues the entry and returns a future. A writer task
 takes every queued entry (up to ``max_batch_bytes``), and a dedicated writer thread
 writes them with one ``writev`` and one ``fdatasync``. A confirmer task then checks
-ownership with a linearized metadata read (``sync`` + ``get``: the epoch is still ours)
-and only then completes the futures, in order. The check of one group overlaps the
+ownership with a linearized metadata read (``sync`` + ``get``: the epoch is still ours;
+:meth:`CoordinationStore.read_linearized` sends both at once, and the logs of one process
+share a sync sent after all of them asked) and only then completes the futures, in order. The check of one group overlaps the
 write of the next, and one check covers every group synced before it started.
 Rollover (by size) creates and syncs the next ledger file and its directory entry, then
 CASes the metadata (close the current ledger at its last entry, add the new one).

@@ -50,10 +50,7 @@ class MetadataKeeper:
         delay = self._config.coordination_retry_delay_s
         while True:
             try:
-                await self._store.sync(self.path)
-                return await self._store.get(self.path)
-            except NodeNotFoundError:
-                return None
+                return await self._store.read_linearized(self.path)
             except CoordinationUnavailableError:
                 if loop.time() + delay > deadline:
                     raise

@@ -227,6 +227,70 @@ def test_sync_then_get_with_write_from_other_session(connect: Connect) -> None:
     run(body)
 
 
+def test_read_linearized_sees_writes_of_another_session_and_absent_nodes(connect: Connect) -> None:
+    async def body() -> None:
+        writer, reader = await connect(), await connect()
+        assert await reader.read_linearized("/lin/a") is None
+        version = await writer.create("/lin/a", b"0")
+        for i in range(1, 20):
+            version = await writer.compare_and_set("/lin/a", str(i).encode(), version)
+            assert await reader.read_linearized("/lin/a") == Versioned(str(i).encode(), version)
+        await writer.delete("/lin/a")
+        assert await reader.read_linearized("/lin/a") is None
+        await writer.close()
+        await reader.close()
+
+    run(body)
+
+
+def test_concurrent_linearized_reads_each_see_writes_completed_before_them(connect: Connect) -> None:
+    """Reads of many paths at once (they may share one sync): each answers its own path, reflecting every
+    write completed before it was asked, also while other reads are in flight."""
+
+    async def body() -> None:
+        writer, reader = await connect(), await connect()
+        paths = [f"/lin/many/{i}" for i in range(8)]
+        versions = {path: await writer.create(path, b"0") for path in paths}
+        for round_ in range(1, 6):
+            for path in paths:
+                versions[path] = await writer.compare_and_set(path, f"{path}:{round_}".encode(), versions[path])
+            reads = await asyncio.gather(*(reader.read_linearized(path) for path in [*paths, "/lin/many/none"]))
+            assert reads == [*(Versioned(f"{p}:{round_}".encode(), versions[p]) for p in paths), None]
+        await writer.close()
+        await reader.close()
+
+    run(body)
+
+
+def test_read_asked_while_another_is_in_flight_sees_writes_completed_before_it(connect: Connect) -> None:
+    """A read must not ride on a sync sent before it was asked: here the earlier read is still in flight
+    when the write completes, and the later read must see that write."""
+
+    async def body() -> None:
+        writer, reader = await connect(), await connect()
+        version = await writer.create("/lin/race", b"0")
+        for i in range(1, 40):
+            earlier = asyncio.create_task(reader.read_linearized("/lin/race"))
+            await asyncio.sleep(0)  # the earlier read's round is sent
+            version = await writer.compare_and_set("/lin/race", str(i).encode(), version)
+            assert await reader.read_linearized("/lin/race") == Versioned(str(i).encode(), version)
+            assert (await earlier) is not None
+        await writer.close()
+        await reader.close()
+
+    run(body)
+
+
+def test_read_linearized_after_close_raises_closed(connect: Connect) -> None:
+    async def body() -> None:
+        store = await connect()
+        await store.close()
+        with pytest.raises(CoordinationClosedError):
+            await store.read_linearized("/lin/closed")
+
+    run(body)
+
+
 def test_watch_data_with_changes(connect: Connect) -> None:
     async def body() -> None:
         store = await connect()

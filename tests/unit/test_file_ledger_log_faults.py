@@ -104,6 +104,11 @@ class FlakyStore:
     async def get(self, path: str) -> Versioned:
         return await self.inner.get(path)
 
+    async def read_linearized(self, path: str) -> Versioned | None:
+        if self.fail_syncs:
+            raise CoordinationUnavailableError("injected sync failure", path)
+        return await self.inner.read_linearized(path)
+
     async def create(self, path: str, data: bytes, *, ephemeral: bool = False, make_parents: bool = True) -> int:
         return await self.inner.create(path, data, ephemeral=ephemeral, make_parents=make_parents)
 
