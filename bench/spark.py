@@ -19,15 +19,15 @@ recorded: JIT, Python workers, a first write of each kind):
    rows, ``select("event")``) alone, to show it is not what limits the writes.
 2. ``write exactlyOnce=false``: that input into ``writeStream.format("segstore")``, a new stream of
    ``--segments`` segments. The stream's length is checked afterwards (>= rows * 108 B).
-3. ``read (a) cache``: ``readStream.format("segstore")`` of that stream, just written, no ``tier2Location``:
-   the segment store serves it from its cache (1 GiB per container: nothing was evicted).
-4. ``FlushToStorage`` of every container, then ``read (b) tier2 direct``: ``tier2Location`` =
+3. ``write exactlyOnce=true``: the same input into a new stream (length checked: exactly rows * 108 B); its
+   transactions are merged into the stream before the restart of 6., which recovers them.
+4. ``read (a) cache``: ``readStream.format("segstore")`` of the stream of 2., just written, no
+   ``tier2Location``: the segment store serves it from its cache (1 GiB per container: nothing was evicted).
+5. ``FlushToStorage`` of every container, then ``read (b) tier2 direct``: ``tier2Location`` =
    ``<data dir>/tier2``, executors read the Parquet chunks themselves (the segment store only lists them).
-5. The standalone is restarted on the same data (its cache is empty), then ``read (c) tier2 via
+6. The standalone is restarted on the same data (its cache is empty), then ``read (c) tier2 via
    segstore``: no ``tier2Location``, the segment store reads Tier-2 for the executors (one run: a second
    would be served from the cache the first filled).
-6. ``write exactlyOnce=true``: the input of 1. into a new stream (length checked: exactly rows * 108 B).
-   It runs after the restart (:data:`RESTART_NOTE`).
 7. ``batch read (a)`` / ``(b)`` (after the streaming form of each): the same read as a batch query,
    ``spark.read.format("segstore")...write.format("noop")``: no streaming runner, no checkpoint.
 8. ``parquet (5 cols) -> noop`` (Spark's own file source on the same rows, all columns) and ``numpy N/batch
@@ -87,14 +87,6 @@ CONTAINERS = 4  # the standalone's default container count
 RESULTS = REPO / "bench" / "results"
 READ_TARGET = 2_000_000
 WRITE_TARGET = 500_000
-RESTART_NOTE = (
-    "The exactly-once write runs after the restart, so the restart and read (c) do not depend on the transaction "
-    "path: a restart after 2+ transactions were merged into a segment failed its container (BadOffsetError, "
-    "fixed in ff5c958); a stream with merged transactions that is sealed and deleted before a restart still "
-    "leaves the restarted segment store's storage writer spinning at ~1 core."
-)
-
-
 class Bench:
     def __init__(self, args: argparse.Namespace, work: Path) -> None:
         self.args = args
@@ -308,6 +300,8 @@ class Bench:
         self.measure("source: parquet(event) -> noop", lambda: self.parquet(("event",)), repeats, args.rows)
         alo = self.write(False, "rows-alo")
         events = alo["stream_bytes"] // FRAMED_BYTES  # at least once: a resent block could add rows
+        self.warm_up_write(True, args.rows // 10)
+        self.write(True, "rows-eo")  # its transactions are merged before the restart below
         self.measure("read (a) cache", lambda: self.segstore("rows-alo"), repeats, events)
         self.batch_read("batch read (a) cache", lambda: self.segstore("rows-alo", batch=True), repeats, events)
         info["flush_s"] = round(self.flush_tier2(), 2)
@@ -316,9 +310,6 @@ class Bench:
         self.batch_read("batch read (b) tier2 direct", read_b, repeats, events)
         info["restart"] = self.restart_standalone("rows-alo")
         self.measure("read (c) tier2 via segstore", lambda: self.segstore("rows-alo"), 1, events)
-        self.warm_up_write(True, args.rows // 10)  # after the restart, as the write it warms: RESTART_NOTE
-        self.write(True, "rows-eo")
-        info["restart_note"] = RESTART_NOTE
         self.measure("parquet (5 cols) -> noop", self.parquet, repeats, args.rows)
         for batch_rows in args.batch_rows:
             self.measure(f"numpy {batch_rows}/batch -> noop", lambda b=batch_rows: self.numpy(args.rows, b), repeats,

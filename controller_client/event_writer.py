@@ -40,7 +40,7 @@ import functools
 import logging
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -275,21 +275,23 @@ class EventStreamWriter:
         Raises the writer's failure (StreamSealedError, StreamNotFoundError, ...) or ClientClosedError.
         """
         self._check_usable()
-        data = bytes(event)
         async with self._lock:
             self._check_usable()
             if self._map is None:
                 await self._load()
-            size = len(data)
-            while self._unacked_bytes and self._unacked_bytes + size > self.config.max_unacked_bytes:
-                await self._wait_for_room()
-            self._unacked_bytes += size
-            try:
-                batch = await self._route(data, routing_key, None)
-            except BaseException:
-                self._unacked_bytes -= size  # not queued anywhere
-                raise
-        return batch.future
+            return (await self._queue(bytes(event), routing_key)).future
+
+    async def _queue(self, data: bytes, routing_key: str | None) -> _Batch:
+        """Route a new event once the writer's window has room for it (lock held); its batch."""
+        size = len(data)
+        while self._unacked_bytes and self._unacked_bytes + size > self.config.max_unacked_bytes:
+            await self._wait_for_room()
+        self._unacked_bytes += size
+        try:
+            return await self._route(data, routing_key, None)
+        except BaseException:
+            self._unacked_bytes -= size  # not queued anywhere
+            raise
 
     async def _wait_for_room(self) -> None:
         """Wait until acknowledgements (or a failure) free part of the window; raise the writer's failure."""
@@ -304,10 +306,23 @@ class EventStreamWriter:
         if room is not None and not room.done() and self._unacked_bytes < self.config.max_unacked_bytes:
             room.set_result(None)
 
-    async def write_events(self, events: list[tuple[bytes, str | None]]) -> asyncio.Future[None]:
-        """Queue several ``(event, routing_key)`` in order; the future completes when all are stored."""
-        futures = [await self.write_event(data, key) for data, key in events]
-        return asyncio.ensure_future(_all_of(list(dict.fromkeys(futures))))
+    async def write_events(self, events: Iterable[tuple[bytes, str | None]]) -> asyncio.Future[None]:
+        """Queue several ``(event, routing_key)`` in order, as ``write_event`` each would (taking the lock
+        once); the future completes when all are stored. An error is raised as ``write_event`` raises it;
+        the events queued before it stay queued."""
+        self._check_usable()
+        batches: dict[int, _Batch] = {}
+        async with self._lock:
+            self._check_usable()
+            if self._map is None:
+                await self._load()
+            for event, routing_key in events:
+                batch = await self._queue(bytes(event), routing_key)
+                batches[id(batch)] = batch
+        futures = [batch.future for batch in batches.values()]
+        if len(futures) == 1:
+            return futures[0]
+        return asyncio.ensure_future(_all_of(futures))
 
     async def flush(self) -> None:
         """Wait until every event written so far is stored (following scales). Raises the first failure."""

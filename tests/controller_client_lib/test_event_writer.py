@@ -238,6 +238,24 @@ async def test_writer_window_bounds_unacked_bytes_over_all_segments(manager: Str
     _check_exactly_once_in_order(await _read_all(manager, "writerwindow"), written)
 
 
+async def test_write_events_in_bulk_keeps_per_key_order_within_the_window(manager: StreamManager) -> None:
+    await _stream(manager, "bulk", 4)
+    writer = await manager.create_writer(SCOPE, "bulk", EventWriterConfig(max_unacked_bytes=8 * 1024))
+    written: dict[str, int] = defaultdict(int)
+    events = []
+    for i in range(3_000):
+        key = f"key-{i % 50}"
+        events.append((f"{key}:{written[key]}:".encode() + bytes(40), key))
+        written[key] += 1
+    done = await writer.write_events(events[:1_500])
+    rest = await writer.write_events(iter(events[1_500:]))
+    nothing = await writer.write_events([])
+    await asyncio.wait_for(asyncio.gather(done, rest, nothing), 10)
+    assert writer.unacked_bytes == 0
+    await writer.close()
+    _check_exactly_once_in_order(await _read_all(manager, "bulk"), written)
+
+
 async def test_writer_window_lets_one_event_larger_than_the_window_through_alone(manager: StreamManager) -> None:
     await _stream(manager, "bigevent", 2)
     writer = await manager.create_writer(SCOPE, "bigevent", EventWriterConfig(max_unacked_bytes=1024))
