@@ -31,10 +31,9 @@ Cases:
      segment gets traffic), ``await writer.write_event(payload, key)`` in a loop for ``--seconds`` (the
      returned futures are not awaited), then ``flush()``; two producers:
 
-     - ``no yield``: the loop alone. ``write_event`` suspends only when a segment session's window
-       (``max_unacked_bytes``, 16 MiB) is full, and sessions send from the event loop, so events pile up
-       in memory and most of them go out during ``flush`` (``flush s``); with 100 segments the windows
-       add up to 1.6 GB and nothing is sent before ``flush``.
+     - ``no yield``: the loop alone. ``write_event`` suspends only when the writer's window
+       (``EventWriterConfig.max_unacked_bytes``, 16 MiB over all segments) is full; sessions send from the
+       event loop, so they send while the producer waits for acknowledgements.
      - ``yield every 1000`` (``--yield-every``): ``await asyncio.sleep(0)`` after every 1,000 events, as a
        producer that awaits its own input would; sessions send while the producer runs.
 
@@ -47,12 +46,8 @@ Cases:
      by py-spy; the top functions are printed and kept in the JSON.
    * latency: as for the official client (4 segments, 100 keys), with ``write_event`` futures.
 
-   The writer gives every segment session of one writer the same writer id, and a connection refuses a
-   second session of a writer id; the pool opens at most ``PoolConfig.max_connections_per_endpoint``
-   (default 4) connections per segment store, so with more segments than that the default
-   configuration fails ("already has a session on this connection"). The bench first tries the
-   default configuration; if it fails that way, the row says so (``default cfg``) and the case runs on a
-   fresh stream with ``max_connections_per_endpoint`` = the segment count (one connection per segment).
+   The client's default configuration is used: the pool's ``max_connections_per_endpoint`` (``conns``, 4)
+   connections per segment store carry every segment session (each has its own writer id).
 
 3. Read-back: after every write case, the stream is read with our ``StreamReader`` from the head to
    ``tail_cut`` and its events counted (and their sizes checked); a case whose count differs from the
@@ -83,7 +78,6 @@ import contextlib
 import cProfile
 import functools
 import json
-import logging
 import os
 import platform
 import random
@@ -91,7 +85,7 @@ import string
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +94,7 @@ from e2e_system import Meter, Standalone
 from profiles import cprofile_top, py_spy, pyspy_top
 
 from controller_client import ControllerClient, EventStreamWriter, ScalingPolicy, StreamConfiguration, StreamManager
-from controller_client.stream_manager import StreamManagerConfig
-from segment_store.client.config import ClientConfig, PoolConfig
+from segment_store.client.config import ClientConfig
 
 EVENT_BYTES = 100
 FRAME_HEADER = 8
@@ -268,27 +261,10 @@ async def official_latency(system: Standalone, seconds: float, window: int) -> d
 
 
 # ---- 2. our client library ---------------------------------------------------------------------------------
-@contextlib.contextmanager
-def quiet_client_logs() -> Iterator[None]:
-    """The default-config attempt fails on purpose when it fails: keep its warnings off the terminal."""
-    loggers = [logging.getLogger(name) for name in ("controller_client", "segment_store")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
-
-
-async def ours_writer(controller: ControllerClient, stream: str, segments: int, keys: list[str], pool: int | None):
-    """A stream of ``segments``, a manager (default client config, or ``pool`` connections per endpoint) and a
-    writer that wrote and flushed one event per key (every session set up). Returns (manager, writer)."""
-    config = None
-    if pool is not None:
-        config = StreamManagerConfig(client=ClientConfig(pool=PoolConfig(max_connections_per_endpoint=pool)))
-    manager = StreamManager(controller, config=config)
+async def ours_writer(controller: ControllerClient, stream: str, segments: int, keys: list[str]):
+    """A stream of ``segments``, a manager (default client config) and a writer that wrote and flushed one
+    event per key (every session set up). Returns (manager, writer)."""
+    manager = StreamManager(controller)
     try:
         await manager.create_stream(SCOPE, stream, StreamConfiguration(ScalingPolicy.fixed(segments)))
         writer = await manager.create_writer(SCOPE, stream)
@@ -301,22 +277,6 @@ async def ours_writer(controller: ControllerClient, stream: str, segments: int, 
             await manager.close()
         raise
     return manager, writer
-
-
-async def open_ours(controller: ControllerClient, name: str, segments: int, keys: list[str]):
-    """``ours_writer`` with the default config; if that fails for a writer id taken on a connection (more
-    segments than pooled connections), again on a fresh stream with one connection per segment.
-    Returns (stream, manager, writer, the default config's error or None, pool size or None)."""
-    try:
-        with quiet_client_logs():
-            return (name, *await ours_writer(controller, name, segments, keys, None), None, None)
-    except ValueError as error:
-        if "already has a session" not in str(error):
-            raise
-        default_error = f"{type(error).__name__}: {error}"
-    print(f"  {name}: default client config fails ({default_error}); one connection per segment", flush=True)
-    name += "pool"
-    return (name, *await ours_writer(controller, name, segments, keys, segments), default_error, segments)
 
 
 def blocks_sent(writer: EventStreamWriter) -> int:
@@ -337,7 +297,8 @@ async def ours_throughput(
     client runs under cProfile unless ``cprofile`` is false (then the case runs at full speed, for py-spy)."""
     keys = [f"key-{k}" for k in range(1000)]
     name = f"ours{segments}y{yield_every}" + ("profiled" if profiled else "")
-    stream, manager, writer, default_error, pool = await open_ours(controller, name, segments, keys)
+    stream = name
+    manager, writer = await ours_writer(controller, name, segments, keys)
     payload = payload_bytes()
     profiler = cProfile.Profile()
     flushed = 0.0
@@ -377,9 +338,7 @@ async def ours_throughput(
     row["yield_every"] = yield_every
     row["flush_s"] = round(flushed, 2)
     row["avg_block_bytes"] = round(count * (EVENT_BYTES + FRAME_HEADER) / max(1, blocks))
-    row["default_config"] = "fails" if default_error else "ok"
-    row["default_config_error"] = default_error
-    row["pool_connections"] = pool or ClientConfig().pool.max_connections_per_endpoint
+    row["pool_connections"] = ClientConfig().pool.max_connections_per_endpoint
     if profiled and cprofile:
         profiler.dump_stats(f"{profiled}-client.prof")
     row.update(await count_events(system.uri, stream))
@@ -389,7 +348,8 @@ async def ours_throughput(
 
 async def ours_latency(system: Standalone, controller: ControllerClient, seconds: float, window: int):
     keys = [f"key-{k}" for k in range(100)]
-    stream, manager, writer, _, _ = await open_ours(controller, f"ourslat{window}", 4, keys)
+    stream = f"ourslat{window}"
+    manager, writer = await ours_writer(controller, stream, 4, keys)
     payload = payload_bytes()
     try:
 
@@ -466,7 +426,7 @@ def report(results: dict[str, Any]) -> None:
         results["throughput"],
         [("client", "client"), ("producer", "producer"), ("segments", "segments"), ("events", "events"),
          ("events_per_s", "events/s"), ("mb_per_s", "MB/s"), ("flush_s", "flush s"), *CPU_COLUMNS,
-         ("avg_block_bytes", "block B"), ("default_config", "default cfg"), ("pool_connections", "conns"),
+         ("avg_block_bytes", "block B"), ("pool_connections", "conns"),
          ("read_events_per_s", "read ev/s")],
     )  # fmt: skip
     table(

@@ -9,8 +9,9 @@ takes every queued entry (up to ``max_batch_bytes``), and a dedicated writer thr
 writes them with one ``writev`` and one ``fdatasync``. A confirmer task then checks
 ownership with a linearized metadata read (``sync`` + ``get``: the epoch is still ours;
 :meth:`CoordinationStore.read_linearized` sends both at once, and the logs of one process
-share a sync sent after all of them asked) and only then completes the futures, in order. The check of one group overlaps the
-write of the next, and one check covers every group synced before it started.
+share a sync sent after all of them asked) and only then completes the futures, in order.
+The check of one group overlaps the write of the next, and one check covers every group
+synced before it started.
 Rollover (by size) creates and syncs the next ledger file and its directory entry, then
 CASes the metadata (close the current ledger at its last entry, add the new one).
 
