@@ -218,7 +218,9 @@ class FsChunkStorage:
                     return False
                 raise
             if self._durable:
-                _fsync_dir(path.parent)
+                # a racing delete may have emptied and removed the directory: our entry went with it
+                with contextlib.suppress(FileNotFoundError):
+                    _fsync_dir(path.parent)
         except OSError as exc:
             raise map_os_error(name, exc) from exc
         self._prune_dirs(path.parent)

@@ -372,6 +372,29 @@ def test_write_chunk_with_rename_fallback(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["b"]
 
 
+def test_fs_deletes_racing_in_one_directory_both_succeed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two deletes in one directory: the second unlink empties it and prunes it while the first is about to
+    fsync it. The first delete still succeeded (its chunk is gone), so it must not report the chunk missing."""
+    from segment_store.storage import fs_chunk_storage
+
+    storage = FsChunkStorage(tmp_path)
+    storage.write_chunk("d/x", b"1")
+    storage.write_chunk("d/y", b"2")
+    real = fs_chunk_storage._fsync_dir
+    raced = []
+
+    def fsync_after_a_racing_delete(directory: Path) -> None:
+        if not raced:
+            raced.append(directory)
+            storage.delete("d/y")  # unlinks the last chunk and removes the directory
+        real(directory)
+
+    monkeypatch.setattr(fs_chunk_storage, "_fsync_dir", fsync_after_a_racing_delete)
+    assert storage.delete_if_exists("d/x") is True
+    assert raced and not (tmp_path / "d").exists()
+    assert list(storage.list()) == []
+
+
 def test_faulty_with_failure_before_write_leaves_no_chunk(tmp_path: Path) -> None:
     faulty = FaultyChunkStorage(FsChunkStorage(tmp_path))
     fault = faulty.inject(lambda op, name: name.startswith("j/"), ops=["write_chunk"], times=1)
