@@ -19,7 +19,10 @@ Invariants:
   committed) is acknowledged, not resent, so nothing is duplicated even when a failure reply overtakes an
   acknowledgement. Sealed with no successors means the stream is sealed: :class:`StreamSealedError`.
 * **Acknowledgement.** The future ``write_event`` returns completes when the event is durably stored (in
-  whichever segment it ended up), or fails with the writer's error; ``flush`` waits for all of them.
+  whichever segment it ended up), or fails with the writer's error; ``flush`` waits for all of them. Events
+  written one after another into the same block of a segment share one future (done when all of them are
+  stored), so a burst of small events costs one future, and nothing per event is left for the garbage
+  collector to trace.
 * **Memory.** The writer holds at most ``EventWriterConfig.max_unacked_bytes`` of events not yet
   acknowledged, over all its segments (one event larger than that is let through alone), and each segment
   session at most its own window; ``write_event`` waits while either is full (holding the lock, so later
