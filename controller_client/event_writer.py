@@ -89,16 +89,51 @@ class _Batch:
     """Events written one after another into one block of a session share one future (``write_event``
     returns it), done once all of them are stored, wherever a scale moved them."""
 
-    __slots__ = ("future", "remaining")
+    __slots__ = ("error", "future", "remaining", "settled", "waiters")
 
     def __init__(self, future: asyncio.Future[None]) -> None:
-        self.future = future
+        self.future = future  # the callers'; one of them may cancel it, so the writer never awaits it
         self.remaining = 0  # events of the batch not stored yet
+        self.settled = False
+        self.error: BaseException | None = None
+        self.waiters: list[asyncio.Future[None]] | None = None  # the writer's own (flush)
+
+    def succeed(self) -> None:
+        """Every event of the batch is stored."""
+        if not self.settled:
+            self.settled = True
+            if not self.future.done():
+                self.future.set_result(None)
+            self._wake()
 
     def fail(self, error: BaseException) -> None:
-        if not self.future.done():
-            self.future.set_exception(error)
-            self.future.exception()  # retrieved here; the caller sees it when awaiting
+        if not self.settled:
+            self.settled, self.error = True, error
+            if not self.future.done():
+                self.future.set_exception(error)
+                self.future.exception()  # retrieved here; the caller sees it when awaiting
+            self._wake()
+
+    def wait(self) -> asyncio.Future[None]:
+        """A future of the writer's own that settles with the batch, whatever callers do to ``future``."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.waiters is None:
+            self.waiters = []
+        self.waiters.append(waiter)
+        if self.settled:
+            self._wake()
+        return waiter
+
+    def _wake(self) -> None:
+        waiters, self.waiters = self.waiters or [], None
+        for waiter in waiters:
+            if waiter.done():
+                continue
+            if self.error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(self.error)
+                waiter.exception()
 
 
 class _PendingEvents:
@@ -153,8 +188,8 @@ class _PendingEvents:
                 runs.popleft()
             else:
                 run[1] -= take
-            if batch.remaining == 0 and not batch.future.done():
-                batch.future.set_result(None)
+            if batch.remaining == 0:
+                batch.succeed()
         return freed
 
     def take_all(self) -> list[tuple[bytes, str | None, _Batch]]:
@@ -331,11 +366,11 @@ class EventStreamWriter:
         """Wait until every event written so far is stored (following scales). Raises the first failure."""
         self._check_usable()
         async with self._lock:  # events being moved to successors are in no session until the move ends
-            futures = [batch.future for sink in self._sinks.values() for batch in sink.pending.batches()]
+            waiters = [batch.wait() for sink in self._sinks.values() for batch in sink.pending.batches()]
         first_error: BaseException | None = None
-        for future in futures:
+        for waiter in waiters:
             try:
-                await asyncio.shield(future)
+                await waiter
             except asyncio.CancelledError:
                 raise
             except Exception as error:

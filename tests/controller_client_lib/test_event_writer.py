@@ -256,6 +256,23 @@ async def test_write_events_in_bulk_keeps_per_key_order_within_the_window(manage
     _check_exactly_once_in_order(await _read_all(manager, "bulk"), written)
 
 
+async def test_a_caller_cancelling_a_shared_write_future_does_not_break_flush(manager: StreamManager) -> None:
+    """Events written together share one future; a caller that cancels it (``asyncio.wait_for`` timing out)
+    must not make ``flush``/``close`` fail nor lose the events: the writer waits on its own state."""
+    await _stream(manager, "cancelled", 1)
+    writer = await manager.create_writer(SCOPE, "cancelled")
+    first = await writer.write_event(b"k:0", "k")
+    second = await writer.write_event(b"k:1", "k")
+    assert first is second  # one block, one future
+    first.cancel()
+    later = await writer.write_event(b"k:2", "k")
+    assert later is not first and not later.cancelled()
+    await asyncio.wait_for(writer.flush(), 10)
+    await later
+    await writer.close()
+    assert [e.data for e in await _read_all(manager, "cancelled")] == [b"k:0", b"k:1", b"k:2"]
+
+
 async def test_writer_window_lets_one_event_larger_than_the_window_through_alone(manager: StreamManager) -> None:
     await _stream(manager, "bigevent", 2)
     writer = await manager.create_writer(SCOPE, "bigevent", EventWriterConfig(max_unacked_bytes=1024))
