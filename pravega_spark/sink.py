@@ -41,8 +41,9 @@ soon as they are stored.
 
 Routing: a row with a routing key goes to the segment owning the key's hash (the same hash as Pravega's
 Java and Rust clients, so readers keep per-key order); rows without one are spread over the segments in
-contiguous slices of each Arrow batch. The hot path works on Arrow batches: a task turns each batch into
-per-segment lists of payloads and appends them in blocks (``SegmentWriter.write_many``). Distinct routing
+contiguous slices of each Arrow batch. The hot path works on Arrow batches: an exactly-once task splits
+each batch per segment and frames each part column-wise into wire blocks (``SegmentWriter.write_framed``),
+with no Python object per row; an at-least-once task hands rows to its event writer. Distinct routing
 keys are hashed once each per task (in Python: many millions of distinct keys are slow).
 """
 
@@ -76,6 +77,8 @@ from pravega_spark.commit_log import BatchCommitter, CommitLog, CommitLogError, 
 from pravega_spark.options_common import SegstoreOptionError
 from pravega_spark.write_options import WriteOptions
 from segment_store.client import SegmentWriter
+from segment_store.protocol import HEADER_SIZE
+from segment_store.protocol.constants import EVENT_TYPE_CODE
 
 _log = logging.getLogger(__name__)
 
@@ -265,6 +268,40 @@ class _Router:
         ]
 
 
+_MAX_FRAMED_BYTES = 1 << 30  # framed in one Arrow binary array (int32 offsets) at a time
+
+
+def _framed_blocks(events: pa.Array, limit: int) -> Iterator[tuple[memoryview, int]]:
+    """``events`` (binary, no nulls) framed as wire events back to back (``encode_events``), cut at event
+    boundaries into ``(block, count)`` pieces of at most ``limit`` bytes (a larger event is a piece alone)."""
+    rows = len(events)
+    if rows == 0:
+        return
+    if not (pa.types.is_binary(events.type) or pa.types.is_large_binary(events.type)):
+        events = events.cast(pa.large_binary())  # views, strings: 64-bit offsets until split below
+    lengths = pc.binary_length(events).to_numpy(zero_copy_only=False)
+    if rows > 1 and int(lengths.sum()) + rows * HEADER_SIZE > _MAX_FRAMED_BYTES:  # int32 offsets below
+        half = rows // 2
+        yield from _framed_blocks(events.slice(0, half), limit)
+        yield from _framed_blocks(events.slice(half), limit)
+        return
+    if events.type != pa.binary():
+        events = events.cast(pa.binary())
+    headers = np.empty((rows, 2), dtype=">i4")
+    headers[:, 0] = EVENT_TYPE_CODE
+    headers[:, 1] = lengths
+    framed_headers = pa.FixedSizeBinaryArray.from_buffers(pa.binary(HEADER_SIZE), rows, [None, pa.py_buffer(headers)])
+    framed = pc.binary_join_element_wise(framed_headers.cast(pa.binary()), events, b"")
+    offsets = np.frombuffer(framed.buffers()[1], dtype=np.int32, count=rows + 1, offset=framed.offset * 4)
+    data = memoryview(framed.buffers()[2])
+    start = 0
+    while start < rows:
+        end = int(np.searchsorted(offsets, offsets[start] + limit, side="right")) - 1
+        end = min(max(end, start + 1), rows)
+        yield data[offsets[start] : offsets[end]], end - start
+        start = end
+
+
 # ---- task writers --------------------------------------------------------------------------------------------
 
 
@@ -303,9 +340,11 @@ class _TxnTaskWriter:
                 name = self.txn.segment_name(segment)  # one writer id per session: sessions share connections
                 writer = self.manager.client.writer(name, session_writer_id(self.writer_id, name))
                 self.writers[segment.segment_id] = writer
-            ack = await writer.write_many(part.to_pylist())
-            ack.add_done_callback(_retrieve)
-            self.acks.append(ack)
+            limit = writer.config.max_block_bytes
+            for block, count in _framed_blocks(part, limit):
+                ack = await writer.write_framed(block, count)
+                ack.add_done_callback(_retrieve)
+                self.acks.append(ack)
         if len(self.acks) > 256:
             self.acks = [a for a in self.acks if not a.done()]
 

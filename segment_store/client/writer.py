@@ -149,6 +149,23 @@ class SegmentWriter(AppendSession):
             return futures[0]
         return asyncio.ensure_future(_all_of(futures))
 
+    async def write_framed(self, data: Buffer, count: int) -> asyncio.Future[None]:
+        """Queue ``count`` events already framed back to back in ``data`` (as ``encode_events`` frames them,
+        e.g. built column-wise from an Arrow array); they get consecutive numbers and one future.
+
+        ``data`` must hold exactly ``count`` whole events and, unless it is a single event, at most
+        ``max_block_bytes``: it is sent as (part of) one block. Raises ValueError otherwise (a count or size
+        that cannot be right); the framing itself is the caller's promise.
+        """
+        size = len(data)
+        if count < 1 or size < count * HEADER_SIZE:
+            raise ValueError(f"write_framed: {size} bytes cannot hold {count} framed events")
+        if count > 1 and size > self.config.max_block_bytes:
+            raise ValueError(
+                f"write_framed: {count} events in {size} bytes exceed max_block_bytes ({self.config.max_block_bytes})"
+            )
+        return await self._write((data,), count, size)
+
     async def append(self, payload: Buffer) -> None:
         """Write one event and wait until it is stored."""
         await (await self.write(payload))

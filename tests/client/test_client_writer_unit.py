@@ -30,6 +30,7 @@ from segment_store.protocol import (
     InvalidEventNumber,
     SetupAppend,
     WireCommand,
+    encode_events,
     parse_events,
 )
 
@@ -79,6 +80,36 @@ async def test_write_in_one_loop_turn_coalesces_into_blocks_of_max_size() -> Non
     assert all(len(b.data) == 1000 and b.num_events == 10 for b in blocks)
     assert [b.last_event_number for b in blocks] == [10, 20, 30, 40, 50]
     assert len(store.events(SEGMENT)) == 50
+
+
+async def test_write_framed_numbers_each_event_and_shares_blocks_with_other_writes() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    client, network = _client(store, max_block_bytes=1000, max_unacked_bytes=100_000)
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    first = await writer.write(b"head")
+    framed = await writer.write_framed(encode_events([b"a", b"bb", b"ccc"]), 3)
+    await asyncio.gather(first, framed)
+    assert store.events(SEGMENT) == [b"head", b"a", b"bb", b"ccc"]
+    assert writer.last_event_number == 4 and writer.acked_event_number == 4
+    assert [b.num_events for b in _blocks(network)] == [4]  # one turn of the loop, one block
+    await writer.close()
+
+
+async def test_write_framed_refuses_counts_and_sizes_that_cannot_be_right() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    client, _network = _client(store, max_block_bytes=1000)
+    writer = client.writer(SEGMENT)
+    with pytest.raises(ValueError, match="cannot hold 2 framed events"):
+        await writer.write_framed(encode_events([b"a"]), 2)
+    with pytest.raises(ValueError, match="exceed max_block_bytes"):
+        await writer.write_framed(encode_events([b"x" * 600, b"y" * 600]), 2)
+    big = await writer.write_framed(encode_events([b"z" * 5000]), 1)  # one event may exceed a block
+    await asyncio.wait_for(big, 1)
+    assert store.events(SEGMENT) == [b"z" * 5000]
+    await writer.close()
 
 
 async def test_write_while_acks_outstanding_accumulates_until_an_ack() -> None:
