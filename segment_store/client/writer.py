@@ -226,9 +226,8 @@ class SegmentWriter(AppendSession):
         if self._state is SessionState.CONNECTED:
             if self._pending_bytes >= config.max_block_bytes:
                 self._send(full_blocks_only=True)
-            if not self._inflight and not self._send_scheduled:  # busy: the next ack sends what accumulated
-                self._send_scheduled = True
-                asyncio.get_running_loop().call_soon(self._send_when_idle)
+            if not self._inflight:  # busy: the next ack sends what accumulated
+                self._schedule_send()
         return future
 
     def _schedule_send(self) -> None:
