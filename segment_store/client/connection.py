@@ -11,6 +11,12 @@ with no task switch per reply:
   session's blocks were sent with);
 * ``Hello`` completes the handshake; ``KeepAlive`` echoes are dropped.
 
+Sending: small frames written in one turn of the event loop go out together, in order, in one socket
+write at the start of the next turn (a reply that releases blocks of many writers costs one system call,
+not one each); once ``CORK_BYTES`` are queued they go to the transport at once.
+:meth:`Connection.close` sends what is queued before closing; :meth:`Connection.abort` and a failure
+drop it.
+
 Ordering: replies are dispatched in wire order. Failure: when the transport fails, the peer closes, a
 frame cannot be decoded, or :meth:`Connection.close` is called, every pending request fails with
 :class:`~segment_store.client.errors.ConnectionLostError` (retriable) and every registered session is
@@ -57,6 +63,7 @@ _WRITER_REPLIES = frozenset(c.TYPE_CODE for c in (DataAppended, ConditionalCheck
 _KEEPALIVE_CODE = KeepAlive.TYPE_CODE
 _HELLO_CODE = Hello.TYPE_CODE
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
+CORK_BYTES = 64 * 1024
 _request_ids = itertools.count(1)
 
 
@@ -99,6 +106,9 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._keepalive: asyncio.Task[None] | None = None
+        self._loop = loop
+        self._out: list[bytes] = []  # frames written in this turn of the loop, sent by _flush_out
+        self._out_bytes = 0
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------------
 
@@ -178,7 +188,7 @@ class Connection(asyncio.Protocol):
         while self._error is None:
             await asyncio.sleep(interval_s)
             if self._error is None and self._transport is not None:
-                self._transport.write(frame)
+                self._write(frame)
 
     def close(self) -> None:
         """Close now: pending requests fail with ConnectionLostError, sessions are told. Idempotent."""
@@ -205,7 +215,10 @@ class Connection(asyncio.Protocol):
             if abort:
                 transport.abort()
             else:
+                self._flush_out(transport)
                 transport.close()
+        self._out = []
+        self._out_bytes = 0
         if not self._hello.done():
             self._hello.set_exception(error)
             self._hello.exception()  # retrieved: nobody may be waiting for it
@@ -236,11 +249,34 @@ class Connection(asyncio.Protocol):
 
     def send(self, command: WireCommand) -> None:
         """Queue one command on the socket. Raises ConnectionLostError if the connection is dead."""
-        self._check_open().write(encode(command))
+        self._check_open()
+        self._write(encode(command))
 
     def send_frame(self, frame: bytes) -> None:
         """Queue already encoded frame bytes. Raises ConnectionLostError if the connection is dead."""
-        self._check_open().write(frame)
+        self._check_open()
+        self._write(frame)
+
+    def _write(self, frame: bytes) -> None:
+        """Queue ``frame`` after what this turn of the loop wrote; the first one schedules the send."""
+        out = self._out
+        out.append(frame)
+        self._out_bytes += len(frame)
+        if self._out_bytes >= CORK_BYTES:
+            self._flush_out(None)
+        elif len(out) == 1:
+            self._loop.call_soon(self._flush_out, None)
+
+    def _flush_out(self, transport: asyncio.Transport | None) -> None:
+        """Hand what is queued to the transport in one write (``transport``: the one being closed)."""
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        self._out_bytes = 0
+        transport = transport or (self._transport if self._error is None else None)
+        if transport is not None:
+            transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     async def drain(self) -> None:
         """Wait while the socket's write buffer is above its high-water mark. Raises ConnectionLostError."""
@@ -268,13 +304,13 @@ class Connection(asyncio.Protocol):
         RequestTimeoutError, or ConnectionLostError.
         """
         request_id: int = getattr(command, "request_id")  # noqa: B009  (every request command has one)
-        transport = self._check_open()
+        self._check_open()
         if request_id in self._pending:
             raise ValueError(f"request id {request_id} is already pending on this connection")
         future: asyncio.Future[WireCommand] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            transport.write(encode(command))
+            self._write(encode(command))
             if timeout_s is not None and timeout_s < 0:
                 timeout_s = self.config.request_timeout_ms / 1000.0
             if self._write_paused:

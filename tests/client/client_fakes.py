@@ -93,6 +93,8 @@ class FakePeer:
     def received(self, data: bytes) -> None:
         self.decoder.feed(data)
         for command in self.decoder:
+            if self.closed:
+                return  # dropped while handling an earlier frame of this write: the rest never arrived
             self.commands.append(command)
             if isinstance(command, Hello):
                 if self.hello is not None:
