@@ -23,12 +23,13 @@ from segment_store.client import (
     error_for_reply,
 )
 from segment_store.client import errors as client_errors
-from segment_store.client.connection import Connection
+from segment_store.client.connection import CORK_BYTES, Connection
 from segment_store.client.errors import is_failure_reply
 from segment_store.contracts import SegmentExistsError, SegmentNotExistsError, SegmentSealedError, SegmentTruncatedError
 from segment_store.errors import SegstoreError
 from segment_store.protocol import (
     REGISTRY,
+    AppendBlockEnd,
     AuthTokenCheckFailed,
     AuthTokenErrorCode,
     ConditionalCheckFailed,
@@ -52,6 +53,7 @@ from segment_store.protocol import (
     TableKeyDoesNotExist,
     TableSegmentNotEmpty,
     WrongHost,
+    encode,
 )
 from segment_store.tables.errors import TableKeyBadVersionError, TableKeyNotExistsError, TableSegmentNotEmptyError
 
@@ -173,6 +175,55 @@ async def test_keepalive_with_short_interval_sends_keepalives() -> None:
     assert connection.is_open
     connection.close()
     await connection.wait_closed()
+
+
+def _count_writes(peer: FakePeer) -> list[int]:
+    """The number of commands in each transport write, from now on."""
+    writes: list[int] = []
+    received = peer.received
+
+    def counting(data: bytes) -> None:
+        before = len(peer.commands)
+        received(data)
+        writes.append(len(peer.commands) - before)
+
+    peer.received = counting  # type: ignore[method-assign]
+    return writes
+
+
+async def test_send_with_frames_in_one_turn_goes_out_in_one_write_in_order() -> None:
+    connection, peer = await _connected()
+    writes = _count_writes(peer)
+    for request_id in (1, 2, 3):
+        connection.send(GetStreamSegmentInfo(request_id, "s", ""))
+    assert writes == []  # queued until the loop turns
+    await asyncio.sleep(0)
+    assert writes == [3]
+    assert [c.request_id for c in peer.sent(GetStreamSegmentInfo)] == [1, 2, 3]
+
+
+async def test_send_with_cork_bytes_queued_writes_at_once() -> None:
+    connection, peer = await _connected()
+    writes = _count_writes(peer)
+    connection.send(GetStreamSegmentInfo(1, "s", ""))
+    big = AppendBlockEnd(uuid.uuid4(), CORK_BYTES, bytes(CORK_BYTES), 1, 1, 2)
+    connection.send_frame(encode(big))
+    assert writes == [2]  # the small frame first, then the big one, without waiting for the loop
+    await asyncio.sleep(0)
+    assert writes == [2]
+    assert [type(c) for c in peer.commands[-2:]] == [GetStreamSegmentInfo, AppendBlockEnd]
+
+
+async def test_close_with_queued_frames_sends_them_and_abort_drops_them() -> None:
+    connection, peer = await _connected()
+    connection.send(GetStreamSegmentInfo(1, "s", ""))
+    connection.close()
+    assert [c.request_id for c in peer.sent(GetStreamSegmentInfo)] == [1]
+    connection, peer = await _connected()
+    connection.send(GetStreamSegmentInfo(2, "s", ""))
+    connection.abort("broken")
+    await asyncio.sleep(0)
+    assert peer.sent(GetStreamSegmentInfo) == []
 
 
 async def test_close_with_pending_request_fails_it() -> None:
