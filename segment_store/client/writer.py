@@ -32,10 +32,9 @@ from segment_store.client.errors import ConnectionLostError
 from segment_store.client.session import AppendSession, ConnectionSource, SessionState
 from segment_store.protocol import (
     HEADER_SIZE,
-    AppendBlockEnd,
     DataAppended,
-    encode,
     encode_events,
+    frame_append_block_end,
     parse_events,
 )
 from segment_store.protocol.constants import EVENT_TYPE_CODE, HEADER
@@ -254,9 +253,9 @@ class SegmentWriter(AppendSession):
                 write = pending.popleft()
                 batch.append(write)
                 size += len(write.data)
-            data = bytes(batch[0].data) if len(batch) == 1 else b"".join(w.data for w in batch)
             count = batch[-1].last - batch[0].first + 1
-            frame = encode(AppendBlockEnd(self.writer_id, size, data, count, batch[-1].last, self._request_id))
+            parts = [write.data for write in batch]
+            frame = frame_append_block_end(self.writer_id, parts, size, count, batch[-1].last, self._request_id)
             self._pending_bytes -= size
             self._inflight.extend(batch)
             try:

@@ -26,6 +26,8 @@ from segment_store.tier1.log import DurableDataLogFactory
 
 log = logging.getLogger(__name__)
 
+_MAX_CACHED_IDS = 100_000
+
 
 class ContainerRegistry:
     def __init__(
@@ -48,10 +50,17 @@ class ContainerRegistry:
         self._containers: dict[int, SegmentContainer] = {}
         self._restarts: dict[int, asyncio.Task[None]] = {}
         self._closed = False
+        self._ids: dict[str, int] = {}  # container_of per segment name (a hash: every append asks)
 
     # ---- routing --------------------------------------------------------------------------------------------
     def container_id(self, segment_name: str) -> int:
-        return container_of(segment_name, self.container_count)
+        ids = self._ids
+        cid = ids.get(segment_name)
+        if cid is None:
+            if len(ids) >= _MAX_CACHED_IDS:
+                ids.clear()
+            cid = ids[segment_name] = container_of(segment_name, self.container_count)
+        return cid
 
     def get(self, container_id: int) -> SegmentContainer:
         container = self._containers.get(container_id)

@@ -27,12 +27,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.metadata import ContainerMetadata, SegmentMetadata
@@ -284,25 +283,44 @@ class SegmentContainer:
         not the length), BadAttributeUpdateError, TooLargeError, ContainerOfflineError.
         """
         await self.wait_for_room()
-        done = await self.submit_append(name, data, attribute_updates, expected_offset)
-        return done.offset
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def done(op: AppendOperation | None, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                assert op is not None
+                future.set_result(op.offset)
+
+        self.submit_append(name, data, done, attribute_updates, expected_offset)
+        return await future
 
     async def wait_for_room(self) -> None:
         """Wait while appends are throttled (Tier-2 lags); raises ContainerOfflineError."""
         await self._throttle()
 
+    @property
+    def throttled(self) -> bool:
+        """Whether :meth:`wait_for_room` would wait now."""
+        return self._must_throttle()
+
     def submit_append(
         self,
         name: str,
         data: bytes | memoryview,
+        done: Callable[[AppendOperation | None, BaseException | None], None],
         attribute_updates: Sequence[AttributeUpdate] = (),
         expected_offset: int | None = None,
-    ) -> asyncio.Future[AppendOperation]:
+    ) -> None:
         """Queue an append *now*, without waiting for room; appends submitted in order are applied in order.
 
         For callers that must keep order across many appends (the wire server); they call
-        :meth:`wait_for_room` before submitting. The future completes with the durable operation
-        (its ``offset``) or fails as :meth:`append` raises.
+        :meth:`wait_for_room` before submitting. ``done(op, None)`` is called (synchronously, from the
+        durable log) with the durable operation (its ``offset``), or ``done(None, error)`` with what
+        :meth:`append` raises; errors known at once (a missing segment, an oversize append, an offline
+        container) raise here instead.
         """
         if len(data) > self.config.max_append_bytes:
             raise TooLargeError(f"{name}: append of {len(data)} bytes exceeds {self.config.max_append_bytes}")
@@ -312,16 +330,17 @@ class SegmentContainer:
             segment_id=segment.segment_id, data=data, attribute_updates=tuple(attribute_updates),
             expected_offset=-1 if expected_offset is None else expected_offset,
         )
-        self._unflushed_bytes += len(data)
-        future = self.durable_log.add(op)
-        future.add_done_callback(functools.partial(self._append_done, len(data)))
-        return future  # type: ignore[return-value]
+        size = len(data)
+        self._unflushed_bytes += size
 
-    def _append_done(self, size: int, future: asyncio.Future[Operation]) -> None:
-        if future.cancelled() or future.exception() is not None:
-            self._bytes_done(size)
-        elif self._must_throttle():
-            self._room.clear()
+        def completed(result: Operation | None, error: BaseException | None) -> None:
+            if error is not None:
+                self._bytes_done(size)
+            elif self._must_throttle():
+                self._room.clear()
+            done(cast(AppendOperation | None, result), error)  # the log completes an op with itself
+
+        self.durable_log.add_then(op, completed)
 
     async def read(self, name: str, offset: int, max_length: int, timeout_s: float = 0.0) -> ReadResult:
         """Up to ``max_length`` committed bytes at ``offset``; at the tail waits up to ``timeout_s``."""

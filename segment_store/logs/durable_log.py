@@ -1,6 +1,8 @@
 """The durable log of one segment container (Pravega's DurableLog + OperationProcessor).
 
-Flow: :meth:`DurableLog.add` queues an operation and returns a future. One
+Flow: :meth:`DurableLog.add` queues an operation and returns a future
+(:meth:`DurableLog.add_then` takes a callback instead, called at once when the
+operation is done: no future and no loop hop per operation). One
 processor task takes everything queued, validates and completes each operation
 against the pending metadata, gives it the next sequence number and packs it
 into data frames; each full frame is written to Tier-1 at once, so several
@@ -71,6 +73,38 @@ class _TruncationPoint:
 
 
 Listener = Callable[[list[Operation]], None]
+Done = Callable[[Operation | None, BaseException | None], None]
+"""``done(op, None)`` once ``op`` is durable, or ``done(None, error)``."""
+
+
+class _Callback:
+    """The part of a future the log uses, completed by calling ``done`` synchronously, once."""
+
+    __slots__ = ("_done",)
+
+    def __init__(self, done: Done) -> None:
+        self._done: Done | None = done
+
+    def done(self) -> bool:
+        return self._done is None
+
+    def set_result(self, op: Operation) -> None:
+        self._call(op, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._call(None, error)
+
+    def _call(self, op: Operation | None, error: BaseException | None) -> None:
+        done, self._done = self._done, None
+        if done is None:
+            return
+        try:
+            done(op, error)
+        except Exception:  # a caller's bug must not take the log down
+            log.exception("completion callback of operation %s failed", op)
+
+
+_Waiter = asyncio.Future[Operation] | _Callback
 
 
 class DurableLog:
@@ -92,12 +126,12 @@ class DurableLog:
         self.failure: BaseException | None = None
         self._listeners: list[Listener] = []
         self._failure_listeners: list[Callable[[BaseException], None]] = []
-        self._queue: deque[tuple[Operation, asyncio.Future[Operation] | None]] = deque()
+        self._queue: deque[tuple[Operation, _Waiter | None]] = deque()
         self._queue_event = asyncio.Event()
         self._in_flight: deque[tuple[DataFrame, asyncio.Future[Any]]] = deque()
         self._in_flight_event = asyncio.Event()
         self._room_event = asyncio.Event()
-        self._futures: dict[int, asyncio.Future[Operation]] = {}
+        self._futures: dict[int, _Waiter] = {}
         self._builder = DataFrameBuilder(self.config.max_frame_bytes, self._write_frame)
         self._sequence = metadata.sequence_number
         self._last_address: Any = None
@@ -181,6 +215,17 @@ class DurableLog:
         self._queue.append((op, future))
         self._queue_event.set()
         return future
+
+    def add_then(self, op: Operation, done: Done) -> None:
+        """Queue ``op``; ``done`` is called once, synchronously, when it is durable or failed, exactly when
+        :meth:`add`'s future would complete (a validation failure at once, durable operations in sequence
+        order). A ``done`` that raises is logged."""
+        waiter = _Callback(done)
+        if self.state is not LogState.RUNNING:
+            waiter.set_exception(self._offline_error())
+            return
+        self._queue.append((op, waiter))
+        self._queue_event.set()
 
     async def checkpoint(self) -> int:
         """Write a metadata checkpoint now; returns its sequence number once durable."""

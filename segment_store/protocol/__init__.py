@@ -7,6 +7,7 @@ from segment_store.protocol.assembler import (
     build_append_block_end,
     encode_append_batch,
     encode_java_append_block,
+    frame_append_block_end,
 )
 from segment_store.protocol.codec import (
     FrameDecoder,
@@ -232,6 +233,7 @@ __all__ = [
     "encode_into",
     "encode_java_append_block",
     "encode_many",
+    "frame_append_block_end",
     "frame_event",
     "is_compatible",
     "local_hello",

@@ -16,6 +16,7 @@ fixed block size (used to test the server against Java-shaped input).
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -228,6 +229,29 @@ def encode_append_batch(
 ) -> bytes:
     """The frame bytes of :func:`build_append_block_end`. Raises ProtocolError like it."""
     return encode(build_append_block_end(writer_id, events, last_event_number, request_id))
+
+
+_BLOCK_END_HEAD = struct.Struct(">ii16sii")  # frame header, writer id, sizeOfWholeEvents, data length
+_BLOCK_END_TAIL = struct.Struct(">iqq")  # numEvents, lastEventNumber, requestId
+_BLOCK_END_FIELDS = 44  # the payload besides the events
+
+
+def frame_append_block_end(
+    writer_id: uuid.UUID, parts: Sequence[Buffer], size: int, num_events: int, last_event_number: int, request_id: int
+) -> bytes:
+    """The bytes of ``encode(AppendBlockEnd(writer_id, size, b"".join(parts), num_events, last, request_id))``
+    in one copy of ``parts`` (framed events, ``size`` bytes in all), for the writer's hot path.
+
+    Raises ProtocolError if the frame would exceed 16 MiB - 1 bytes or a number is out of its field's range.
+    """
+    if size > MAX_FRAME_PAYLOAD - HEADER_SIZE - _BLOCK_END_FIELDS:
+        raise ProtocolError(f"{size} bytes of events do not fit in one AppendBlockEnd frame")
+    try:
+        head = _BLOCK_END_HEAD.pack(AppendBlockEnd.TYPE_CODE, _BLOCK_END_FIELDS + size, writer_id.bytes, size, size)
+        tail = _BLOCK_END_TAIL.pack(num_events, last_event_number, request_id)
+    except struct.error as exc:
+        raise ProtocolError(f"AppendBlockEnd: {exc}") from exc
+    return b"".join((head, *parts, tail))
 
 
 def append_block_header(writer_id: uuid.UUID, block_size: int) -> bytes:

@@ -119,7 +119,8 @@ class ConnectionAppends:
             append = self._queue[0]
             try:
                 container = self._registry.for_segment(append.segment)
-                await container.wait_for_room()
+                if container.throttled:
+                    await container.wait_for_room()
             except Exception as exc:
                 self._queue.popleft()
                 state = self._writers.get((append.segment, append.writer_id))
@@ -147,12 +148,18 @@ class ConnectionAppends:
             AttributeUpdate(append.writer_id.int, AttributeUpdateType.REPLACE_IF_EQUALS, append.event_number, previous),
             AttributeUpdate(EVENT_COUNT, AttributeUpdateType.ACCUMULATE, append.event_count),
         )
+
+        def done(op: AppendOperation | None, error: BaseException | None) -> None:
+            if error is not None:
+                self._failed(append, state, turn, previous, error)
+            else:
+                assert op is not None
+                self._completed(append, state, turn, op.offset + len(append.data))
+
         try:
-            future = container.submit_append(append.segment, append.data, updates, append.expected_offset)
+            container.submit_append(append.segment, append.data, done, updates, append.expected_offset)
         except Exception as exc:
             self._failed(append, state, turn, previous, exc)
-            return
-        future.add_done_callback(lambda f: self._completed(append, state, turn, previous, f))
 
     @staticmethod
     def _turn(state: WriterState) -> _Turn:
@@ -197,18 +204,9 @@ class ConnectionAppends:
         self._send(InvalidEventNumber(append.writer_id, append.request_id, "", append.event_number))
         self._close()
 
-    def _completed(
-        self, append: Append, state: WriterState, turn: _Turn, previous: int, future: asyncio.Future[AppendOperation]
-    ) -> None:
-        if future.cancelled():
-            self._failed(append, state, turn, previous, asyncio.CancelledError())
-            return
-        exc = future.exception()
-        if exc is not None:
-            self._failed(append, state, turn, previous, exc)
-            return
+    def _completed(self, append: Append, state: WriterState, turn: _Turn, end: int) -> None:
+        """``append`` is durable; the segment ends at ``end`` after it."""
         self._bytes_changed(-len(append.data))
-        end = future.result().offset + len(append.data)
         self._answer(state, turn, lambda: self._acknowledge(append, state, end))
 
     def _acknowledge(self, append: Append, state: WriterState, end: int) -> None:

@@ -32,6 +32,7 @@ from segment_store.protocol import (
     encode_append_batch,
     encode_events,
     encode_java_append_block,
+    frame_append_block_end,
 )
 
 W = uuid.UUID("c0ffee00-0000-4000-8000-0000000000ff")
@@ -249,6 +250,25 @@ def test_encode_append_batch_with_rust_layout(events: list[bytes]) -> None:
     golden = frame(4, uid(W), i32(len(data)), blob(data), i32(len(events)), i64(99), i64(7))
     assert encode_append_batch(W, events, 99, 7) == golden
     assert decode_all(golden) == [build_append_block_end(W, events, 99, 7)]
+
+
+@given(
+    st.lists(st.lists(st.binary(max_size=40), min_size=1, max_size=5), min_size=1, max_size=4),
+    st.integers(1, 2**63 - 1),
+)
+def test_frame_append_block_end_with_parts_equals_encode(writes: list[list[bytes]], last: int) -> None:
+    parts = [bytearray(encode_events(events)) for events in writes]  # the writer's unsent writes
+    size = sum(len(part) for part in parts)
+    count = sum(len(events) for events in writes)
+    expected = encode(AppendBlockEnd(W, size, b"".join(parts), count, last, 7))
+    assert frame_append_block_end(W, parts, size, count, last, 7) == expected
+
+
+def test_frame_append_block_end_with_bad_numbers_raises() -> None:
+    with pytest.raises(ProtocolError, match="do not fit"):
+        frame_append_block_end(W, [b""], 2**24, 1, 1, 1)
+    with pytest.raises(ProtocolError, match="AppendBlockEnd"):
+        frame_append_block_end(W, [b"x"], 1, 1, 2**63, 1)
 
 
 def test_append_block_header_with_declared_block_size() -> None:

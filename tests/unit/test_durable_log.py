@@ -85,6 +85,35 @@ async def test_add_with_invalid_operation_fails_only_it() -> None:
     await log.close()
 
 
+async def test_add_then_calls_back_once_in_order_and_survives_a_raising_callback() -> None:
+    log = await open_log(SharedLogState())
+    sid = await create(log, "s")
+    calls: list[tuple[int | None, str | None]] = []
+    everything = asyncio.Event()
+
+    def record(op: Operation | None, error: BaseException | None) -> None:
+        calls.append((op.offset if op is not None else None, type(error).__name__ if error else None))  # type: ignore[attr-defined]
+        if len(calls) == 4:
+            everything.set()
+
+    def broken(op: Operation | None, error: BaseException | None) -> None:
+        raise RuntimeError("a caller's bug")
+
+    log.add_then(AppendOperation(segment_id=sid, data=b"a" * 10), record)
+    log.add_then(AppendOperation(segment_id=sid, data=b"b" * 10), broken)
+    log.add_then(AppendOperation(segment_id=999, data=b"x"), record)  # fails validation: only it
+    log.add_then(AppendOperation(segment_id=sid, data=b"c" * 10), record)
+    assert calls == []  # nothing is durable yet
+    await asyncio.wait_for(log.add(MapSegmentOperation(name="later")), 5)  # behind all four: they are done
+    log.add_then(AppendOperation(segment_id=sid, data=b"d" * 10), record)
+    await asyncio.wait_for(everything.wait(), 5)
+    assert calls == [(None, "SegmentNotExistsError"), (0, None), (20, None), (30, None)]  # validation: at once
+    assert log.state is LogState.RUNNING and log.metadata.get(sid).length == 40
+    await log.close()
+    log.add_then(AppendOperation(segment_id=sid, data=b"e"), record)  # a closed log answers at once
+    assert calls[-1] == (None, "ContainerOfflineError")
+
+
 async def test_recover_with_acknowledged_operations_rebuilds_metadata_and_listeners() -> None:
     shared = SharedLogState()
     log = await open_log(shared)
