@@ -37,6 +37,10 @@ class FileLedgerLogConfig:
     coordination_timeout_s: float = 30.0
     # First back-off delay of those retries (doubles up to 1 s).
     coordination_retry_delay_s: float = 0.05
+    # Ownership lease: a confirmed ownership check covers the groups synced within half of this after it
+    # started, and a new owner waits this long after fencing before it reads the log (0: check every group,
+    # no wait). Recorded in the log's metadata, so the new owner waits what the old one assumed.
+    ownership_lease_s: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.root_dir, Path):
@@ -63,6 +67,8 @@ class FileLedgerLogConfig:
             raise ValueError("read_batch_bytes: must be positive")
         if self.coordination_timeout_s <= 0:
             raise ValueError("coordination_timeout_s: must be positive")
+        if not 0 <= self.ownership_lease_s <= 60:
+            raise ValueError("ownership_lease_s: must be between 0 and 60")
         if not 0 < self.coordination_retry_delay_s <= self.coordination_timeout_s:
             raise ValueError("coordination_retry_delay_s: must be positive and below coordination_timeout_s")
 

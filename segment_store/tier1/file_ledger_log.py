@@ -18,27 +18,36 @@ CASes the metadata (close the current ledger at its last entry, add the new one)
 Fencing without BookKeeper. BookKeeper fences a ledger on its storage nodes; a local
 file cannot refuse an old writer, so the acknowledgement waits for proof of ownership.
 
-*Owner* (epoch ``e``) acknowledges a group G only after (1) G's entries are written and
-fsync'd (event W), then (2) a linearized read of the metadata, started after W, shows
-epoch ``e`` (event C).
+*Owner* (epoch ``e``, lease ``L`` recorded in the metadata) acknowledges a group G only
+after (1) G's entries are written and fsync'd (event W), then (2) a linearized read of the
+metadata shows epoch ``e`` (event C), where that read started after W, or started at a
+time S (its own clock) with W's acknowledgement decided before S + L/2: one check covers
+every group synced within half a lease of it, so under load ZooKeeper sees about two
+checks per second per log, not one per group.
 *New owner* ``initialize``: (a) reads the metadata and CASes it to epoch ``e+1`` with
-its owner id (event B; a CAS lost to the old owner's own rollover or truncation is
-retried on the fresh record, one lost to another initializer fails); (b) reads every
+its owner id and lease (event B; a CAS lost to the old owner's own rollover or truncation
+is retried on the fresh record, one lost to another initializer fails); (a') unless the
+old owner's process is known dead (same host, its pid gone), waits the old owner's ``L``
+(its own clock) after B; (b) reads every
 open ledger from the start up to its last whole entry ``n``; (c) creates its own ledger
 file (synced, directory synced) and CASes the metadata: old ledger closed at ``n``, new
 ledger open.
 
 Claim: every entry a zombie acknowledged is readable by the new owner. C observed epoch
 ``e``, so C is linearized before B (ZooKeeper is linearizable for writes, and sync+get
-for this read). W precedes C, B precedes (b); so W precedes (b): the read sees G (in the
+for this read). Either W precedes C, and B precedes (b); or S precedes C and W precedes
+S + L/2 < B + L, which precedes (b) by (a') as long as the two clocks' rates differ by
+less than half (a dead process acknowledges nothing, so (a') may skip the wait); so W
+precedes (b): the read sees G (in the
 page cache of the same host, or on disk for a file system with close-to-open
 consistency). Everything before G in the file was written before G by the same single
 writer thread, so the scan does not stop before G, and ``n`` >= G's last entry; readers
 read closed ledgers up to ``n``. Before (c), the new owner fsyncs the old ledger file,
 so entries it saw but the old owner never synced are durable before the metadata
 includes them.
-Claim: nothing the zombie writes later is acknowledged: its next check runs after B and
-sees ``e+1``; its rollover/truncate CAS fails (the version moved). Entries it appends
+Claim: the zombie acknowledges nothing more once the lease of its last check started
+before B has run out: a later group needs a check started after B, which sees ``e+1``;
+its rollover/truncate CAS fails (the version moved). Entries it appends
 after the scan are beyond ``n`` and never read. Entries written between B and (b) may
 be included in the log; they were never acknowledged, which a failed/unknown append
 allows. A zombie's new ledger file carries its epoch in its name, so it never collides
@@ -118,6 +127,22 @@ class _Append:
     address: LogAddress | None = None
 
 
+def _owner_is_gone(owner: str) -> bool:
+    """Whether the process named in an owner id (``host:pid:random``) is known to be dead: it ran on this host,
+    is not this process, and no process has its pid (a reused pid counts as alive: then we wait)."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists (another user's process)
+        return False
+    return False
+
+
 def _settle(item: _Append, error: BaseException | None) -> None:
     if item.future.done():  # the caller cancelled it; the entry's fate is unchanged
         return
@@ -163,6 +188,7 @@ class FileLedgerLog:
         self._written: LogAddress | None = None  # last entry written and synced
         self._acked: LogAddress | None = None  # last entry acknowledged
         self._recovered: LogAddress | None = None  # last entry found by initialize
+        self._lease_start: float | None = None  # loop time when the latest successful ownership check started
         self._work = asyncio.Event()
         self._synced = asyncio.Event()
         self._metadata_lock = asyncio.Lock()
@@ -216,8 +242,12 @@ class FileLedgerLog:
         loop = asyncio.get_running_loop()
         await asyncio.to_thread(self._storage.make_directory, self._dir)
         keeper = self._keeper
-        await keeper.acquire()  # (a) the fence
+        previous = await keeper.acquire()  # (a) the fence
         self._epoch = keeper.metadata.epoch
+        if previous is not None and previous.lease_ms > 0 and not _owner_is_gone(previous.owner):
+            # (a') the old owner may still acknowledge under its lease: let it run out first
+            _log.info("log %s: waiting %d ms for the lease of %s", self.name, previous.lease_ms, previous.owner)
+            await asyncio.sleep(previous.lease_ms / 1000)
         metadata = keeper.metadata
         for ledger in metadata.ledgers:
             if ledger.is_open:  # (b) recover what the previous owner wrote
@@ -374,6 +404,7 @@ class FileLedgerLog:
         return new
 
     async def _confirm_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 while self._written is None or (self._acked is not None and self._written <= self._acked):
@@ -384,7 +415,11 @@ class FileLedgerLog:
                 if self._state is not _State.OPEN:
                     return
                 target = self._written
-                await self._keeper.check_owner(self._epoch)
+                lease = self._keeper.lease_ms / 2000  # half the lease: room for clocks that run at other rates
+                if self._lease_start is None or loop.time() - self._lease_start >= lease:
+                    started = loop.time()  # after ``target`` was synced
+                    await self._keeper.check_owner(self._epoch)
+                    self._lease_start = started
                 if self._state is not _State.OPEN:
                     return
                 self._acked = target

@@ -47,6 +47,7 @@ class LogMetadata:
     ledgers: tuple[LedgerRecord, ...]
     next_ledger_id: int
     truncation: tuple[int, int] | None = None  # (ledger_id, entry_id) of the last discarded entry
+    lease_ms: int = 0  # the owner's ownership lease (see file_ledger_log); absent in older records: 0
 
     def __post_init__(self) -> None:
         previous = 0
@@ -60,15 +61,17 @@ class LogMetadata:
             previous = ledger.ledger_id
         if self.next_ledger_id <= previous:
             raise ValueError(f"next_ledger_id {self.next_ledger_id} is not above ledger {previous}")
+        if self.lease_ms < 0:
+            raise ValueError(f"lease_ms must be >= 0, not {self.lease_ms}")
 
     @classmethod
-    def new(cls, owner: str) -> LogMetadata:
+    def new(cls, owner: str, lease_ms: int = 0) -> LogMetadata:
         """The record of a log that has never been written: epoch 1, no ledgers."""
-        return cls(epoch=1, owner=owner, ledgers=(), next_ledger_id=1)
+        return cls(epoch=1, owner=owner, ledgers=(), next_ledger_id=1, lease_ms=lease_ms)
 
-    def fenced_by(self, owner: str) -> LogMetadata:
-        """The same log acquired by ``owner`` at the next epoch."""
-        return replace(self, epoch=self.epoch + 1, owner=owner)
+    def fenced_by(self, owner: str, lease_ms: int = 0) -> LogMetadata:
+        """The same log acquired by ``owner`` (with its lease) at the next epoch."""
+        return replace(self, epoch=self.epoch + 1, owner=owner, lease_ms=lease_ms)
 
     def ledger(self, ledger_id: int) -> LedgerRecord | None:
         for ledger in self.ledgers:
@@ -135,6 +138,8 @@ class LogMetadata:
             "truncation": list(self.truncation) if self.truncation is not None else None,
             "ledgers": [[ledger.ledger_id, ledger.epoch, ledger.last_entry] for ledger in self.ledgers],
         }
+        if self.lease_ms:
+            document["lease_ms"] = self.lease_ms
         return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
@@ -154,6 +159,7 @@ class LogMetadata:
                     LedgerRecord(int(lid), int(epoch), None if last is None else int(last))
                     for lid, epoch, last in document["ledgers"]
                 ),
+                lease_ms=int(document.get("lease_ms", 0)),
             )
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise DataLogCorruptedError(f"unreadable log metadata: {exc}") from exc

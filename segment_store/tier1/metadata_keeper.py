@@ -39,6 +39,7 @@ class MetadataKeeper:
         self.version = -1
         self._store = store
         self._config = config
+        self.lease_ms = round(config.ownership_lease_s * 1000)
 
     async def read(self) -> Versioned | None:
         """Linearized read (``sync`` + ``get``), retrying a lost connection; None if absent.
@@ -71,7 +72,7 @@ class MetadataKeeper:
         Raises :class:`DataLogWriterNotPrimaryError` when another instance created it first,
         :class:`CoordinationUnavailableError`.
         """
-        metadata = LogMetadata.new(self.owner)
+        metadata = LogMetadata.new(self.owner, self.lease_ms)
         data = metadata.serialize()
         try:
             self.version = await self._store.create(self.path, data)
@@ -84,8 +85,9 @@ class MetadataKeeper:
             self.version = current.version
         self.metadata = metadata
 
-    async def acquire(self) -> None:
-        """Take the log over: create its metadata (epoch 1) or CAS the next epoch with our owner id.
+    async def acquire(self) -> LogMetadata | None:
+        """Take the log over: create its metadata (epoch 1) or CAS the next epoch with our owner id and
+        lease; returns the record it replaced (None: created).
 
         A CAS lost to the current owner's own routine update (rollover, truncation) is
         retried on the fresh record; one lost to another instance taking the epoch raises
@@ -95,14 +97,14 @@ class MetadataKeeper:
         while True:
             if not await self.load():
                 await self.create()
-                return
-            epoch = self.metadata.epoch
+                return None
+            previous = self.metadata
             try:
-                await self.persist(self.metadata.fenced_by(self.owner))
-                return
+                await self.persist(previous.fenced_by(self.owner, self.lease_ms))
+                return previous
             except DataLogWriterNotPrimaryError:
                 current = await self.read()
-                if current is None or LogMetadata.parse(current.data).epoch != epoch:
+                if current is None or LogMetadata.parse(current.data).epoch != previous.epoch:
                     raise
 
     async def persist(self, updated: LogMetadata) -> None:

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +35,11 @@ from segment_store.tier1.log import (
     DataLogCorruptedError,
     DataLogNotAvailableError,
     DataLogWriteError,
+    DataLogWriterNotPrimaryError,
     LogAddress,
     ReadItem,
 )
+from segment_store.tier1.log_metadata import LogMetadata
 
 TIMEOUT_S = 30.0
 
@@ -338,19 +345,28 @@ def test_append_with_fsync_failure(tmp_path: Path) -> None:
     run(body)
 
 
-def test_append_with_coordination_unavailable(tmp_path: Path) -> None:
+@pytest.mark.parametrize("lease_s", [0.0, 0.6])
+def test_append_with_coordination_unavailable(tmp_path: Path, lease_s: float) -> None:
+    """Without a lease every group needs a check; with one, groups synced within half of it after the last
+    check are acknowledged without ZooKeeper, then nothing is until a check succeeds."""
+
     async def body() -> None:
-        config = make_config(tmp_path, coordination_timeout_s=0.3, coordination_retry_delay_s=0.05)
+        config = make_config(
+            tmp_path, coordination_timeout_s=0.3, coordination_retry_delay_s=0.05, ownership_lease_s=lease_s
+        )
         store = FlakyStore(MemoryCoordinationServer().connect())
         log = await open_log(config, store)
         acknowledged = await append_each(log, 2)
         store.fail_syncs = True
+        if lease_s:
+            acknowledged += await append_each(log, 1)  # the check of the first group still covers it
+            await asyncio.sleep(lease_s / 2)
         results = await asyncio.gather(*[log.append(b"x") for _ in range(5)], return_exceptions=True)
         assert all(isinstance(result, DataLogNotAvailableError) for result in results)
         assert all(result.retriable for result in results if isinstance(result, DataLogNotAvailableError))
         await log.close()
         store.fail_syncs = False
-        assert (await read_all(await open_log(config, store)))[:2] == acknowledged
+        assert (await read_all(await open_log(config, store)))[: len(acknowledged)] == acknowledged
 
     run(body)
 
@@ -440,3 +456,52 @@ def test_config_from_mapping(tmp_path: Path) -> None:
     assert config.rollover_size_bytes == 64 * 1024 * 1024
     with pytest.raises(ValueError, match="colour"):
         FileLedgerLogConfig.from_mapping({"root_dir": "/x", "colour": "blue"})
+
+
+def test_initialize_with_a_live_owner_waits_its_recorded_lease_and_keeps_what_it_acknowledged(tmp_path: Path) -> None:
+    """The old owner (alive: this process) keeps acknowledging under its lease while the new owner waits that
+    lease (the one in the metadata, not the new owner's own) before reading; nothing acknowledged is lost."""
+
+    async def body() -> None:
+        server = MemoryCoordinationServer()
+        old = await open_log(make_config(tmp_path, ownership_lease_s=0.8), server.connect())
+        assert old.metadata.lease_ms == 800
+        acknowledged = await append_each(old, 2)
+        new = FileLedgerLog("log", make_config(tmp_path, ownership_lease_s=0.1), server.connect())
+        began = time.monotonic()
+        opening = asyncio.create_task(new.initialize(timeout=10))
+        await asyncio.sleep(0.05)  # the new owner has fenced (memory store: at once) and waits
+        assert not opening.done()
+        acknowledged += await append_each(old, 1)  # the old owner's check of the last group still covers it
+        await opening
+        assert time.monotonic() - began >= 0.8
+        assert new.metadata.lease_ms == 100
+        with pytest.raises(DataLogWriterNotPrimaryError):
+            await asyncio.sleep(0.4)  # the old lease has run out: the next group needs a check, which fails
+            await old.append(b"late")
+        assert (await read_all(new))[: len(acknowledged)] == acknowledged
+        await old.close()
+        await new.close()
+
+    run(body)
+
+
+def test_initialize_with_the_old_owners_process_gone_does_not_wait(tmp_path: Path) -> None:
+    async def body() -> None:
+        server = MemoryCoordinationServer()
+        config = make_config(tmp_path, ownership_lease_s=30.0)
+        old = await open_log(config, server.connect())
+        acknowledged = await append_each(old, 3)
+        await old.close()
+        exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        store = server.connect()
+        record = await store.get(old._keeper.path)
+        dead = replace(LogMetadata.parse(record.data), owner=f"{socket.gethostname()}:{exited.stdout.strip()}:x")
+        await store.compare_and_set(old._keeper.path, dead.serialize(), record.version)
+        began = time.monotonic()
+        new = await open_log(config, store)  # a 30 s lease, but its owner is dead: no wait
+        assert time.monotonic() - began < 10
+        assert (await read_all(new))[:3] == acknowledged
+        await new.close()
+
+    run(body)
