@@ -461,6 +461,8 @@ def report(results: dict[str, Any]) -> None:
         print(f"\n{source}: {found['count']} warning/error lines")
         for line in found["first"]:
             print(f"  {line[:200]}")
+        if found.get("traceback"):
+            print(f"  ... {found['traceback'][-1][:200]}")
 
 
 def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:

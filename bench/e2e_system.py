@@ -138,8 +138,19 @@ class Standalone:
                 bad = [
                     line for line in text if any(w in line for w in (" WARNING ", " ERROR ", "CRITICAL", "Traceback"))
                 ]
-                found[f"{source} ({when})"] = {"count": len(bad), "first": bad[:6]}
+                found[f"{source} ({when})"] = {"count": len(bad), "first": bad[:6], "traceback": _first_traceback(text)}
         return found
+
+
+def _first_traceback(lines: list[str], limit: int = 80) -> list[str]:
+    """The first traceback in ``lines`` (up to the next timestamped log line), so its exception is on record."""
+    for start, line in enumerate(lines):
+        if line.startswith("Traceback"):
+            end = start + 1
+            while end < len(lines) and end - start < limit and not lines[end][:4].isdigit():
+                end += 1
+            return lines[start:end]
+    return []
 
 
 class Meter:
