@@ -19,6 +19,9 @@ class WriterConfig:
     """Largest chunk one flush writes (whole appends; one append larger than this is a chunk of its own)."""
     max_read_count: int = 4096
     """Operations taken from the operation log per iteration."""
+    min_iteration_interval_s: float = 0.01
+    """While operations keep coming, an iteration starts at most this often (unless a flush is asked for):
+    every iteration looks at each of the container's segments, so it should cover many commits, not one."""
     max_concurrent_flushes: int = 2
     """Segments flushed at once (encode and chunk I/O run in worker threads)."""
     retry_min_delay_s: float = 0.05
@@ -32,6 +35,8 @@ class WriterConfig:
             raise ValueError("max_flush_bytes: must be >= flush_threshold_bytes")
         if self.flush_max_age_s <= 0:
             raise ValueError("flush_max_age_s: must be positive")
+        if not 0 <= self.min_iteration_interval_s <= 1:
+            raise ValueError("min_iteration_interval_s: must be between 0 and 1")
         if self.max_read_count < 1:
             raise ValueError("max_read_count: must be at least 1")
         if self.max_concurrent_flushes < 1:

@@ -83,6 +83,7 @@ class StorageWriter:
         self._truncated_below = -1
         self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
+        self._iteration_started = float("-inf")  # loop time
         self._task: asyncio.Task[None] | None = None
         self._semaphore = asyncio.Semaphore(self.config.max_concurrent_flushes)
         self._retry_delay = 0.0
@@ -228,6 +229,7 @@ class StorageWriter:
             self._listener.failed(exc)
 
     async def _iteration(self) -> None:
+        await self._pace()
         ops = await self._log.read(self._last_read, self.config.max_read_count, self._wait_time())
         for op in ops:
             await self._route(op)
@@ -250,6 +252,14 @@ class StorageWriter:
         if below > self._truncated_below:
             self._truncated_below = below
             await self._truncate_tier1(below)
+
+    async def _pace(self) -> None:
+        """Let ``min_iteration_interval_s`` pass since the previous iteration started (a flush request cuts it)."""
+        loop = asyncio.get_running_loop()
+        rest = self._iteration_started + self.config.min_iteration_interval_s - loop.time()
+        if rest > 0 and not self._flush_waiters:
+            await self._sleep_or_wake(rest)
+        self._iteration_started = loop.time()
 
     def _wait_time(self) -> float:
         if self._flush_waiters:
