@@ -281,6 +281,30 @@ async def test_flush_to_storage_wakes_an_idle_writer_at_once(env: ContainerEnv) 
     assert (await c.get_info("s")).storage_length == 100
 
 
+async def test_writer_with_commits_in_a_row_takes_them_in_few_iterations_and_flushes_on_request(
+    env: ContainerEnv,
+) -> None:
+    paced = ContainerConfig(writer=WriterConfig(flush_max_age_s=60.0, min_iteration_interval_s=0.5))
+    c = await env.start(config=paced)
+    await c.create_segment("s")
+    reads = 0
+    operation_log = c.durable_log.memory_log
+    read = operation_log.read
+
+    async def counting(*args: object) -> object:
+        nonlocal reads
+        reads += 1
+        return await read(*args)  # type: ignore[arg-type]
+
+    operation_log.read = counting  # type: ignore[method-assign]
+    data = await fill(c, "s", 40)  # 40 commits, one after the other, well within 0.5 s
+    assert reads <= 3, f"{reads} iterations for 40 commits"
+    began = asyncio.get_running_loop().time()
+    await asyncio.wait_for(c.flush_to_storage(), 5)
+    assert asyncio.get_running_loop().time() - began < 0.4  # the request cuts the pause
+    await assert_tier2_exact(c, "s", data)
+
+
 async def test_stop_right_after_a_commit_does_not_hang(env: ContainerEnv) -> None:
     for _ in range(20):
         c = await env.start()
