@@ -27,8 +27,8 @@ checks per second per log, not one per group.
 *New owner* ``initialize``: (a) reads the metadata and CASes it to epoch ``e+1`` with
 its owner id and lease (event B; a CAS lost to the old owner's own rollover or truncation
 is retried on the fresh record, one lost to another initializer fails); (a') unless the
-old owner's process is known dead (same host, its pid gone), waits the old owner's ``L``
-(its own clock) after B; (b) reads every
+old owner's process is known dead (same machine and pid namespace, its pid gone), waits
+the old owner's ``L`` (its own clock) after B; (b) reads every
 open ledger from the start up to its last whole entry ``n``; (c) creates its own ledger
 file (synced, directory synced) and CASes the metadata: old ledger closed at ``n``, new
 ledger open.
@@ -77,6 +77,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from segment_store.coordination.store import (
     CoordinationError,
@@ -127,12 +128,25 @@ class _Append:
     address: LogAddress | None = None
 
 
+def machine_identity() -> str:
+    """Where process ids mean the same process: the host name, its boot id and this process's pid namespace
+    (containers on one host share the boot id, not the namespace; two machines never share a boot id).
+    Only the host name when the others cannot be read (then no owner is ever taken for dead)."""
+    try:
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return socket.gethostname()
+    return f"{socket.gethostname()}@{boot_id}/{namespace}"
+
+
 def _owner_is_gone(owner: str) -> bool:
-    """Whether the process named in an owner id (``host:pid:random``) is known to be dead: it ran on this host,
-    is not this process, and no process has its pid (a reused pid counts as alive: then we wait)."""
-    host, _, rest = owner.partition(":")
+    """Whether the process named in an owner id (``machine:pid:random``) is known to be dead: it ran in this
+    machine's pid namespace (:func:`machine_identity`, which must have its boot id and namespace), is not
+    this process, and no process has its pid (a reused pid counts as alive: then the new owner waits)."""
+    machine, _, rest = owner.partition(":")
     pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+    if "@" not in machine or machine != machine_identity() or not pid_text.isdigit() or int(pid_text) == os.getpid():
         return False
     try:
         os.kill(int(pid_text), 0)
@@ -176,7 +190,7 @@ class FileLedgerLog:
         self._store = store
         self._storage = storage if storage is not None else OsLedgerStorage(fsync=config.fsync)
         self._dir = config.root_dir / name
-        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self._owner = f"{machine_identity()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._state = _State.NEW
         self._failure: DurableDataLogError | None = None
         self._epoch = 0

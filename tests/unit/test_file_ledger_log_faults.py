@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import pytest
 from segment_store.coordination.memory_store import MemoryCoordinationServer
 from segment_store.coordination.store import CoordinationStore, CoordinationUnavailableError, Versioned
 from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-from segment_store.tier1.file_ledger_log import FileLedgerLog
+from segment_store.tier1.file_ledger_log import FileLedgerLog, machine_identity
 from segment_store.tier1.ledger_file import (
     ENTRY_HEADER,
     FILE_HEADER,
@@ -486,21 +485,32 @@ def test_initialize_with_a_live_owner_waits_its_recorded_lease_and_keeps_what_it
     run(body)
 
 
-def test_initialize_with_the_old_owners_process_gone_does_not_wait(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["here", "other machine", "old owner id"])
+def test_initialize_with_the_old_owners_process_gone_waits_only_if_it_ran_elsewhere(tmp_path: Path, where: str) -> None:
+    """A dead pid proves nothing about another machine or pid namespace (e.g. a container with the host's
+    name), nor for an owner id without a machine identity: then the new owner waits the lease."""
+
     async def body() -> None:
         server = MemoryCoordinationServer()
-        config = make_config(tmp_path, ownership_lease_s=30.0)
+        lease_s = 30.0 if where == "here" else 0.8  # here: no wait, however slow the machine
+        config = make_config(tmp_path, ownership_lease_s=lease_s)
         old = await open_log(config, server.connect())
         acknowledged = await append_each(old, 3)
         await old.close()
         exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        machine = {
+            "here": machine_identity(),
+            "other machine": machine_identity().split("@")[0] + "@another-boot/1",
+            "old owner id": machine_identity().split("@")[0],
+        }[where]
         store = server.connect()
         record = await store.get(old._keeper.path)
-        dead = replace(LogMetadata.parse(record.data), owner=f"{socket.gethostname()}:{exited.stdout.strip()}:x")
+        dead = replace(LogMetadata.parse(record.data), owner=f"{machine}:{exited.stdout.strip()}:x")
         await store.compare_and_set(old._keeper.path, dead.serialize(), record.version)
         began = time.monotonic()
-        new = await open_log(config, store)  # a 30 s lease, but its owner is dead: no wait
-        assert time.monotonic() - began < 10
+        new = await open_log(config, store)
+        took = time.monotonic() - began
+        assert took < 10 if where == "here" else took >= lease_s
         assert (await read_all(new))[:3] == acknowledged
         await new.close()
 
