@@ -336,8 +336,21 @@ class ControllerCore:
                 await self.autoscaler.check(scope, stream)
             except (md.StreamNotFoundError, md.ScopeNotFoundError):
                 continue
+            except md.DataNotFoundError:
+                if not await self._being_created(scope, stream):
+                    log.exception("auto-scaling %s/%s failed", scope, stream)
             except Exception:
                 log.exception("auto-scaling %s/%s failed", scope, stream)
+
+    async def _being_created(self, scope: str, stream: str) -> bool:
+        """Whether a listed stream is not whole yet (its creation has not finished, so records may be missing)
+        or is gone; either way a policy loop skips it without an error."""
+        from controller.metadata import StreamState
+
+        try:
+            return await self.store.get_state(scope, stream) == StreamState.CREATING
+        except (md.DataNotFoundError, md.StreamNotFoundError, md.ScopeNotFoundError):
+            return True  # the state record comes after the stream node; or the stream went meanwhile
 
     # ---- retention ------------------------------------------------------------------------------------------
     async def apply_retention(self) -> None:
@@ -350,6 +363,9 @@ class ControllerCore:
                 await self._retain(scope, stream, config)
             except (md.StreamNotFoundError, md.ScopeNotFoundError):
                 continue
+            except md.DataNotFoundError:
+                if not await self._being_created(scope, stream):
+                    log.exception("retention of %s/%s failed", scope, stream)
             except Exception:
                 log.exception("retention of %s/%s failed", scope, stream)
 

@@ -3,6 +3,7 @@ metadata, and that a controller dying midway leaves work the next controller fin
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -77,6 +78,25 @@ async def test_create_stream_interrupted_midway_is_finished_by_the_next_controll
     assert await successor.store.get_state("s", "st") == StreamState.ACTIVE
     for r in await successor.current_segments("s", "st"):
         assert (await env.client.get_segment_info(name("st", r.segment_id))).exists
+
+
+async def test_policy_loops_skip_a_stream_still_being_created_and_report_a_broken_one(
+    env: ControllerEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    core, ops = env.crashing_core()
+    await core.create_scope("s")
+    ops.crash_on, ops.after = "create_segment", 2
+    with pytest.raises(Crash):
+        await core.create_stream("s", "creating", FOUR)
+    await core.store._coord.delete(core.store._sp("s", "creating", "config"))  # as if listed mid-creation
+    ops.crash_on = None
+    await core.create_stream("s", "broken", FOUR)
+    await core.store._coord.delete(core.store._sp("s", "broken", "config"))
+    with caplog.at_level(logging.ERROR, logger="controller.core"):
+        await core.apply_auto_scaling()
+        await core.apply_retention()
+    failed = sorted(record.getMessage() for record in caplog.records)
+    assert failed == ["auto-scaling s/broken failed", "retention of s/broken failed"]
 
 
 async def test_scale_splits_a_segment_seals_it_and_links_successors(env: ControllerEnv) -> None:
