@@ -11,7 +11,9 @@ ownership with a linearized metadata read (``sync`` + ``get``: the epoch is stil
 :meth:`CoordinationStore.read_linearized` sends both at once, and the logs of one process
 share a sync sent after all of them asked) and only then completes the futures, in order.
 The check of one group overlaps the write of the next, and one check covers every group
-synced before it started.
+synced before it started, and (the lease, below) every group synced in the half lease after
+it started; halfway through that, a check runs in the background, so under steady load no
+acknowledgement waits for ZooKeeper.
 Rollover (by size) creates and syncs the next ledger file and its directory entry, then
 CASes the metadata (close the current ledger at its last entry, add the new one).
 
@@ -203,6 +205,7 @@ class FileLedgerLog:
         self._acked: LogAddress | None = None  # last entry acknowledged
         self._recovered: LogAddress | None = None  # last entry found by initialize
         self._lease_start: float | None = None  # loop time when the latest successful ownership check started
+        self._renewal: asyncio.Task[None] | None = None  # a background ownership check (lease renewal)
         self._work = asyncio.Event()
         self._synced = asyncio.Event()
         self._metadata_lock = asyncio.Lock()
@@ -430,10 +433,16 @@ class FileLedgerLog:
                     return
                 target = self._written
                 lease = self._keeper.lease_ms / 2000  # half the lease: room for clocks that run at other rates
-                if self._lease_start is None or loop.time() - self._lease_start >= lease:
+                if self._lease_expired(loop, lease) and self._renewal is not None and not self._renewal.done():
+                    await asyncio.shield(self._renewal)  # a renewal in flight may cover ``target``
+                    if self._state is not _State.OPEN:
+                        return
+                if self._lease_expired(loop, lease):
                     started = loop.time()  # after ``target`` was synced
                     await self._keeper.check_owner(self._epoch)
-                    self._lease_start = started
+                    self._renewed(started)
+                elif self._renewal is None or self._renewal.done():
+                    self._renew_if_halfway(loop, lease)
                 if self._state is not _State.OPEN:
                     return
                 self._acked = target
@@ -447,6 +456,35 @@ class FileLedgerLog:
         except Exception as exc:
             self._fail(_wrap(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
             raise
+
+    def _lease_expired(self, loop: asyncio.AbstractEventLoop, lease: float) -> bool:
+        return self._lease_start is None or loop.time() - self._lease_start >= lease
+
+    def _renew_if_halfway(self, loop: asyncio.AbstractEventLoop, lease: float) -> None:
+        if self._lease_start is not None and loop.time() - self._lease_start >= lease / 2:
+            self._renewal = loop.create_task(self._renew(), name=f"tier1-lease-{self.name}")
+
+    def _renewed(self, started: float) -> None:
+        if self._lease_start is None or started > self._lease_start:
+            self._lease_start = started
+
+    async def _renew(self) -> None:
+        """Renew the lease in the background, halfway through it, so acknowledgements under load do not wait
+        for ZooKeeper; a failure fails the log as the confirmer's own check would."""
+        started = asyncio.get_running_loop().time()
+        try:
+            await self._keeper.check_owner(self._epoch)
+        except DurableDataLogError as exc:
+            self._fail(exc)
+            return
+        except CoordinationError as exc:
+            self._fail(_wrap(DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}"), exc))
+            return
+        except Exception as exc:
+            _log.exception("log %s: lease renewal failed", self.name)
+            self._fail(_wrap(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
+            return
+        self._renewed(started)
 
     def _fail(self, error: DurableDataLogError) -> None:
         """Fail every accepted, unacknowledged append (in call order) and stop accepting."""
@@ -530,10 +568,12 @@ class FileLedgerLog:
             return
         self._state = _State.CLOSED
         self._fail(DataLogClosedError(f"log {self.name} is closed"))
-        for task in self._tasks:
+        tasks = [*self._tasks, *([self._renewal] if self._renewal is not None else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks = []
+        self._renewal = None
         executor, self._executor = self._executor, None
         if executor is not None:
             await asyncio.to_thread(executor.shutdown, True)  # waits for a write in progress

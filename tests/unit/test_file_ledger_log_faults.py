@@ -515,3 +515,40 @@ def test_initialize_with_the_old_owners_process_gone_waits_only_if_it_ran_elsewh
         await new.close()
 
     run(body)
+
+
+class SlowChecks(FlakyStore):
+    """Ownership checks (linearized reads) take ``delay`` seconds; counts them."""
+
+    def __init__(self, inner: CoordinationStore, delay: float) -> None:
+        super().__init__(inner)
+        self.delay = delay
+        self.checks = 0
+
+    async def read_linearized(self, path: str) -> Versioned | None:
+        self.checks += 1
+        await asyncio.sleep(self.delay)
+        return await super().read_linearized(path)
+
+
+def test_append_under_steady_load_never_waits_for_a_lease_renewal(tmp_path: Path) -> None:
+    """The lease is renewed in the background halfway through: with checks of 0.25 s and a lease of 2 s, no
+    append after the first waits for one, though the first check's half lease (1 s) runs out meanwhile."""
+
+    async def body() -> None:
+        store = SlowChecks(MemoryCoordinationServer().connect(), delay=0.25)
+        log = await open_log(make_config(tmp_path, ownership_lease_s=2.0), store)
+        await append_each(log, 1)  # the first group waits for the first check
+        checks = store.checks
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        slowest = 0.0
+        while loop.time() - began < 1.6:
+            start = loop.time()
+            await log.append(b"x" * 100)
+            slowest = max(slowest, loop.time() - start)
+        assert store.checks > checks  # renewed while appending
+        assert slowest < 0.2, f"an append waited {slowest:.3f} s"
+        await log.close()
+
+    run(body)
