@@ -73,13 +73,11 @@ import contextlib
 import enum
 import logging
 import os
-import socket
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 from segment_store.coordination.store import (
     CoordinationError,
@@ -110,6 +108,7 @@ from segment_store.tier1.log import (
 )
 from segment_store.tier1.log_metadata import LedgerRecord, LogMetadata
 from segment_store.tier1.metadata_keeper import MetadataKeeper
+from segment_store.tier1.owner_identity import machine_identity, owner_is_gone
 
 _log = logging.getLogger(__name__)
 
@@ -128,35 +127,6 @@ class _Append:
     data: bytes
     future: asyncio.Future[LogAddress]
     address: LogAddress | None = None
-
-
-def machine_identity() -> str:
-    """Where process ids mean the same process: the host name, its boot id and this process's pid namespace
-    (containers on one host share the boot id, not the namespace; two machines never share a boot id).
-    Only the host name when the others cannot be read (then no owner is ever taken for dead)."""
-    try:
-        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        namespace = os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return socket.gethostname()
-    return f"{socket.gethostname()}@{boot_id}/{namespace}"
-
-
-def _owner_is_gone(owner: str) -> bool:
-    """Whether the process named in an owner id (``machine:pid:random``) is known to be dead: it ran in this
-    machine's pid namespace (:func:`machine_identity`, which must have its boot id and namespace), is not
-    this process, and no process has its pid (a reused pid counts as alive: then the new owner waits)."""
-    machine, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if "@" not in machine or machine != machine_identity() or not pid_text.isdigit() or int(pid_text) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # it exists (another user's process)
-        return False
-    return False
 
 
 def _settle(item: _Append, error: BaseException | None) -> None:
@@ -261,7 +231,7 @@ class FileLedgerLog:
         keeper = self._keeper
         previous = await keeper.acquire()  # (a) the fence
         self._epoch = keeper.metadata.epoch
-        if previous is not None and previous.lease_ms > 0 and not _owner_is_gone(previous.owner):
+        if previous is not None and previous.lease_ms > 0 and not owner_is_gone(previous.owner):
             # (a') the old owner may still acknowledge under its lease: let it run out first
             _log.info("log %s: waiting %d ms for the lease of %s", self.name, previous.lease_ms, previous.owner)
             await asyncio.sleep(previous.lease_ms / 1000)

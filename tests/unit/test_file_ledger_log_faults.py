@@ -21,7 +21,7 @@ import pytest
 from segment_store.coordination.memory_store import MemoryCoordinationServer
 from segment_store.coordination.store import CoordinationStore, CoordinationUnavailableError, Versioned
 from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-from segment_store.tier1.file_ledger_log import FileLedgerLog, machine_identity
+from segment_store.tier1.file_ledger_log import FileLedgerLog
 from segment_store.tier1.ledger_file import (
     ENTRY_HEADER,
     FILE_HEADER,
@@ -39,6 +39,7 @@ from segment_store.tier1.log import (
     ReadItem,
 )
 from segment_store.tier1.log_metadata import LogMetadata
+from segment_store.tier1.owner_identity import machine_identity
 
 TIMEOUT_S = 30.0
 
