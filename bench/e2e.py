@@ -38,16 +38,22 @@ Cases:
        producer that awaits its own input would; sessions send while the producer runs.
 
      Before the measured span one event per key is written and flushed, so every segment's append
-     session is set up. ``block B`` is the average append block (events with their 8 B headers) the
-     sessions sent. The issue requires that throughput does not fall as segments grow: when, for a
-     producer, the most segments make less than 80 % of the events/s of the fewest (or with
-     ``--profile``), the worse producer's largest case runs again for half the time with the client under
-     cProfile (which slows it several fold) and, with ``--py-spy PATH``, the segment store process sampled
-     by py-spy; the top functions are printed and kept in the JSON.
+     session is set up. The cases run in ``--rounds`` rounds (default 2), the segment counts in reverse
+     order every other round, so a drift of the machine's speed (±20 % over minutes on a small VM) does
+     not favour one end; the fall ratio below compares the medians of the rounds. ``block B`` is the
+     average append block (events with their 8 B headers) the sessions sent. The issue requires that
+     throughput does not fall as segments grow: when, for a producer, the most segments make less than
+     80 % of the events/s of the fewest (or with ``--profile``), the worse producer's largest case runs
+     again for half the time with the client under cProfile (which slows it several fold) and, with
+     ``--py-spy PATH``, the segment store process sampled by py-spy; the top functions are printed and
+     kept in the JSON.
    * latency: as for the official client (4 segments, 100 keys), with ``write_event`` futures.
 
    The client's default configuration is used: the pool's ``max_connections_per_endpoint`` (``conns``, 4)
    connections per segment store carry every segment session (each has its own writer id).
+
+Before every throughput and latency case the standalone's containers are flushed to Tier-2
+(``FlushToStorage``), so no case pays for the Tier-2 backlog the one before it left.
 
 3. Read-back: after every write case, the stream is read with our ``StreamReader`` from the head to
    ``tail_cut`` and its events counted (and their sizes checked); a case whose count differs from the
@@ -66,7 +72,7 @@ the first ones printed.
                                   [--py-spy /path/to/py-spy] [--no-cprofile]
                                   [--dir /var/tmp] [--out PATH]
 
-The full run takes about 2.5 minutes on 2 cores, ``--quick`` about 50 s. Prints one table per case
+The full run takes about 4 minutes on 2 cores, ``--quick`` about 50 s. Prints one table per case
 and writes JSON (default ``bench/results/e2e.json``; ``bench/results/`` is git-ignored).
 """
 
@@ -81,6 +87,7 @@ import json
 import os
 import platform
 import random
+import statistics
 import string
 import sys
 import tempfile
@@ -94,6 +101,7 @@ from e2e_system import Meter, Standalone
 from profiles import cprofile_top, py_spy, pyspy_top
 
 from controller_client import ControllerClient, EventStreamWriter, ScalingPolicy, StreamConfiguration, StreamManager
+from segment_store.client import SegmentClient
 from segment_store.client.config import ClientConfig
 
 EVENT_BYTES = 100
@@ -370,21 +378,36 @@ async def ours_latency(system: Standalone, controller: ControllerClient, seconds
     return row
 
 
+async def settle(system: Standalone) -> None:
+    """Flush every container to Tier-2 before a case, so no case pays for the previous one's backlog."""
+    endpoint = ("127.0.0.1", system.segmentstore_port)
+    async with SegmentClient(endpoint) as client:
+        for container in range(system.container_count):
+            await client.flush_to_storage(container, endpoint)
+
+
 async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[str, Any]) -> None:
     segment_counts = [int(s) for s in args.segments.split(",")]
     async with await ControllerClient.connect(system.uri) as controller:
         async with StreamManager(controller) as manager:
             await manager.create_scope(SCOPE)
-        falls: dict[int, float] = {}
-        for yield_every in (0, args.yield_every):
-            rows = []
-            for segments in segment_counts:
-                rows.append(await ours_throughput(system, controller, segments, args.seconds, yield_every))
-                print(
-                    f"  {rows[-1]['producer']}, {segments} segments: {rows[-1]['events_per_s']:,} events/s", flush=True
-                )
-            results["throughput"] += rows
-            falls[yield_every] = rows[-1]["events_per_s"] / rows[0]["events_per_s"]
+        rates: dict[tuple[int, int], list[int]] = {}
+        for round_ in range(1, args.rounds + 1):
+            order = segment_counts if round_ % 2 else segment_counts[::-1]  # alternate: drift hits both ends
+            for yield_every in (0, args.yield_every):
+                for segments in order:
+                    await settle(system)
+                    row = await ours_throughput(system, controller, segments, args.seconds, yield_every)
+                    row["round"] = round_
+                    results["throughput"].append(row)
+                    rates.setdefault((yield_every, segments), []).append(row["events_per_s"])
+                    print(f"  round {round_}, {row['producer']}, {segments} segments: "
+                          f"{row['events_per_s']:,} events/s", flush=True)  # fmt: skip
+        medians = {case: statistics.median(found) for case, found in rates.items()}
+        results["ours_median_events_per_s"] = {f"{y}/{n}": round(v) for (y, n), v in medians.items()}
+        falls = {
+            y: medians[(y, segment_counts[-1])] / medians[(y, segment_counts[0])] for y in (0, args.yield_every)
+        }
         results["ours_largest_over_smallest"] = {str(k): round(v, 2) for k, v in falls.items()}
         worst = min(falls, key=lambda k: falls[k])
         if args.profile in ("no-yield", "yield"):
@@ -405,6 +428,7 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
                 "segmentstore": pyspy_top(out, spied, PROFILE_TOP) if args.py_spy else None,
             }
         for window in (int(w) for w in args.windows.split(",")):
+            await settle(system)
             results["latency"].append(await ours_latency(system, controller, args.latency_seconds, window))
             print(f"  ours latency, window {window}: p99 {results['latency'][-1]['p99_ms']} ms", flush=True)
 
@@ -424,7 +448,8 @@ def report(results: dict[str, Any]) -> None:
     table(
         f"1-2. throughput, {EVENT_BYTES} B events, acknowledged (flush) and read back (cpu = cores busy)",
         results["throughput"],
-        [("client", "client"), ("producer", "producer"), ("segments", "segments"), ("events", "events"),
+        [("client", "client"), ("producer", "producer"), ("segments", "segments"), ("round", "round"),
+         ("events", "events"),
          ("events_per_s", "events/s"), ("mb_per_s", "MB/s"), ("flush_s", "flush s"), *CPU_COLUMNS,
          ("avg_block_bytes", "block B"), ("pool_connections", "conns"),
          ("read_events_per_s", "read ev/s")],
@@ -438,7 +463,10 @@ def report(results: dict[str, Any]) -> None:
     ratios = results.get("ours_largest_over_smallest", {})
     if ratios:
         said = ", ".join(f"yield every {k}: {v}" if k != "0" else f"no yield: {v}" for k, v in ratios.items())
-        print(f"\nours, events/s of the most segments / of the fewest ({said}); below {FALL_RATIO} it falls")
+        print(f"\nours, median events/s over {results['rounds']} rounds of the most segments / of the fewest "
+              f"({said}); below {FALL_RATIO} it falls")  # fmt: skip
+        medians = ", ".join(f"{k}: {v:,}" for k, v in results.get("ours_median_events_per_s", {}).items())
+        print(f"ours, median events/s by yield every / segments: {medians}")
     profile = results.get("profile")
     if profile:
         row = profile["case"]
@@ -468,7 +496,7 @@ def report(results: dict[str, Any]) -> None:
 def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     only = set(args.only.split(",")) if args.only else {"official", "ours"}
     system = Standalone(data_dir)
-    results: dict[str, Any] = {"throughput": [], "latency": []}
+    results: dict[str, Any] = {"throughput": [], "latency": [], "rounds": args.rounds}
     try:
         results["standalone_start_s"] = round(system.start(), 1)
         print(f"standalone ready in {results['standalone_start_s']} s (pid {system.pid}, segment store "
@@ -477,6 +505,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             results["throughput"].append(official_throughput(system, args.seconds, args.official_inflight))
             print(f"  official: {results['throughput'][-1]['events_per_s']:,} events/s", flush=True)
             for window in (int(w) for w in args.windows.split(",")):
+                asyncio.run(settle(system))
                 results["latency"].append(asyncio.run(official_latency(system, args.latency_seconds, window)))
                 print(f"  official latency, window {window}: p99 {results['latency'][-1]['p99_ms']} ms", flush=True)
         if "ours" in only:
@@ -501,6 +530,10 @@ def main() -> None:
     parser.add_argument("--segments", default="1,10,100", help="segment counts of our throughput cases")
     parser.add_argument("--windows", default="1,100", help="outstanding events of the latency cases")
     parser.add_argument(
+        "--rounds", type=int, help="rounds of our throughput cases, segment order reversed every other round "
+        "(default 2; --quick 1); the fall ratio compares medians"
+    )
+    parser.add_argument(
         "--yield-every", type=int, default=1000, help="events between yields of our second producer (default 1000)"
     )
     parser.add_argument(
@@ -521,7 +554,7 @@ def main() -> None:
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the data directory lives (a real disk)")
     parser.add_argument("--out", type=Path, default=RESULTS / "e2e.json", help="JSON output")
     args = parser.parse_args()
-    for key, quick, full in (("seconds", 2.0, 10.0), ("latency_seconds", 1.0, 4.0)):
+    for key, quick, full in (("seconds", 2.0, 10.0), ("latency_seconds", 1.0, 4.0), ("rounds", 1, 2)):
         if getattr(args, key) is None:
             setattr(args, key, quick if args.quick else full)
     fs_type = filesystem_of(Path(args.dir))
@@ -547,6 +580,7 @@ def main() -> None:
         "segments",
         "windows",
         "yield_every",
+        "rounds",
         "official_inflight",
         "only",
         "profile",

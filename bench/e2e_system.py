@@ -53,6 +53,7 @@ class Standalone:
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
         self.segmentstore_pid = 0
+        self.container_count = 4  # the standalone's default (controller/standalone.py)
         self.zookeeper_pid = 0
         self._stop_marks = (0, 0)  # output lines and segment store log bytes when SIGTERM was sent
 

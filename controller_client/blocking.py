@@ -272,6 +272,9 @@ class BlockingStreamManager:
     def segment_info(self, scope: str, stream: str, segment_id: int) -> SegmentStatus:
         return self._run(self.manager.segment_info(scope, stream, segment_id))
 
+    def offset_at_time(self, scope: str, stream: str, segment_id: int, timestamp_ms: int) -> int:
+        return self._run(self.manager.offset_at_time(scope, stream, segment_id, timestamp_ms))
+
     def read_segment_range(
         self, scope: str, stream: str, segment_id: int, start: int = 0, end: int | None = None
     ) -> bytes:

@@ -10,7 +10,7 @@ Stream cuts:
 * ``head_cut`` - where reading starts: the controller's segments at time 0 (the truncation point), each
   offset raised to the segment's start if the segment store truncated further;
 * ``tail_cut`` - the current segments at their current lengths (what is written by now);
-* ``cut_at_time`` - the controller's segments at a wall-clock time;
+* ``cut_at_time`` - per segment live at a wall-clock time, the first event ingested at or after it;
 * ``truncate(cut)`` - drop everything before a cut.
 
 Use from one event loop; see :mod:`controller_client.blocking` for threads.
@@ -298,8 +298,24 @@ class StreamManager:
         return StreamCut(scope, stream, positions)
 
     async def cut_at_time(self, scope: str, stream: str, timestamp_ms: int) -> StreamCut:
-        """The controller's cut of the segments live at ``timestamp_ms`` (epoch ms)."""
-        return await self._controller_call(lambda: self.controller.get_segments_at_time(scope, stream, timestamp_ms))
+        """Per segment live at ``timestamp_ms`` (epoch ms), the first event ingested at or after it (the
+        segment's end if every event is older): reading from this cut reads exactly the events ingested
+        at or after that time. The segment stores keep every event's ingestion time (a transaction's events
+        carry the time they were written into it; one committed so recently that it is not in Tier-2 yet is
+        read whole). Raises StreamNotFoundError; NoSuchSegmentError if a segment live then has been
+        truncated away since (the head is then the earliest readable cut)."""
+        cut = await self._controller_call(lambda: self.controller.get_segments_at_time(scope, stream, timestamp_ms))
+        positions: dict[int, int] = {}
+        for segment_id, offset in cut.positions.items():
+            located = await self.offset_at_time(scope, stream, segment_id, timestamp_ms)
+            positions[segment_id] = max(offset, located)
+        return StreamCut(scope, stream, positions)
+
+    async def offset_at_time(self, scope: str, stream: str, segment_id: int, timestamp_ms: int) -> int:
+        """The offset of the segment's first event ingested at or after ``timestamp_ms`` (its length if every
+        event is older). Raises NoSuchSegmentError."""
+        name = qualified_segment_name(scope, stream, segment_id)
+        return await self._segment_call(name, lambda: self.client.offset_at_time(name, timestamp_ms))
 
     async def truncate(self, cut: StreamCut) -> None:
         """Drop everything before ``cut``. Raises StreamNotFoundError, the controller's InvalidArgumentError."""

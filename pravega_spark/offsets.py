@@ -37,8 +37,6 @@ from collections.abc import Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import numpy as np
-
 from controller_client.controller_api import ControllerClient, ControllerClientConfig
 from controller_client.errors import ControllerError, StreamNotFoundError
 from controller_client.model import StreamCut, qualified_segment_name
@@ -292,68 +290,17 @@ def tail_cut(connection: StreamConnection, scope: str, stream: str) -> StreamCut
     return _with_stream_errors(scope, stream, lambda: connection.run(connection.manager.tail_cut(scope, stream)))
 
 
-def cut_at_timestamp(
-    connection: StreamConnection, scope: str, stream: str, timestamp_ms: int, tier2_location: str | None = None
-) -> StreamCut:
-    """Per segment, a position at or before the first event ingested at or after ``timestamp_ms``.
-
-    The controller gives the segments live at that time (from their start, or the truncation point). A
-    segment whose last append was before ``timestamp_ms`` holds no such event: it starts at its current end
-    (events appended later come after that end). In a segment appended to at or after that time, the part
-    in Tier-2 carries each event's ingestion time: when :mod:`pravega_spark.tier2_direct` reaches the chunks
-    from here (``tier2_location``), the position is exactly the first event at or after the timestamp (or the
-    end of Tier-2 if all of it is older). Elsewhere events carry no time on the wire, so reading starts at the
-    segment's start (or where Tier-2 ended): no event at or after the timestamp is skipped, but events of
-    that segment from shortly before it may be included.
-    """
-    cut = _with_stream_errors(
-        scope, stream, lambda: connection.run(connection.manager.cut_at_time(scope, stream, timestamp_ms))
-    )
-    positions: dict[int, int] = {}
-    for segment_id, offset in cut.positions.items():
-        status = connection.segment_status(scope, stream, segment_id)
-        if status is None:  # truncated away since: the head covers it
-            _log.warning("%s/%s: segments live at %d were truncated; starting at the head", scope, stream, timestamp_ms)
-            return head_cut(connection, scope, stream)
-        start = max(offset, status.start_offset)
-        if status.last_modified_ms < timestamp_ms:
-            start = status.write_offset
-        elif start < status.write_offset:
-            name = qualified_segment_name(scope, stream, segment_id)
-            start = _first_at_or_after(connection, name, start, status.write_offset, timestamp_ms, tier2_location)
-        positions[segment_id] = start
-    return StreamCut(scope, stream, positions)
-
-
-def _first_at_or_after(
-    connection: StreamConnection, segment: str, start: int, end: int, timestamp_ms: int, location: str | None
-) -> int:
-    """The offset of the first event in ``[start, end)`` ingested at or after ``timestamp_ms`` according to
-    the segment's Tier-2 chunks, the end of Tier-2 if there is none there, ``start`` if Tier-2 is unreachable."""
+def cut_at_timestamp(connection: StreamConnection, scope: str, stream: str, timestamp_ms: int) -> StreamCut:
+    """Per segment live at ``timestamp_ms``, the first event ingested at or after it (the segment's end if
+    every event is older), as the segment stores keep ingestion times (``StreamManager.cut_at_time``). If a
+    segment live then has been truncated away since, the stream's head (everything readable is newer)."""
     try:
-        from pravega_spark import tier2_direct
-    except ImportError:
-        return start
-    read = tier2_direct.read_range(
-        connection,
-        segment,
-        start,
-        end,
-        location=None if location is None else tier2_direct.Tier2Location.parse(location),
-        ingest_time=True,
-    )
-    if read is None:
-        return start
-    try:
-        for batch in read:
-            later = np.flatnonzero(batch.column("ingest_time_ms").to_numpy() >= timestamp_ms)
-            if later.size:
-                return int(batch.column("offset")[int(later[0])].as_py())
-        return read.end
-    except tier2_direct.Tier2ReadError as error:
-        return error.offset  # everything before it is older
-    finally:
-        read.close()
+        return _with_stream_errors(
+            scope, stream, lambda: connection.run(connection.manager.cut_at_time(scope, stream, timestamp_ms))
+        )
+    except NoSuchSegmentError:
+        _log.warning("%s/%s: segments live at %d were truncated; starting at the head", scope, stream, timestamp_ms)
+        return head_cut(connection, scope, stream)
 
 
 def head_offset(controller_uri: str, scope: str, stream: str) -> dict[str, Any]:

@@ -12,7 +12,8 @@ startingOffsets        start_stream_cut            ``earliest`` (the head), ``la
                                                    for batch, ``latest`` for streaming queries
 endingOffsets          end_stream_cut              batch only: ``latest`` (default) or a stream cut JSON
 startingTimestamp                                  epoch ms: per segment, from the first event ingested at
-                                                   or after it (instead of startingOffsets)
+                                                   or after it (instead of startingOffsets); exact, from
+                                                   the ingestion times the segment stores keep
 maxBytesPerTrigger     approx_bytes_per_trigger    streaming: at most this many bytes per micro-batch
                                                    (at least one event)
 failOnDataLoss                                     default true: a truncated range fails the query; false:
@@ -22,8 +23,8 @@ tier2Location                                      the segment store's Tier-2 ro
                                                    driver) see it: an absolute path, ``file:///dir`` or
                                                    ``s3://bucket/prefix?endpoint_override=...``; history
                                                    below a segment's storage length is then read straight
-                                                   from its Parquet chunks, and startingTimestamp is exact
-                                                   there (:mod:`pravega_spark.tier2_direct`)
+                                                   from its Parquet chunks
+                                                   (:mod:`pravega_spark.tier2_direct`)
 =====================  ==========================  ==========================================================
 
 Every error is a :class:`~pravega_spark.options_common.SegstoreOptionError` naming the option.

@@ -117,7 +117,7 @@ def resolve_position(connection: StreamConnection, options: ReadOptions, positio
     if position.kind == "timestamp":
         assert position.timestamp_ms is not None
         return ReadState.from_stream_cut(
-            cut_at_timestamp(connection, scope, stream, position.timestamp_ms, options.tier2_location)
+            cut_at_timestamp(connection, scope, stream, position.timestamp_ms)
         )
     assert position.cut is not None
     positions = dict(position.cut.positions)

@@ -49,8 +49,10 @@ from segment_store.protocol import (
     GetStreamSegmentInfo,
     GetTableSegmentInfo,
     ListStorageChunks,
+    LocateOffsetAtTime,
     MergeSegments,
     MergeSegmentsBatch,
+    OffsetAtTimeLocated,
     ReadSegment,
     ReadTable,
     ReadTableEntries,
@@ -280,6 +282,14 @@ class SegmentClient:
             raise ValueError("endpoint: required when the client resolves endpoints per segment")
         connection = await self.pool.get(target)
         await connection.request(FlushToStorage(container_id, self._token, next_request_id()), StorageFlushed)
+
+    async def offset_at_time(self, segment: str, timestamp_ms: int) -> int:
+        """The offset of the first event of ``segment`` ingested at or after ``timestamp_ms`` (epoch ms), or its
+        length if every event is older (segstore extension ``LocateOffsetAtTime``). Raises NoSuchSegmentError."""
+        reply = await self._read_call(
+            segment, lambda rid: LocateOffsetAtTime(rid, segment, timestamp_ms, self._token), OffsetAtTimeLocated
+        )
+        return reply.offset
 
     async def list_storage_chunks(self, segment: str) -> list[ChunkInfo]:
         """The Tier-2 chunks of ``segment`` (admin)."""

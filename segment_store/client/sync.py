@@ -282,6 +282,9 @@ class BlockingClient:
     def get_segment_info(self, segment: str) -> SegmentStatus:
         return self._run(self.client.get_segment_info(segment))
 
+    def offset_at_time(self, segment: str, timestamp_ms: int) -> int:
+        return self._run(self.client.offset_at_time(segment, timestamp_ms))
+
     def get_segment_attribute(self, segment: str, attribute_id: uuid.UUID) -> int | None:
         return self._run(self.client.get_segment_attribute(segment, attribute_id))
 

@@ -45,6 +45,7 @@ from segment_store.contracts import (
     SegmentInfo,
     SegmentNotExistsError,
     SegmentSealedError,
+    SegmentTruncatedError,
     SegmentType,
     ThrottledTimeoutError,
     TooLargeError,
@@ -61,6 +62,7 @@ from segment_store.logs.operations import (
     UpdateAttributesOperation,
 )
 from segment_store.reading.cache import CacheBudget
+from segment_store.reading.ingest_times import IngestTimeIndex
 from segment_store.reading.read_index import ReadIndex, ReadResult
 from segment_store.storage.segment_storage import SegmentStorage
 from segment_store.storage.system_journal import SnapshotInfo, SnapshotInfoStore
@@ -134,6 +136,8 @@ class SegmentContainer:
             ),
         )
         self.durable_log.add_listener(self.read_index.on_committed)
+        self.ingest_times = IngestTimeIndex(self.metadata)
+        self.durable_log.add_listener(self.ingest_times.on_committed)
         self.durable_log.add_listener(self._count_replayed)
         self.durable_log.add_listener(self._remember_merges)
         self._recent_merges: OrderedDict[str, int] = OrderedDict()
@@ -350,6 +354,34 @@ class SegmentContainer:
     async def get_info(self, name: str) -> SegmentInfo:
         self._check_running()
         return self._committed_segment(name).info()
+
+    async def offset_at_time(self, name: str, timestamp_ms: int) -> int:
+        """The offset of the first event (in offset order, from the start offset) ingested at or after
+        ``timestamp_ms``, or the length if every event is older. Exact: the Tier-2 part is searched in its
+        chunks' ``ingest_time_ms`` column, the rest in :class:`IngestTimeIndex`; a transaction merged but
+        not yet in Tier-2 counts as possibly at or after any time (the answer is no later than its start).
+        Raises SegmentNotExistsError."""
+        self._check_running()
+        for attempt in range(3):
+            segment = self._committed_segment(name)
+            length = segment.length
+            if segment.last_modified_ms < timestamp_ms:
+                return length
+            start = segment.start_offset
+            tier2_end = max(start, segment.storage_length)
+            in_memory = self.ingest_times.find(segment.segment_id, timestamp_ms, tier2_end)
+            if in_memory.older_before or tier2_end == start:
+                return length if in_memory.offset is None else in_memory.offset
+            try:
+                found = await self.storage.first_ingested_at_or_after(name, start, tier2_end, timestamp_ms)
+            except SegmentTruncatedError:
+                if attempt == 2:
+                    raise
+                continue  # truncated meanwhile: look again from the new start
+            if found is not None:
+                return found
+            return length if in_memory.offset is None else in_memory.offset
+        raise AssertionError("unreachable")
 
     def length(self, name: str) -> int:
         """The committed length of ``name`` (cheap: no copy of its info). Raises SegmentNotExistsError."""

@@ -166,7 +166,9 @@ class MetadataUpdater:
             raise BadOffsetError(segment.name, op.expected_offset, segment.length)
         values = resolve_attribute_updates(segment, op.attribute_updates)
         op.offset = segment.length
-        op.ingest_time_ms = op.ingest_time_ms or self._clock_ms()
+        # never earlier than the segment's last change (a merge sets it after the transaction's writes), so
+        # an event's time bounds every earlier event's: what makes time lookups exact (reading/ingest_times.py)
+        op.ingest_time_ms = op.ingest_time_ms or max(self._clock_ms(), segment.last_modified_ms)
         segment.length += len(op.data)
         segment.last_modified_ms = op.ingest_time_ms
         _store_attributes(segment, values)
@@ -206,7 +208,7 @@ class MetadataUpdater:
         op.target_offset = target.length
         op.length = source.length
         target.length += source.length
-        target.last_modified_ms = self._clock_ms()
+        target.last_modified_ms = max(self._clock_ms(), target.last_modified_ms, source.last_modified_ms)
         source.merged = True
         self._pending_names[source.name] = None
         _store_attributes(target, values)
@@ -252,6 +254,8 @@ class MetadataUpdater:
             target = self._committed(op.segment_id)
             source = self._committed(op.source_id)
             target.length = op.target_offset + op.length
+            # the op carries no time (replay must agree): at least every merged event's time
+            target.last_modified_ms = max(target.last_modified_ms, source.last_modified_ms)
             if op.attribute_updates:
                 _store_attributes(target, resolve_attribute_updates_unchecked(target, op.attribute_updates))
             source.merged = True

@@ -43,8 +43,10 @@ from segment_store.protocol import (
     GetTableSegmentInfo,
     ListStorageChunks,
     LocateOffset,
+    LocateOffsetAtTime,
     MergeSegments,
     MergeSegmentsBatch,
+    OffsetAtTimeLocated,
     OperationUnsupported,
     ReadSegment,
     ReadTable,
@@ -127,6 +129,7 @@ class RequestHandler:
             UpdateSegmentAttribute: self._update_attribute,
             FlushToStorage: self._flush,
             ListStorageChunks: self._list_chunks,
+            LocateOffsetAtTime: self._offset_at_time,
             CreateTableSegment: self._create_table,
             DeleteTableSegment: self._delete_table,
             UpdateTableEntries: self._update_table,
@@ -266,6 +269,10 @@ class RequestHandler:
         return StorageChunksListed(c.request_id, tuple(
             WireChunkInfo(ch.length, ch.length, ch.start_offset, ch.chunk_name, True) for ch in chunks
         ))
+
+    async def _offset_at_time(self, c: LocateOffsetAtTime) -> WireCommand:
+        offset = await self._container(c.segment).offset_at_time(c.segment, c.timestamp_ms)
+        return OffsetAtTimeLocated(c.request_id, c.segment, offset)
 
     # ---- tables ---------------------------------------------------------------------------------------------
     def _table(self, segment: str) -> TableStore:

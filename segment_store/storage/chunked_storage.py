@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import operator
@@ -40,6 +41,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -82,6 +84,7 @@ from segment_store.storage.storage_config import ChunkedStorageConfig
 from segment_store.storage.system_journal import SnapshotInfoStore, SystemJournal
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _SAFE = frozenset(string.ascii_letters + string.digits + "-_.")
 _MAX_ESCAPED = 200
@@ -277,21 +280,50 @@ class ChunkedSegmentStorage:
         return b"".join(parts)
 
     async def _read_piece(self, segment: str, chunk: ChunkEntry, offset: int, length: int) -> bytes:
+        try:
+            decode = functools.partial(parquet_chunk.decode_range, offset=offset, length=length)
+            return await self._chunk_call(chunk, decode)
+        except ChunkNotFoundError as missing:
+            position = self._position_of_released(segment, chunk, offset, missing)
+            return await self.read(segment, position, length)  # compacted: same bytes, new chunks
+
+    async def first_ingested_at_or_after(self, name: str, start: int, end: int, timestamp_ms: int) -> int | None:
+        """The offset of the first event in ``[start, end)`` ingested at or after ``timestamp_ms`` (in offset
+        order), or None if every one there is older. Reads only the time columns of row groups whose
+        statistics allow a match. Raises SegmentNotExistsError, SegmentTruncatedError (``start`` is below
+        the segment's start)."""
+        seg = self._require(name)
+        if start < seg.start_offset:
+            raise SegmentTruncatedError(name, seg.start_offset, start)
+        position = start
+        while position < end:
+            chunks = self._require(name).overlapping(position, end)
+            if not chunks:
+                return None
+            chunk = chunks[0]
+            search = functools.partial(
+                parquet_chunk.first_ingested_at_or_after,
+                timestamp_ms=timestamp_ms,
+                start=max(position, chunk.start_offset) - chunk.start_offset,
+                end=min(end, chunk.end_offset) - chunk.start_offset,
+            )
+            try:
+                found = await self._chunk_call(chunk, search)
+            except ChunkNotFoundError as missing:
+                relative = max(position, chunk.start_offset) - chunk.start_offset
+                position = self._position_of_released(name, chunk, relative, missing)
+                continue  # compacted: search the new chunks from the same position
+            if found is not None:
+                return chunk.start_offset + found
+            position = chunk.end_offset
+        return None
+
+    async def _chunk_call(self, chunk: ChunkEntry, use: Callable[[parquet_chunk.Source], _T]) -> _T:
+        """``use`` the chunk's Parquet source in a worker thread, retrying while Tier-2 is unavailable."""
         attempts = self._config.read_attempts
         for attempt in range(attempts):
             try:
-                return await asyncio.to_thread(self._decode, chunk, offset, length)
-            except ChunkNotFoundError:
-                seg = self._metadata().get(segment)
-                if seg is not None and any(c.name == chunk.name for c in seg.chunks):
-                    raise  # a referenced chunk is missing: the metadata is wrong, never paper over it
-                # released while this read was in flight (and collected: it outlived the GC delay)
-                if seg is None:
-                    raise SegmentNotExistsError(segment, "deleted while reading") from None
-                position = chunk.start_offset + offset
-                if seg.start_offset > position:
-                    raise SegmentTruncatedError(segment, seg.start_offset, position) from None
-                return await self.read(segment, position, length)  # compacted: same bytes, new chunks
+                return await asyncio.to_thread(self._with_source, chunk, use)
             except ChunkStorageUnavailableError as exc:
                 if attempt + 1 == attempts:
                     raise
@@ -299,22 +331,38 @@ class ChunkedSegmentStorage:
                 await self._sleep(self._config.retry_delay_s)
         raise AssertionError("unreachable")
 
-    def _decode(self, chunk: ChunkEntry, offset: int, length: int) -> bytes:
-        """Segment bytes ``[offset, offset + length)`` of ``chunk``. Runs in a worker thread."""
+    def _position_of_released(self, segment: str, chunk: ChunkEntry, offset: int, missing: ChunkNotFoundError) -> int:
+        """After ``missing`` on ``chunk``: the segment position of ``offset`` in it, if the chunk was released
+        while in use (compacted; truncated raises SegmentTruncatedError); a chunk the segment still references
+        raises ``missing`` (the metadata is wrong: never paper over it)."""
+        seg = self._metadata().get(segment)
+        if seg is not None and any(c.name == chunk.name for c in seg.chunks):
+            raise missing
+        # released while this read was in flight (and collected: it outlived the GC delay)
+        if seg is None:
+            raise SegmentNotExistsError(segment, "deleted while reading") from None
+        position = chunk.start_offset + offset
+        if seg.start_offset > position:
+            raise SegmentTruncatedError(segment, seg.start_offset, position) from None
+        return position
+
+    def _with_source(self, chunk: ChunkEntry, use: Callable[[parquet_chunk.Source], _T]) -> _T:
+        """``use`` the chunk as a Parquet source: its local file, its cached bytes, ranged reads of a big
+        chunk, or its bytes read whole (then cached). Runs in a worker thread."""
         path = _local_path(self._storage.location(chunk.name))
         if path is not None:
             try:
-                return parquet_chunk.decode_range(path, offset, length)
+                return use(path)
             except OSError as exc:
                 raise map_os_error(chunk.name, exc) from exc
         data = self._cache.get(chunk.name)
         if data is None and chunk.length > max(self._config.chunk_cache_bytes, _RANGED_READ_MIN_BYTES):
             ranged = RangedChunkFile(self._storage, chunk.name, self._cache)
-            return parquet_chunk.decode_range(pa.PythonFile(ranged, mode="r"), offset, length)
+            return use(pa.PythonFile(ranged, mode="r"))
         if data is None:
             data = self._storage.read_all(chunk.name)
             self._cache.put(chunk.name, data)
-        return parquet_chunk.decode_range(data, offset, length)
+        return use(data)
 
     # -- changes --------------------------------------------------------------------------
 

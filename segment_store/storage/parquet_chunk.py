@@ -360,6 +360,36 @@ def read_events(
     return table.filter(mask).select(wanted)
 
 
+def first_ingested_at_or_after(source: Source, timestamp_ms: int, start: int = 0, end: int | None = None) -> int | None:
+    """The offset (relative to the chunk) of the first row in ``[start, end)`` ingested at or after
+    ``timestamp_ms``, or None if every row there is older.
+
+    Rows are searched in offset order whatever their times (a merged transaction's rows may be older
+    than the rows before them). Row groups whose ``ingest_time_ms`` statistics say all rows are older
+    are not read; only the ``offset`` and ``ingest_time_ms`` columns of the others are.
+
+    Raises:
+        ChunkFormatError: not a readable chunk.
+        OSError: a path or URI source cannot be opened.
+    """
+    time_column = SCHEMA.get_field_index("ingest_time_ms")
+    with _open(source) as pf:
+        info = _info(pf)
+        stop = info.length if end is None else min(end, info.length)
+        groups, _ = _groups_for(pf, info, max(start, 0), stop)
+        for g in groups:
+            stats = pf.metadata.row_group(g).column(time_column).statistics
+            if stats is not None and stats.has_min_max and int(stats.max) < timestamp_ms:
+                continue
+            table = _read(pf, [g], ["offset", "ingest_time_ms"])
+            offsets = table.column("offset").to_numpy()
+            times = table.column("ingest_time_ms").to_numpy()
+            hits = np.flatnonzero((offsets >= start) & (offsets < stop) & (times >= timestamp_ms))
+            if hits.size:
+                return int(offsets[int(hits[0])])
+    return None
+
+
 @contextlib.contextmanager
 def _open(source: Source) -> Iterator[pq.ParquetFile]:
     with contextlib.ExitStack() as stack:

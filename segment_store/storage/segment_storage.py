@@ -122,6 +122,10 @@ class SegmentStorage(Protocol):
     async def delete(self, name: str) -> None:
         """Delete the segment and (after the metadata change is durable) its chunks. Raises SegmentNotExistsError."""
 
+    async def first_ingested_at_or_after(self, name: str, start: int, end: int, timestamp_ms: int) -> int | None:
+        """The offset of the first event in ``[start, end)`` ingested at or after ``timestamp_ms`` (in offset
+        order), or None if every one there is older. Raises SegmentNotExistsError, SegmentTruncatedError."""
+
     async def chunks(self, name: str) -> list[ChunkRef]:
         """The chunks holding ``[start_offset, length)``, in offset order (for direct Tier-2 reads)."""
 

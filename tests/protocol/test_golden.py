@@ -42,9 +42,11 @@ from segment_store.protocol import (
     KeepAlive,
     ListStorageChunks,
     LocateOffset,
+    LocateOffsetAtTime,
     MergeSegments,
     MergeSegmentsBatch,
     NoSuchSegment,
+    OffsetAtTimeLocated,
     OffsetLocated,
     OperationUnsupported,
     Padding,
@@ -136,6 +138,12 @@ CASES: list[tuple[str, WireCommand, bytes]] = [
         ),
     ),
     ("storage_chunks_listed_empty", StorageChunksListed(1, ()), frame(-6, i64(1), i32(0))),
+    (
+        "locate_offset_at_time",
+        LocateOffsetAtTime(REQ, SEG, 1_700_000_000_123, TOKEN),
+        frame(-20, i64(REQ), utf(SEG_RAW), i64(1_700_000_000_123), utf(TOKEN_RAW)),
+    ),
+    ("offset_at_time_located", OffsetAtTimeLocated(REQ, SEG, 4096), frame(-21, i64(REQ), utf(SEG_RAW), i64(4096))),
     ("event", Event(DATA), frame(0, DATA)),
     (
         "setup_append",
@@ -510,7 +518,7 @@ def test_decode_with_golden_bytes(name: str, command: WireCommand, golden: bytes
 def test_golden_with_every_registered_type_code() -> None:
     covered = {type(command).TYPE_CODE for _, command, _ in CASES}
     assert covered == set(REGISTRY)
-    assert len(REGISTRY) == 70
+    assert len(REGISTRY) == 72
 
 
 def test_type_codes_with_java_values() -> None:
@@ -534,7 +542,8 @@ def test_type_codes_with_java_values() -> None:
         "TableEntriesRead": 86, "TableEntriesDeltaRead": 87, "ReadTableEntriesDelta": 88,
         "ConditionalBlockEnd": 89, "MergeSegmentsBatch": 90, "SegmentsBatchMerged": 91, "KeepAlive": 100,
     }  # fmt: skip
-    assert {cls.__name__: code for code, cls in REGISTRY.items()} == expected
+    extensions = {"LocateOffsetAtTime": -20, "OffsetAtTimeLocated": -21}  # segstore's own, unused by Java
+    assert {cls.__name__: code for code, cls in REGISTRY.items()} == expected | extensions
 
 
 def test_commands_with_frozen_slotted_dataclasses() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -23,8 +24,10 @@ from segment_store.protocol import (
     GetStreamSegmentInfo,
     InvalidEventNumber,
     KeepAlive,
+    LocateOffsetAtTime,
     MergeSegments,
     NoSuchSegment,
+    OffsetAtTimeLocated,
     ReadSegment,
     ReadTable,
     RemoveTableKeys,
@@ -279,3 +282,24 @@ async def test_transient_segment_is_deleted_when_its_connection_closes(service: 
     assert isinstance(await other.request(GetStreamSegmentInfo(4, created.segment, "")), NoSuchSegment)
     assert isinstance(await other.request(GetStreamSegmentInfo(5, SEGMENT, "")), StreamSegmentInfo)
     await other.close()
+
+
+async def test_locate_offset_at_time_answers_the_first_event_ingested_at_or_after_it(peer: WirePeer) -> None:
+    await create(peer, SEGMENT)
+    writer = uuid.uuid4()
+    await peer.request(SetupAppend(1, writer, SEGMENT, ""))
+    first, command = block(writer, 1, 3, request_id=2)
+    await peer.request(command)  # type: ignore[arg-type]
+    await asyncio.sleep(0.003)
+    between = int(time.time() * 1000) + 1
+    await asyncio.sleep(0.003)
+    second, command = block(writer, 4, 2, request_id=3)
+    await peer.request(command)  # type: ignore[arg-type]
+    assert await peer.request(LocateOffsetAtTime(4, SEGMENT, 0, "")) == OffsetAtTimeLocated(4, SEGMENT, 0)
+    assert await peer.request(LocateOffsetAtTime(5, SEGMENT, between, "")) == OffsetAtTimeLocated(
+        5, SEGMENT, len(first)
+    )
+    future = between + 3_600_000
+    end = len(first) + len(second)
+    assert await peer.request(LocateOffsetAtTime(6, SEGMENT, future, "")) == OffsetAtTimeLocated(6, SEGMENT, end)
+    assert isinstance(await peer.request(LocateOffsetAtTime(7, "no/such/0", 0, "")), NoSuchSegment)

@@ -87,6 +87,18 @@ def test_starting_timestamp_starts_at_the_epoch_live_then(spark: Any, streams: S
     assert sorted(e for _, _, e in rows) == sorted(e for e, _ in _events("after", 400))
 
 
+def test_starting_timestamp_is_exact_within_a_segment_without_tier2_location(spark: Any, streams: Streams) -> None:
+    streams.create("batch", "exact", segments=1)
+    streams.write("batch", "exact", _events("older", 700, keys=3))
+    time.sleep(0.05)
+    timestamp = int(time.time() * 1000)
+    time.sleep(0.05)
+    streams.write("batch", "exact", _events("newer", 700, keys=3))
+    rows = _read(spark, streams, "batch", "exact", startingTimestamp=str(timestamp))
+    assert sorted(e for _, _, e in rows) == sorted(e for e, _ in _events("newer", 700, keys=3))
+    assert _read(spark, streams, "batch", "exact", startingTimestamp=str(int(time.time() * 1000) + 60_000)) == []
+
+
 def test_history_in_tier2_is_read_from_parquet_and_timestamps_are_exact_there(
     spark: Any, streams: Streams, standalone: StandaloneProcess
 ) -> None:
@@ -110,8 +122,9 @@ def test_history_in_tier2_is_read_from_parquet_and_timestamps_are_exact_there(
     assert sum(b.num_rows for b in from_parquet) > 0 and served[0] > 0
     everything = _read(spark, streams, "batch", "tier2", tier2Location=location)
     assert everything == sorted(streams.events("batch", "tier2"))
-    rows = _read(spark, streams, "batch", "tier2", tier2Location=location, startingTimestamp=str(timestamp))
-    assert sorted(e for _, _, e in rows) == sorted(e for e, _ in _events("new", 2000, keys=1))
+    for where in ({"tier2Location": location}, {}):
+        rows = _read(spark, streams, "batch", "tier2", startingTimestamp=str(timestamp), **where)
+        assert sorted(e for _, _, e in rows) == sorted(e for e, _ in _events("new", 2000, keys=1))
 
 
 def test_truncated_range_fails_or_is_skipped_with_fail_on_data_loss_false(spark: Any, streams: Streams) -> None:

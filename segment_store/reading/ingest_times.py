@@ -1,0 +1,140 @@
+"""When the bytes of each segment not yet in Tier-2 were ingested: the in-memory half of time lookups.
+
+A segment's *ingestion time* of an event is the segment store's clock (epoch ms) when the append
+carrying it was accepted, in the segment it was written to (a transaction's events keep the time
+they were written into the transaction). Tier-2 chunks keep it per row (``ingest_time_ms``); this
+index keeps it for what is only in memory and Tier-1, so "the first event ingested at or after T"
+is exact everywhere (:meth:`SegmentContainer.offset_at_time`).
+
+It is fed with committed operations in log order (a durable log listener, also during recovery,
+so it is rebuilt for everything Tier-1 replays).
+
+Invariants, per segment:
+- entries are ``(offset, ms)`` in offset order with non-decreasing ``ms`` (the metadata updater
+  never gives an append an earlier time than the segment's previous one; an older time from
+  before that rule is raised to the previous entry's, which can only make a lookup start earlier);
+  the appends from an entry's offset up to the next entry were all ingested at its ``ms``;
+- a merged range (a transaction) is a *merge mark* ``(start, end)``: times inside it are not
+  tracked, so a lookup treats it as possibly at or after any time (it starts no later than it);
+- coverage: entries and marks account for every byte from the first entry (or mark) to the
+  segment's length; :meth:`trim` drops an entry only when the next one starts at or below the
+  storage length, and a mark only when it ends at or below the first remaining entry, so together
+  with Tier-2 everything from the segment's start is covered;
+- size: a segment is trimmed whenever its entries double since the last trim (at least 64), so it
+  holds about twice the appends of distinct milliseconds not yet in Tier-2.
+
+The lookup rests on one more fact the updater guarantees: an append is never given a time earlier
+than the segment's last modification, and a merge sets that to the merge time, which is after the
+transaction's writes. So every event before an append entry ingested at ``ms`` was ingested at or
+before ``ms``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from segment_store.containers.metadata import ContainerMetadata
+from segment_store.logs.operations import AppendOperation, DeleteOperation, MergeOperation, Operation
+
+_MIN_TRIM_ENTRIES = 64
+
+
+@dataclass(slots=True)
+class _Times:
+    offsets: list[int] = field(default_factory=list)
+    times: list[int] = field(default_factory=list)
+    merges: list[tuple[int, int]] = field(default_factory=list)  # (start, end) of merged ranges
+    trim_at: int = _MIN_TRIM_ENTRIES
+
+
+@dataclass(frozen=True, slots=True)
+class TimeLookup:
+    """What the index knows from ``from_offset`` on, for one timestamp.
+
+    ``offset``: the first position at or after ``from_offset`` that holds an event ingested at or after
+    the timestamp, or may (a merged range); None if every event the index holds there is older.
+    ``older_before``: every event before ``from_offset`` is known to be older than the timestamp.
+    """
+
+    offset: int | None
+    older_before: bool
+
+
+class IngestTimeIndex:
+    """See module docstring. Runs on the container's event loop."""
+
+    def __init__(self, metadata: ContainerMetadata) -> None:
+        self._metadata = metadata  # storage lengths, for trimming
+        self._segments: dict[int, _Times] = {}
+
+    def on_committed(self, ops: list[Operation]) -> None:
+        """Durable log listener: record appends and merges, forget deleted and merged-away segments."""
+        segments = self._segments
+        for op in ops:
+            if isinstance(op, AppendOperation):
+                entry = segments.get(op.segment_id)
+                if entry is None:
+                    entry = segments[op.segment_id] = _Times()
+                times = entry.times
+                if times and op.ingest_time_ms <= times[-1]:
+                    continue  # same millisecond (or an older clock): the previous entry covers it
+                entry.offsets.append(op.offset)
+                times.append(op.ingest_time_ms)
+                if len(times) >= entry.trim_at:
+                    segment = self._metadata.get(op.segment_id)
+                    if segment is not None:
+                        self.trim(op.segment_id, segment.storage_length)
+            elif isinstance(op, MergeOperation):
+                segments.pop(op.source_id, None)
+                if op.length > 0:
+                    entry = segments.get(op.segment_id)
+                    if entry is None:
+                        entry = segments[op.segment_id] = _Times()
+                    entry.merges.append((op.target_offset, op.target_offset + op.length))
+            elif isinstance(op, DeleteOperation):
+                segments.pop(op.segment_id, None)
+
+    def trim(self, segment_id: int, storage_length: int) -> None:
+        """Drop what Tier-2 answers for: entries followed by one starting at or below ``storage_length``."""
+        entry = self._segments.get(segment_id)
+        if entry is None:
+            return
+        offsets = entry.offsets
+        drop = bisect.bisect_right(offsets, storage_length) - 1
+        if drop > 0:
+            del offsets[:drop]
+            del entry.times[:drop]
+        if entry.merges:
+            below = offsets[0] if offsets else storage_length
+            entry.merges = [m for m in entry.merges if m[1] > below]
+        entry.trim_at = max(_MIN_TRIM_ENTRIES, 2 * len(offsets))
+
+    def entries(self, segment_id: int) -> int:
+        """How many entries ``segment_id`` holds (for tests and metrics)."""
+        entry = self._segments.get(segment_id)
+        return 0 if entry is None else len(entry.offsets) + len(entry.merges)
+
+    def find(self, segment_id: int, timestamp_ms: int, from_offset: int) -> TimeLookup:
+        """See :class:`TimeLookup`."""
+        entry = self._segments.get(segment_id)
+        if entry is None:
+            return TimeLookup(None, False)
+        offsets, times = entry.offsets, entry.times
+        covering = bisect.bisect_right(offsets, from_offset) - 1
+        lo = max(covering, 0)
+        found: int | None = None
+        first = bisect.bisect_left(times, timestamp_ms, lo)
+        if first < len(times):
+            found = max(offsets[first], from_offset)
+        for start, end in entry.merges:
+            if end > from_offset:
+                candidate = max(start, from_offset)
+                found = candidate if found is None else min(found, candidate)
+                break
+        older_before = (
+            covering >= 0
+            and times[covering] < timestamp_ms
+            and not any(offsets[covering] <= start < from_offset for start, _ in entry.merges)
+        )
+        return TimeLookup(found, older_before)
