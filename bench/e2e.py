@@ -101,7 +101,6 @@ from e2e_system import Meter, Standalone
 from profiles import cprofile_top, py_spy, pyspy_top
 
 from controller_client import ControllerClient, EventStreamWriter, ScalingPolicy, StreamConfiguration, StreamManager
-from segment_store.client import SegmentClient
 from segment_store.client.config import ClientConfig
 
 EVENT_BYTES = 100
@@ -378,14 +377,6 @@ async def ours_latency(system: Standalone, controller: ControllerClient, seconds
     return row
 
 
-async def settle(system: Standalone) -> None:
-    """Flush every container to Tier-2 before a case, so no case pays for the previous one's backlog."""
-    endpoint = ("127.0.0.1", system.segmentstore_port)
-    async with SegmentClient(endpoint) as client:
-        for container in range(system.container_count):
-            await client.flush_to_storage(container, endpoint)
-
-
 async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[str, Any]) -> None:
     segment_counts = [int(s) for s in args.segments.split(",")]
     async with await ControllerClient.connect(system.uri) as controller:
@@ -396,7 +387,7 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
             order = segment_counts if round_ % 2 else segment_counts[::-1]  # alternate: drift hits both ends
             for yield_every in (0, args.yield_every):
                 for segments in order:
-                    await settle(system)
+                    await system.flush_tier2()
                     row = await ours_throughput(system, controller, segments, args.seconds, yield_every)
                     row["round"] = round_
                     results["throughput"].append(row)
@@ -428,7 +419,7 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
                 "segmentstore": pyspy_top(out, spied, PROFILE_TOP) if args.py_spy else None,
             }
         for window in (int(w) for w in args.windows.split(",")):
-            await settle(system)
+            await system.flush_tier2()
             results["latency"].append(await ours_latency(system, controller, args.latency_seconds, window))
             print(f"  ours latency, window {window}: p99 {results['latency'][-1]['p99_ms']} ms", flush=True)
 
@@ -505,7 +496,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             results["throughput"].append(official_throughput(system, args.seconds, args.official_inflight))
             print(f"  official: {results['throughput'][-1]['events_per_s']:,} events/s", flush=True)
             for window in (int(w) for w in args.windows.split(",")):
-                asyncio.run(settle(system))
+                asyncio.run(system.flush_tier2())
                 results["latency"].append(asyncio.run(official_latency(system, args.latency_seconds, window)))
                 print(f"  official latency, window {window}: p99 {results['latency'][-1]['p99_ms']} ms", flush=True)
         if "ours" in only:

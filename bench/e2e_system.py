@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from segment_store.client import SegmentClient
 from segment_store.coordination.zookeeper_server import free_port
 
 READY = "segstore standalone ready"
@@ -102,6 +103,16 @@ class Standalone:
                     self.segmentstore_pid = int(entry.name)
                 elif "java" in cmdline or "zookeeper" in cmdline.lower():
                     self.zookeeper_pid = int(entry.name)
+
+    async def flush_tier2(self) -> float:
+        """Flush every container to Tier-2 (``FlushToStorage``), so the next case does not pay for the backlog
+        the one before it left; seconds taken."""
+        started = time.perf_counter()
+        endpoint = ("127.0.0.1", self.segmentstore_port)
+        async with SegmentClient(endpoint) as client:
+            for container in range(self.container_count):
+                await client.flush_to_storage(container, endpoint)
+        return time.perf_counter() - started
 
     def stop(self, timeout_s: float = 60.0) -> None:
         """SIGTERM (the standalone stops the segment store and ZooKeeper), SIGKILL of its group after ``timeout_s``."""

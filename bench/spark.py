@@ -11,8 +11,8 @@ rows / wall time from ``start()`` to the end of ``awaitTermination()`` (query st
 ~0.2 s per micro-batch Spark and its Python runners cost included); ``batch rows/s`` = rows / the
 micro-batches' ``addBatch`` time (the data path alone). Reads run ``--repeats`` times (the best is shown,
 every run is in the JSON); the at-least-once write runs once, the exactly-once write ``--repeats`` times:
-once in order (case 3) and again after the last read (each run is a row: the first, 15 s after the
-at-least-once write, shares the machine with that write's Tier-2 flushes and is usually the slowest).
+once in order (case 3) and again after the last read (each run is a row). Before every write the
+containers are flushed to Tier-2 (not timed), so no write shares the machine with the last one's flushes.
 
 Cases, in this order (7 runs right after the streaming form of each read; warm-up queries before are not
 recorded: JIT, Python workers, a first write of each kind):
@@ -81,12 +81,10 @@ from e2e_system import Standalone  # noqa: E402
 from spark_sources import SCHEMA_DDL, NumpySource, ProcessMeter, write_rows  # noqa: E402
 
 from pravega_spark.offsets import StreamConnection, tail_cut  # noqa: E402
-from segment_store.client import SegmentClient  # noqa: E402
 
 EVENT_BYTES = 100
 FRAMED_BYTES = EVENT_BYTES + 8
 SCOPE = "bench"
-CONTAINERS = 4  # the standalone's default container count
 RESULTS = REPO / "bench" / "results"
 READ_TARGET = 2_000_000
 WRITE_TARGET = 500_000
@@ -154,14 +152,7 @@ class Bench:
         return restart
 
     def flush_tier2(self) -> float:
-        async def flush() -> None:
-            async with SegmentClient(("127.0.0.1", self.system.segmentstore_port)) as client:
-                for container in range(CONTAINERS):
-                    await client.flush_to_storage(container)
-
-        started = time.perf_counter()
-        asyncio.run(flush())
-        return time.perf_counter() - started
+        return asyncio.run(self.system.flush_tier2())
 
     def stream_bytes(self, stream: str) -> int:
         connection = StreamConnection(self.system.uri)
@@ -274,6 +265,7 @@ class Bench:
             "defaultNumSegments": str(self.args.segments),
         }
         case = f"write exactlyOnce={str(exactly_once).lower()}"
+        self.flush_tier2()  # each write starts on a settled store, not beside the last one's Tier-2 flushes
         row = self.measure(case, lambda: self.parquet(("event",)), 1, self.args.rows, sink="segstore", options=options)
         stored = self.stream_bytes(stream)
         row["stream_bytes"] = stored

@@ -13,7 +13,7 @@ with no task switch per reply:
 
 Sending: small frames written in one turn of the event loop go out together, in order, in one socket
 write at the start of the next turn (a reply that releases blocks of many writers costs one system call,
-not one each); once ``CORK_BYTES`` are queued they go to the transport at once.
+not one each; :mod:`segment_store.protocol.cork`); once ``CORK_BYTES`` are queued they go at once.
 :meth:`Connection.close` sends what is queued before closing; :meth:`Connection.abort` and a failure
 drop it.
 
@@ -53,6 +53,7 @@ from segment_store.protocol import (
     local_hello,
     negotiate,
 )
+from segment_store.protocol.cork import FrameCork
 
 _log = logging.getLogger(__name__)
 
@@ -63,7 +64,6 @@ _WRITER_REPLIES = frozenset(c.TYPE_CODE for c in (DataAppended, ConditionalCheck
 _KEEPALIVE_CODE = KeepAlive.TYPE_CODE
 _HELLO_CODE = Hello.TYPE_CODE
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
-CORK_BYTES = 64 * 1024
 _request_ids = itertools.count(1)
 
 
@@ -107,8 +107,7 @@ class Connection(asyncio.Protocol):
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._keepalive: asyncio.Task[None] | None = None
         self._loop = loop
-        self._out: list[bytes] = []  # frames written in this turn of the loop, sent by _flush_out
-        self._out_bytes = 0
+        self._cork = FrameCork(self._send_out, loop.call_soon)  # frames written in this turn of the loop
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------------
 
@@ -215,10 +214,9 @@ class Connection(asyncio.Protocol):
             if abort:
                 transport.abort()
             else:
-                self._flush_out(transport)
+                self._cork.flush()
                 transport.close()
-        self._out = []
-        self._out_bytes = 0
+        self._cork.drop()
         if not self._hello.done():
             self._hello.set_exception(error)
             self._hello.exception()  # retrieved: nobody may be waiting for it
@@ -258,25 +256,12 @@ class Connection(asyncio.Protocol):
         self._write(frame)
 
     def _write(self, frame: bytes) -> None:
-        """Queue ``frame`` after what this turn of the loop wrote; the first one schedules the send."""
-        out = self._out
-        out.append(frame)
-        self._out_bytes += len(frame)
-        if self._out_bytes >= CORK_BYTES:
-            self._flush_out(None)
-        elif len(out) == 1:
-            self._loop.call_soon(self._flush_out, None)
+        self._cork.write(frame)
 
-    def _flush_out(self, transport: asyncio.Transport | None) -> None:
-        """Hand what is queued to the transport in one write (``transport``: the one being closed)."""
-        out = self._out
-        if not out:
-            return
-        self._out = []
-        self._out_bytes = 0
-        transport = transport or (self._transport if self._error is None else None)
-        if transport is not None:
-            transport.write(out[0] if len(out) == 1 else b"".join(out))
+    def _send_out(self, data: bytes) -> None:
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
 
     async def drain(self) -> None:
         """Wait while the socket's write buffer is above its high-water mark. Raises ConnectionLostError."""

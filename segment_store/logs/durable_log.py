@@ -209,18 +209,16 @@ class DurableLog:
     def add(self, op: Operation) -> asyncio.Future[Operation]:
         """Queue ``op``; the future completes with the completed operation once it is durable."""
         future: asyncio.Future[Operation] = asyncio.get_running_loop().create_future()
-        if self.state is not LogState.RUNNING:
-            future.set_exception(self._offline_error())
-            return future
-        self._queue.append((op, future))
-        self._queue_event.set()
+        self._enqueue(op, future)
         return future
 
     def add_then(self, op: Operation, done: Done) -> None:
         """Queue ``op``; ``done`` is called once, synchronously, when it is durable or failed, exactly when
         :meth:`add`'s future would complete (a validation failure at once, durable operations in sequence
         order). A ``done`` that raises is logged."""
-        waiter = _Callback(done)
+        self._enqueue(op, _Callback(done))
+
+    def _enqueue(self, op: Operation, waiter: _Waiter) -> None:
         if self.state is not LogState.RUNNING:
             waiter.set_exception(self._offline_error())
             return

@@ -13,9 +13,9 @@ Flow control, so that no client can exhaust the server's memory:
 
 Small replies written in one turn of the event loop go out together, in order, in one socket write at
 the start of the next turn (a Tier-1 write that completes appends of many writers costs one system call
-per connection, not one per acknowledgement). Once ``CORK_BYTES`` are queued they go to the transport at
-once, so its write buffer (and ``pause_writing``) sees every reply but those few bytes; closing sends
-what is queued first.
+per connection, not one per acknowledgement; :mod:`segment_store.protocol.cork`). Once ``CORK_BYTES``
+are queued they go to the transport at once, so its write buffer (and ``pause_writing``) sees every
+reply but those few bytes; closing sends what is queued first.
 
 Malformed input (a bad frame, an unknown type, an append out of sequence) closes this
 connection only; every other connection keeps working and nothing stored is touched.
@@ -43,6 +43,7 @@ from segment_store.protocol import (
     negotiate,
 )
 from segment_store.protocol.assembler import AppendAssembler
+from segment_store.protocol.cork import FrameCork
 from segment_store.protocol.errors import ProtocolError
 from segment_store.protocol.registry import WireCommand
 from segment_store.server.appends import ConnectionAppends
@@ -51,7 +52,6 @@ from segment_store.server.requests import RequestHandler
 
 log = logging.getLogger(__name__)
 
-CORK_BYTES = 64 * 1024
 
 
 class FlowTracker:
@@ -104,8 +104,7 @@ class ServerConnection(asyncio.Protocol):
         self._transient: list[str] = []
         self._idle_handle: asyncio.TimerHandle | None = None
         self._last_activity = 0.0
-        self._out: list[bytes] = []  # replies written in this turn of the loop, sent by _flush_out
-        self._out_bytes = 0
+        self._cork = FrameCork(self._send_out, self._call_soon)  # replies written in this turn of the loop
         self.peer = "?"
 
     # ---- asyncio.Protocol -----------------------------------------------------------------------------------
@@ -229,27 +228,19 @@ class ServerConnection(asyncio.Protocol):
     # ---- output and flow control ----------------------------------------------------------------------------
     def send(self, command: WireCommand) -> None:
         if self._transport is not None and not self._transport.is_closing():
-            frame = encode(command)
-            out = self._out
-            out.append(frame)
-            self._out_bytes += len(frame)
-            if self._out_bytes >= CORK_BYTES:
-                self._flush_out()
-            elif len(out) == 1:
-                asyncio.get_running_loop().call_soon(self._flush_out)
+            self._cork.write(encode(command))
 
-    def _flush_out(self) -> None:
-        out = self._out
-        if not out:
-            return
-        self._out = []
-        self._out_bytes = 0
+    def _send_out(self, data: bytes) -> None:
         if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+            self._transport.write(data)
+
+    @staticmethod
+    def _call_soon(callback: Callable[[], None]) -> None:
+        asyncio.get_running_loop().call_soon(callback)
 
     def close(self) -> None:
         if self._transport is not None and not self._transport.is_closing():
-            self._flush_out()
+            self._cork.flush()
             self._transport.close()
 
     def _bytes_changed(self, delta: int) -> None:

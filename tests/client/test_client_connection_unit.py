@@ -23,7 +23,7 @@ from segment_store.client import (
     error_for_reply,
 )
 from segment_store.client import errors as client_errors
-from segment_store.client.connection import CORK_BYTES, Connection
+from segment_store.client.connection import Connection
 from segment_store.client.errors import is_failure_reply
 from segment_store.contracts import SegmentExistsError, SegmentNotExistsError, SegmentSealedError, SegmentTruncatedError
 from segment_store.errors import SegstoreError
@@ -55,6 +55,7 @@ from segment_store.protocol import (
     WrongHost,
     encode,
 )
+from segment_store.protocol.cork import CORK_BYTES
 from segment_store.tables.errors import TableKeyBadVersionError, TableKeyNotExistsError, TableSegmentNotEmptyError
 
 ENDPOINT = ("fake", 1)

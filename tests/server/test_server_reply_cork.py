@@ -7,8 +7,9 @@ import uuid
 from typing import Any
 
 from segment_store.protocol import DataAppended, FrameDecoder, KeepAlive, SegmentRead, WireCommand, encode
+from segment_store.protocol.cork import CORK_BYTES
 from segment_store.server.config import ServerConfig
-from segment_store.server.connection import CORK_BYTES, FlowTracker, ServerConnection
+from segment_store.server.connection import FlowTracker, ServerConnection
 
 
 class RecordingTransport(asyncio.Transport):
