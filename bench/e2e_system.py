@@ -104,6 +104,12 @@ class Standalone:
                 elif "java" in cmdline or "zookeeper" in cmdline.lower():
                     self.zookeeper_pid = int(entry.name)
 
+    def pin(self, cpus: set[int]) -> None:
+        """Run every thread of the standalone, the segment store and ZooKeeper on ``cpus`` (threads started
+        later inherit it)."""
+        for pid in (self.pid, self.segmentstore_pid, self.zookeeper_pid):
+            pin_process(pid, cpus)
+
     async def flush_tier2(self) -> float:
         """Flush every container to Tier-2 (``FlushToStorage``), so the next case does not pay for the backlog
         the one before it left; seconds taken."""
@@ -152,6 +158,13 @@ class Standalone:
                 ]
                 found[f"{source} ({when})"] = {"count": len(bad), "first": bad[:6], "traceback": _first_traceback(text)}
         return found
+
+
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Set the CPU affinity of every current thread of ``pid`` (0: this process)."""
+    for task in Path(f"/proc/{pid or os.getpid()}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(task.name), cpus)
 
 
 def _first_traceback(lines: list[str], limit: int = 80) -> list[str]:
