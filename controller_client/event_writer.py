@@ -237,6 +237,27 @@ def session_writer_id(writer_id: uuid.UUID, segment: str) -> uuid.UUID:
     return uuid.uuid5(writer_id, segment)
 
 
+class _RoutingLock(asyncio.Lock):
+    """The writer's lock, counting who holds or waits for it: :meth:`EventStreamWriter.write_event` routes
+    without it only when nobody does, so an event never overtakes one that is waiting for the lock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contenders = 0
+
+    async def __aenter__(self) -> None:
+        self.contenders += 1
+        try:
+            await self.acquire()
+        except BaseException:
+            self.contenders -= 1
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
+        self.contenders -= 1
+
+
 class EventStreamWriter:
     """Writes events to ``scope/stream``; make it with ``StreamManager.create_writer`` or directly.
 
@@ -262,7 +283,7 @@ class EventStreamWriter:
         self._hasher = hasher or KeyHasher()
         self._map: SegmentMap | None = None
         self._sinks: dict[int, _Sink] = {}
-        self._lock = asyncio.Lock()
+        self._lock = _RoutingLock()
         self._failure: BaseException | None = None
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -313,11 +334,29 @@ class EventStreamWriter:
         Raises the writer's failure (StreamSealedError, StreamNotFoundError, ...) or ClientClosedError.
         """
         self._check_usable()
+        data = bytes(event)
+        if not self._lock.contenders and self._map is not None:  # the usual case, without a task switch
+            batch = self._queue_nowait(data, routing_key)
+            if batch is not None:
+                return batch.future
         async with self._lock:
             self._check_usable()
             if self._map is None:
                 await self._load()
-            return (await self._queue(bytes(event), routing_key)).future
+            return (await self._queue(data, routing_key)).future
+
+    def _queue_nowait(self, data: bytes, routing_key: str | None) -> _Batch | None:
+        """:meth:`_queue` if nothing has to wait (window room, the segment's session up and with room);
+        else None, and nothing is queued."""
+        size = len(data)
+        if self._unacked_bytes and self._unacked_bytes + size > self.config.max_unacked_bytes:
+            return None
+        sink = self._sink_for(self._hasher.position(routing_key))
+        ack = sink.writer.write_nowait(data)
+        if ack is None:
+            return None
+        self._unacked_bytes += size
+        return self._record(sink, data, routing_key, ack, None)
 
     async def _queue(self, data: bytes, routing_key: str | None) -> _Batch:
         """Route a new event once the writer's window has room for it (lock held); its batch."""
@@ -444,16 +483,22 @@ class EventStreamWriter:
             except Exception as error:
                 self._fail(sink, error)
                 raise
-            if batch is None:
-                batch = sink.open_batch
-                if ack is not sink.last_ack or batch is None or batch.future.done():
-                    batch = sink.open_batch = _Batch(asyncio.get_running_loop().create_future())
-                batch.remaining += 1
-            sink.pending.add(sink.writer.last_event_number, data, routing_key, batch)
-            if ack is not sink.last_ack:
-                sink.last_ack = ack
-                ack.add_done_callback(functools.partial(self._on_ack, sink))
-            return batch
+            return self._record(sink, data, routing_key, ack, batch)
+
+    def _record(
+        self, sink: _Sink, data: bytes, routing_key: str | None, ack: asyncio.Future[None], batch: _Batch | None
+    ) -> _Batch:
+        """Keep an event the sink's session just queued (``ack``: its future) until it is stored; its batch."""
+        if batch is None:
+            batch = sink.open_batch
+            if ack is not sink.last_ack or batch is None or batch.future.done():
+                batch = sink.open_batch = _Batch(asyncio.get_running_loop().create_future())
+            batch.remaining += 1
+        sink.pending.add(sink.writer.last_event_number, data, routing_key, batch)
+        if ack is not sink.last_ack:
+            sink.last_ack = ack
+            ack.add_done_callback(functools.partial(self._on_ack, sink))
+        return batch
 
     # ---- acknowledgements and failures ----------------------------------------------------------------------
 

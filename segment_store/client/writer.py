@@ -122,6 +122,17 @@ class SegmentWriter(AppendSession):
         size = len(payload)
         return await self._write((HEADER.pack(EVENT_TYPE_CODE, size), payload), 1, HEADER_SIZE + size)
 
+    def write_nowait(self, payload: Buffer) -> asyncio.Future[None] | None:
+        """:meth:`write` if it would not wait (the session is up and the window has room): the event's future;
+        otherwise None and nothing is queued (call :meth:`write`). Raises nothing."""
+        size = len(payload)
+        framed = HEADER_SIZE + size
+        if self._failure is not None or self._state is not SessionState.CONNECTED:
+            return None
+        if self._unacked_bytes and self._unacked_bytes + framed > self.config.max_unacked_bytes:
+            return None
+        return self._queue_framed((HEADER.pack(EVENT_TYPE_CODE, size), payload), 1, framed)
+
     async def write_many(self, payloads: Iterable[Buffer]) -> asyncio.Future[None]:
         """Queue several events (consecutive numbers); the future completes when all are stored.
 
@@ -208,6 +219,11 @@ class SegmentWriter(AppendSession):
             self._room_waiters.append(waiter)
             await waiter
             self._check_usable()
+        return self._queue_framed(parts, count, size)
+
+    def _queue_framed(self, parts: tuple[Buffer, ...], count: int, size: int) -> asyncio.Future[None]:
+        """Queue ``count`` framed events (``parts``, ``size`` bytes) now: the window has room for them."""
+        config = self.config
         first = self._next_event
         self._next_event = first + count
         pending = self._pending

@@ -151,6 +151,25 @@ async def test_write_with_full_window_waits_for_acks() -> None:
     assert writer.unacked_bytes == 0
 
 
+async def test_write_nowait_queues_only_when_nothing_would_wait() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    store.hold_acks = True
+    client, _network = _client(store, max_block_bytes=100, max_unacked_bytes=300)
+    writer = client.writer(SEGMENT)
+    assert writer.write_nowait(b"x" * 92) is None  # not set up yet: write() opens the session
+    await writer.open()
+    acks = [writer.write_nowait(b"x" * 92) for _ in range(3)]
+    assert all(ack is not None for ack in acks) and writer.unacked_bytes == 300
+    assert writer.write_nowait(b"x" * 92) is None and writer.last_event_number == 3  # full: nothing queued
+    store.hold_acks = False
+    store.release()
+    await writer.flush()
+    assert store.events(SEGMENT) == [b"x" * 92] * 3 and writer.write_nowait(b"y") is not None
+    await writer.close()
+    assert store.events(SEGMENT)[-1] == b"y" and writer.write_nowait(b"z") is None  # closed
+
+
 async def test_ack_cumulative_completes_every_write_up_to_it() -> None:
     store = FakeStore()
     store.create(SEGMENT)

@@ -339,3 +339,17 @@ async def test_writer_controller_retry_config_is_used(manager: StreamManager, co
     assert failures == [0]
     await writer.close()
     assert isinstance(await manager.head_cut(SCOPE, "flaky"), StreamCut)
+
+
+async def test_write_event_never_overtakes_a_write_waiting_for_the_writer_lock(manager: StreamManager) -> None:
+    await _stream(manager, "lock-order", 1)
+    async with await manager.create_writer(SCOPE, "lock-order") as writer:
+        await (await writer.write_event(b"k:0", "k"))  # the session is up: later writes take the fast path
+        await writer._lock.acquire()  # as a scale being followed would hold it
+        waiting = asyncio.ensure_future(writer.write_event(b"k:1", "k"))
+        await asyncio.sleep(0)  # it now waits for the lock
+        writer._lock.release()  # the waiter is woken but has not run yet
+        await writer.write_event(b"k:2", "k")  # must queue behind it, not route at once
+        await waiting
+        await writer.flush()
+    assert [e.data for e in await _read_all(manager, "lock-order")] == [b"k:0", b"k:1", b"k:2"]
