@@ -136,7 +136,7 @@ class Bench:
         expected = self.stream_bytes(stream)
         self.system.stop()
         self.system = Standalone(self.data_dir)
-        restart = {"ready_s": round(self.system.start(), 1)}
+        restart: dict[str, Any] = {"ready_s": round(self.system.start(), 1)}
         started, errors = time.perf_counter(), []
         while True:
             try:
@@ -201,7 +201,7 @@ class Bench:
         """Best of ``repeats`` batch reads ``make().write.format("noop")`` (rows not counted: the streaming
         form of the same read is checked)."""
         assert self.meter is not None
-        runs = []
+        runs: list[dict[str, Any]] = []
         for _ in range(repeats):
             load1 = os.getloadavg()[0]
             with self.meter.span() as cpu:
