@@ -102,7 +102,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from benchlib import MB, filesystem_of, mb_per_s, percentile, table
+from benchlib import MB, filesystem_of, mb_per_s, percentile
+from e2e_report import report
 from e2e_system import Meter, Standalone, pin_process
 from profiles import cprofile_top, py_spy, pyspy_top
 
@@ -434,65 +435,6 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
 
 
 # ---- driver ----------------------------------------------------------------------------------------------
-CPU_COLUMNS = [
-    ("cpu_client", "cpu cli"),
-    ("cpu_controller", "cpu ctl"),
-    ("cpu_segmentstore", "cpu ss"),
-    ("cpu_segmentstore_loop", "ss loop"),
-    ("cpu_zookeeper", "cpu zk"),
-    ("cpu_other", "cpu other"),
-]
-
-
-def report(results: dict[str, Any]) -> None:
-    table(
-        f"1-2. throughput, {EVENT_BYTES} B events, acknowledged (flush) and read back (cpu = cores busy)",
-        results["throughput"],
-        [("client", "client"), ("producer", "producer"), ("segments", "segments"), ("round", "round"),
-         ("events", "events"),
-         ("events_per_s", "events/s"), ("mb_per_s", "MB/s"), ("flush_s", "flush s"), *CPU_COLUMNS,
-         ("avg_block_bytes", "block B"), ("pool_connections", "conns"),
-         ("read_events_per_s", "read ev/s")],
-    )  # fmt: skip
-    table(
-        f"latency, {EVENT_BYTES} B events, bounded window of outstanding events, 4 segments (ms)",
-        results["latency"],
-        [("client", "client"), ("window", "window"), ("events", "events"), ("events_per_s", "events/s"),
-         ("p50_ms", "p50"), ("p99_ms", "p99"), ("p99_9_ms", "p99.9"), ("max_ms", "max"), *CPU_COLUMNS],
-    )  # fmt: skip
-    ratios = results.get("ours_largest_over_smallest", {})
-    if ratios:
-        said = ", ".join(f"yield every {k}: {v}" if k != "0" else f"no yield: {v}" for k, v in ratios.items())
-        print(f"\nours, median events/s over {results['rounds']} rounds of the most segments / of the fewest "
-              f"({said}); below {FALL_RATIO} it falls")  # fmt: skip
-        medians = ", ".join(f"{k}: {v:,}" for k, v in results.get("ours_median_events_per_s", {}).items())
-        print(f"ours, median events/s by yield every / segments: {medians}")
-    profile = results.get("profile")
-    if profile:
-        row = profile["case"]
-        cpu = f"cpu cli {row['cpu_client']}, ss {row['cpu_segmentstore']}, ss loop {row['cpu_segmentstore_loop']}"
-        what = f"ours, {row['producer']}, {row['segments']} segments"
-        under = "without cProfile" if profile["client"] is None else "under cProfile"
-        print(f"\nprofiled: {what}, {row['events_per_s']:,} events/s {under} ({cpu})")
-        if profile["client"] is not None:
-            columns = [("self_s", "self s"), ("cum_s", "cum s"), ("calls", "calls"), ("function", "function")]
-            table("client (cProfile), by self time", profile["client"]["by_self"], columns)
-        server = profile["segmentstore"]
-        if server:
-            busy = [("busy", "busy"), ("thread", "thread")]
-            table("segment store threads (py-spy busy share)", server["threads"], busy)
-            table("segment store event loop, % of its samples, by self", server["event_loop"]["by_self"],
-                  [("percent", "%"), ("function", "function")])  # fmt: skip
-            table("segment store, all threads, % of all samples, by self", server["all_threads"]["by_self"],
-                  [("percent", "%"), ("function", "function")])  # fmt: skip
-    for source, found in results["problems"].items():
-        print(f"\n{source}: {found['count']} warning/error lines")
-        for line in found["first"]:
-            print(f"  {line[:200]}")
-        if found.get("traceback"):
-            print(f"  ... {found['traceback'][-1][:200]}")
-
-
 def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     only = set(args.only.split(",")) if args.only else {"official", "ours"}
     system = Standalone(data_dir)
@@ -579,7 +521,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-e2e-", dir=args.dir) as tmp:
         args.work = Path(tmp)
         results = run(args, args.work / "data")
-    report(results)
+    report(results, EVENT_BYTES, FALL_RATIO)
     total_s = time.perf_counter() - started
     load_after = os.getloadavg()
     print(f"\ntotal {total_s:.0f} s; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")

@@ -153,11 +153,12 @@ class Standalone:
         found: dict[str, Any] = {}
         for source, (run, shutdown) in texts.items():
             for when, text in (("run", run), ("shutdown", shutdown)):
-                bad = [
-                    line for line in text if any(w in line for w in (" WARNING ", " ERROR ", "CRITICAL", "Traceback"))
-                ]
+                bad = [line for line in text if any(w in line for w in _PROBLEM_WORDS)]
                 found[f"{source} ({when})"] = {"count": len(bad), "first": bad[:6], "traceback": _first_traceback(text)}
         return found
+
+
+_PROBLEM_WORDS = (" WARNING ", " ERROR ", "CRITICAL", "Traceback", "Fatal Python error")
 
 
 def pin_process(pid: int, cpus: set[int]) -> None:

@@ -42,13 +42,13 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from controller_client.errors import StreamNotFoundError, StreamSealedError
 from controller_client.model import SegmentRange, qualified_segment_name
+from controller_client.pending_events import Batch, PendingEvents
 from controller_client.ports import ControllerApi
 from controller_client.routing import KeyHasher, SegmentMap
 from segment_store.client import (
@@ -85,136 +85,6 @@ class EventWriterConfig:
             raise ValueError("max_unacked_bytes: must be positive")
 
 
-class _Batch:
-    """Events written one after another into one block of a session share one future (``write_event``
-    returns it), done once all of them are stored, wherever a scale moved them."""
-
-    __slots__ = ("error", "future", "remaining", "settled", "waiters")
-
-    def __init__(self, future: asyncio.Future[None]) -> None:
-        self.future = future  # the callers'; one of them may cancel it, so the writer never awaits it
-        self.remaining = 0  # events of the batch not stored yet
-        self.settled = False
-        self.error: BaseException | None = None
-        self.waiters: list[asyncio.Future[None]] | None = None  # the writer's own (flush)
-
-    def succeed(self) -> None:
-        """Every event of the batch is stored."""
-        if not self.settled:
-            self.settled = True
-            if not self.future.done():
-                self.future.set_result(None)
-            self._wake()
-
-    def fail(self, error: BaseException) -> None:
-        if not self.settled:
-            self.settled, self.error = True, error
-            if not self.future.done():
-                self.future.set_exception(error)
-                self.future.exception()  # retrieved here; the caller sees it when awaiting
-            self._wake()
-
-    def wait(self) -> asyncio.Future[None]:
-        """A future of the writer's own that settles with the batch, whatever callers do to ``future``."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self.waiters is None:
-            self.waiters = []
-        self.waiters.append(waiter)
-        if self.settled:
-            self._wake()
-        return waiter
-
-    def _wake(self) -> None:
-        waiters, self.waiters = self.waiters or [], None
-        for waiter in waiters:
-            if waiter.done():
-                continue
-            if self.error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(self.error)
-                waiter.exception()
-
-
-class _PendingEvents:
-    """A sink's events not acknowledged yet, in event-number order (consecutive numbers from
-    ``first_number``): payloads, routing keys, and runs ``[batch, count]`` of consecutive events of one batch.
-
-    Nothing here is an object per event that the garbage collector tracks: with hundreds of thousands of
-    events in flight, per-event objects made full collections the largest cost of writing.
-    """
-
-    __slots__ = ("data", "first_number", "keys", "runs")
-
-    def __init__(self) -> None:
-        self.first_number = 0
-        self.data: deque[bytes] = deque()
-        self.keys: deque[str | None] = deque()
-        self.runs: deque[list] = deque()  # [batch, count]
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def add(self, number: int, data: bytes, key: str | None, batch: _Batch) -> None:
-        if not self.data:
-            self.first_number = number
-        self.data.append(data)
-        self.keys.append(key)
-        runs = self.runs
-        if runs and runs[-1][0] is batch:
-            runs[-1][1] += 1
-        else:
-            runs.append([batch, 1])
-
-    def release_through(self, level: int) -> int:
-        """The events numbered up to ``level`` are stored: complete batches that are whole; return their bytes."""
-        count = min(len(self.data), level - self.first_number + 1)
-        if count <= 0:
-            return 0
-        freed = 0
-        data, keys = self.data, self.keys
-        for _ in range(count):
-            freed += len(data.popleft())
-            keys.popleft()
-        self.first_number += count
-        runs = self.runs
-        while count:
-            run = runs[0]
-            batch: _Batch = run[0]
-            take = min(run[1], count)
-            count -= take
-            batch.remaining -= take
-            if take == run[1]:
-                runs.popleft()
-            else:
-                run[1] -= take
-            if batch.remaining == 0:
-                batch.succeed()
-        return freed
-
-    def take_all(self) -> list[tuple[bytes, str | None, _Batch]]:
-        """Remove every event (to move them elsewhere), in order, each with its batch."""
-        batches = [run[0] for run in self.runs for _ in range(run[1])]
-        events = list(zip(self.data, self.keys, batches, strict=True))
-        self.data.clear()
-        self.keys.clear()
-        self.runs.clear()
-        return events
-
-    def fail_all(self, error: BaseException) -> int:
-        """Fail every batch with an event here and drop the events; return their bytes."""
-        freed = sum(len(d) for d in self.data)
-        for run in self.runs:
-            run[0].fail(error)
-        self.data.clear()
-        self.keys.clear()
-        self.runs.clear()
-        return freed
-
-    def batches(self) -> list[_Batch]:
-        return list({id(run[0]): run[0] for run in self.runs}.values())
-
-
 @dataclass(slots=True, eq=False)
 class _Sink:
     """One segment's session and the events it holds that are not acknowledged, in event-number order."""
@@ -222,9 +92,9 @@ class _Sink:
     segment: SegmentRange
     name: str
     writer: SegmentWriter
-    pending: _PendingEvents = field(default_factory=_PendingEvents)
+    pending: PendingEvents = field(default_factory=PendingEvents)
     last_ack: asyncio.Future[None] | None = None
-    open_batch: _Batch | None = None  # the batch new events join while the session returns ``last_ack``
+    open_batch: Batch | None = None  # the batch new events join while the session returns ``last_ack``
     replaced: bool = False
     replacing: bool = False
 
@@ -345,7 +215,7 @@ class EventStreamWriter:
                 await self._load()
             return (await self._queue(data, routing_key)).future
 
-    def _queue_nowait(self, data: bytes, routing_key: str | None) -> _Batch | None:
+    def _queue_nowait(self, data: bytes, routing_key: str | None) -> Batch | None:
         """:meth:`_queue` if nothing has to wait (window room, the segment's session up and with room);
         else None, and nothing is queued."""
         size = len(data)
@@ -358,7 +228,7 @@ class EventStreamWriter:
         self._unacked_bytes += size
         return self._record(sink, data, routing_key, ack, None)
 
-    async def _queue(self, data: bytes, routing_key: str | None) -> _Batch:
+    async def _queue(self, data: bytes, routing_key: str | None) -> Batch:
         """Route a new event once the writer's window has room for it (lock held); its batch."""
         size = len(data)
         while self._unacked_bytes and self._unacked_bytes + size > self.config.max_unacked_bytes:
@@ -388,7 +258,7 @@ class EventStreamWriter:
         once); the future completes when all are stored. An error is raised as ``write_event`` raises it;
         the events queued before it stay queued."""
         self._check_usable()
-        batches: dict[int, _Batch] = {}
+        batches: dict[int, Batch] = {}
         async with self._lock:
             self._check_usable()
             if self._map is None:
@@ -468,7 +338,7 @@ class EventStreamWriter:
             sink = self._sinks[segment.segment_id] = _Sink(segment, name, writer)
         return sink
 
-    async def _route(self, data: bytes, routing_key: str | None, batch: _Batch | None) -> _Batch:
+    async def _route(self, data: bytes, routing_key: str | None, batch: Batch | None) -> Batch:
         """Hand an event to the session of its key's segment (called with the lock held). ``batch``: the
         batch of an event being moved; None for a new event, which joins the sink's open batch or starts one.
         """
@@ -486,13 +356,13 @@ class EventStreamWriter:
             return self._record(sink, data, routing_key, ack, batch)
 
     def _record(
-        self, sink: _Sink, data: bytes, routing_key: str | None, ack: asyncio.Future[None], batch: _Batch | None
-    ) -> _Batch:
+        self, sink: _Sink, data: bytes, routing_key: str | None, ack: asyncio.Future[None], batch: Batch | None
+    ) -> Batch:
         """Keep an event the sink's session just queued (``ack``: its future) until it is stored; its batch."""
         if batch is None:
             batch = sink.open_batch
             if ack is not sink.last_ack or batch is None or batch.future.done():
-                batch = sink.open_batch = _Batch(asyncio.get_running_loop().create_future())
+                batch = sink.open_batch = Batch(asyncio.get_running_loop().create_future())
             batch.remaining += 1
         sink.pending.add(sink.writer.last_event_number, data, routing_key, batch)
         if ack is not sink.last_ack:
@@ -603,7 +473,7 @@ class EventStreamWriter:
                 self._abandon(resend[index:], error)
                 raise
 
-    def _abandon(self, events: list[tuple[bytes, str | None, _Batch]], error: BaseException) -> None:
+    def _abandon(self, events: list[tuple[bytes, str | None, Batch]], error: BaseException) -> None:
         """Fail events held by no sink (being moved to successors) with ``error``."""
         failure = error if isinstance(error, Exception) else ClientClosedError(f"event writer stopped: {error!r}")
         for _, _, batch in events:

@@ -7,6 +7,7 @@ function and builds what it needs through the component's composition root.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import signal
 import sys
 import tempfile
@@ -164,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 0
+    # a crash in C code (SIGSEGV, SIGABRT, ...) leaves every thread's Python stack on stderr (the process log)
+    faulthandler.enable()
     return func(args)
 
 

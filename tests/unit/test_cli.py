@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +37,24 @@ def test_console_script_with_help() -> None:
         [sys.executable, "-m", "segment_store.cli", "--help"], capture_output=True, text=True, timeout=60, check=True
     ).stdout
     assert "segstore" in out and "demo" in out
+
+
+def test_segment_store_that_crashes_in_c_leaves_its_python_stacks_in_its_log(tmp_path: Path) -> None:
+    from segment_store.coordination.zookeeper_server import free_port
+
+    log = tmp_path / "segmentstore.log"
+    with open(log, "wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "segment_store.cli", "segmentstore", "--in-memory", "--port", str(free_port())],
+            stdout=subprocess.PIPE, stderr=stderr, text=True,
+        )  # fmt: skip
+        try:
+            assert process.stdout is not None
+            assert "ready" in process.stdout.readline()
+            process.send_signal(signal.SIGABRT)  # what a failed check in C code does
+            assert process.wait(timeout=30) == -signal.SIGABRT
+        finally:
+            process.kill()
+            process.wait()
+    text = log.read_text()
+    assert "Fatal Python error: Aborted" in text and 'File "' in text, text[-2000:]

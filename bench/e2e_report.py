@@ -1,0 +1,66 @@
+"""The printed report of ``bench/e2e.py`` (its tables, the fall ratio, the profile, the problems found)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchlib import table
+
+CPU_COLUMNS = [
+    ("cpu_client", "cpu cli"),
+    ("cpu_controller", "cpu ctl"),
+    ("cpu_segmentstore", "cpu ss"),
+    ("cpu_segmentstore_loop", "ss loop"),
+    ("cpu_zookeeper", "cpu zk"),
+    ("cpu_other", "cpu other"),
+]
+
+
+def report(results: dict[str, Any], event_bytes: int, fall_ratio: float) -> None:
+    """Print the tables and the findings of one ``bench/e2e.py`` run."""
+    table(
+        f"1-2. throughput, {event_bytes} B events, acknowledged (flush) and read back (cpu = cores busy)",
+        results["throughput"],
+        [("client", "client"), ("producer", "producer"), ("segments", "segments"), ("round", "round"),
+         ("events", "events"),
+         ("events_per_s", "events/s"), ("mb_per_s", "MB/s"), ("flush_s", "flush s"), *CPU_COLUMNS,
+         ("avg_block_bytes", "block B"), ("pool_connections", "conns"),
+         ("read_events_per_s", "read ev/s")],
+    )  # fmt: skip
+    table(
+        f"latency, {event_bytes} B events, bounded window of outstanding events, 4 segments (ms)",
+        results["latency"],
+        [("client", "client"), ("window", "window"), ("events", "events"), ("events_per_s", "events/s"),
+         ("p50_ms", "p50"), ("p99_ms", "p99"), ("p99_9_ms", "p99.9"), ("max_ms", "max"), *CPU_COLUMNS],
+    )  # fmt: skip
+    ratios = results.get("ours_largest_over_smallest", {})
+    if ratios:
+        said = ", ".join(f"yield every {k}: {v}" if k != "0" else f"no yield: {v}" for k, v in ratios.items())
+        print(f"\nours, median events/s over {results['rounds']} rounds of the most segments / of the fewest "
+              f"({said}); below {fall_ratio} it falls")  # fmt: skip
+        medians = ", ".join(f"{k}: {v:,}" for k, v in results.get("ours_median_events_per_s", {}).items())
+        print(f"ours, median events/s by yield every / segments: {medians}")
+    profile = results.get("profile")
+    if profile:
+        row = profile["case"]
+        cpu = f"cpu cli {row['cpu_client']}, ss {row['cpu_segmentstore']}, ss loop {row['cpu_segmentstore_loop']}"
+        what = f"ours, {row['producer']}, {row['segments']} segments"
+        under = "without cProfile" if profile["client"] is None else "under cProfile"
+        print(f"\nprofiled: {what}, {row['events_per_s']:,} events/s {under} ({cpu})")
+        if profile["client"] is not None:
+            columns = [("self_s", "self s"), ("cum_s", "cum s"), ("calls", "calls"), ("function", "function")]
+            table("client (cProfile), by self time", profile["client"]["by_self"], columns)
+        server = profile["segmentstore"]
+        if server:
+            busy = [("busy", "busy"), ("thread", "thread")]
+            table("segment store threads (py-spy busy share)", server["threads"], busy)
+            table("segment store event loop, % of its samples, by self", server["event_loop"]["by_self"],
+                  [("percent", "%"), ("function", "function")])  # fmt: skip
+            table("segment store, all threads, % of all samples, by self", server["all_threads"]["by_self"],
+                  [("percent", "%"), ("function", "function")])  # fmt: skip
+    for source, found in results["problems"].items():
+        print(f"\n{source}: {found['count']} warning/error lines")
+        for line in found["first"]:
+            print(f"  {line[:200]}")
+        if found.get("traceback"):
+            print(f"  ... {found['traceback'][-1][:200]}")
