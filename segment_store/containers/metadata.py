@@ -45,6 +45,15 @@ class SegmentMetadata:
     last_modified_ms: int = 0
     attributes: dict[int, int] = field(default_factory=dict)
 
+    def copy(self) -> SegmentMetadata:
+        """An independent copy (its own attributes dict); what ``dataclasses.replace`` gives, 5x cheaper
+        (the metadata updater copies a segment for nearly every append it takes)."""
+        return SegmentMetadata(
+            self.segment_id, self.name, self.segment_type, self.start_offset, self.length, self.storage_length,
+            self.sealed, self.sealed_in_storage, self.merged, self.deleted, self.created_ms,
+            self.last_modified_ms, dict(self.attributes),
+        )
+
     @property
     def live(self) -> bool:
         """Visible to callers: neither deleted nor merged into another segment."""

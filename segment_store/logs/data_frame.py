@@ -97,6 +97,17 @@ class DataFrameBuilder:
         """
         parts = serialize(op)
         remaining = sum(len(p) for p in parts)
+        frame = self._current()
+        if frame.size + RECORD_HEADER_SIZE + remaining <= self._max:
+            # The common case, the whole operation in one record of this frame: the same bytes as
+            # below, but the record header and the operation's small leading parts as one buffer.
+            if first_frame_tag is not None:
+                frame.tag = first_frame_tag
+            *head, last_part = parts
+            frame.add(b"".join([_RECORD_HEADER.pack(FLAG_FIRST | FLAG_LAST, remaining), *head]))
+            frame.add(last_part)
+            frame.completed.append(op)
+            return
         first = True
         part_index, part_pos = 0, 0
         while True:

@@ -20,7 +20,6 @@ from the committed segment.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from segment_store.containers.metadata import ContainerMetadata, SegmentMetadata, now_ms
@@ -121,7 +120,7 @@ class MetadataUpdater:
         if pending is None:
             committed = self.metadata.get(segment_id)
             assert committed is not None
-            pending = dataclasses.replace(committed, attributes=dict(committed.attributes))
+            pending = committed.copy()
             self._pending[segment_id] = pending
         return pending
 

@@ -80,11 +80,50 @@ class _Redirect:
     source_name: str
 
 
+class _AppendBlock:
+    """A cache block that appends are copied into: its buffer is allocated once, at its capacity, and filled
+    in place, so an append costs one copy of its own bytes (a growing ``bytearray`` is reallocated, and
+    copied whole, each time it outgrows its memory: with many segments growing at once, several times per
+    append). ``len`` is the bytes filled; slicing returns ``bytes`` of the filled part."""
+
+    __slots__ = ("buf", "used")
+
+    def __init__(self, capacity: int, data: bytes | memoryview) -> None:
+        self.buf = bytearray(capacity)
+        self.used = len(data)
+        self.buf[: self.used] = data
+
+    @property
+    def capacity(self) -> int:
+        return len(self.buf)
+
+    def add(self, data: bytes | memoryview) -> None:
+        """Copy ``data`` after the filled part; the caller checked it fits."""
+        used = self.used
+        self.buf[used : used + len(data)] = data
+        self.used = used + len(data)
+
+    def __len__(self) -> int:
+        return self.used
+
+    def __getitem__(self, part: slice) -> bytes:
+        start, stop, _ = part.indices(self.used)
+        with memoryview(self.buf) as view:
+            return view[start:stop].tobytes()
+
+    def __bytes__(self) -> bytes:
+        return self[:]
+
+
+_FIRST_APPEND_BLOCK_BYTES = 16 * 1024
+
+
 @dataclass(slots=True)
 class _SegmentIndex:
     segment_id: int
     offsets: list[int] = field(default_factory=list)
-    blocks: list[bytes | bytearray] = field(default_factory=list)
+    blocks: list[bytes | _AppendBlock] = field(default_factory=list)
+    next_capacity: int = _FIRST_APPEND_BLOCK_BYTES  # of the next append block (doubles up to the config's)
     redirects: list[_Redirect] = field(default_factory=list)
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
@@ -99,7 +138,7 @@ class _SegmentIndex:
         i = bisect.bisect_right(self.offsets, offset)
         return self.offsets[i] if i < len(self.offsets) else None
 
-    def insert(self, offset: int, data: bytes | bytearray) -> None:
+    def insert(self, offset: int, data: bytes) -> None:
         i = bisect.bisect_left(self.offsets, offset)
         self.offsets.insert(i, offset)
         self.blocks.insert(i, data)
@@ -151,26 +190,30 @@ class ReadIndex:
 
     def _append(self, segment_id: int, offset: int, data: bytes | memoryview) -> None:
         index = self._index(segment_id)
+        size = len(data)
         if index.blocks:
             last = index.blocks[-1]
-            last_start = index.offsets[-1]
             if (
-                isinstance(last, bytearray)
-                and last_start + len(last) == offset
-                and len(last) + len(data) <= self.config.append_block_bytes
+                type(last) is _AppendBlock
+                and index.offsets[-1] + last.used == offset
+                and last.used + size <= len(last.buf)
             ):
-                last += data
-                self.budget.resize((segment_id, last_start), len(last))
+                last.add(data)
                 index.wake()
                 return
-        block: bytes | bytearray
-        if len(data) >= self.config.append_block_bytes // 4:
+        limit = self.config.append_block_bytes
+        block: bytes | _AppendBlock
+        if size >= limit // 4:
             block = data if isinstance(data, bytes) else bytes(data)
-        else:
-            block = bytearray(data)
+            budget = size
+        else:  # blocks of a segment grow from 16 KiB to the limit: a segment that gets little holds little
+            capacity = min(limit, max(index.next_capacity, 2 * size))
+            index.next_capacity = min(limit, 2 * capacity)
+            block = _AppendBlock(capacity, data)
+            budget = capacity  # the memory it holds
         index.offsets.append(offset)
         index.blocks.append(block)
-        self.budget.add((segment_id, offset), len(block))
+        self.budget.add((segment_id, offset), budget)
         index.wake()
 
     def _merge(self, op: MergeOperation) -> None:

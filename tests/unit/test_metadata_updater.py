@@ -206,3 +206,32 @@ def test_checkpoint_with_snapshot_restores_equal_metadata() -> None:
         ContainerMetadata.from_snapshot(cp.snapshot, 4)  # type: ignore[attr-defined]
     with pytest.raises(MetadataCorruptedError):
         ContainerMetadata.from_snapshot(b"{not json", 3)
+
+
+def test_segment_metadata_copy_has_every_field_and_its_own_attributes() -> None:
+    """The updater's pending copies come from ``SegmentMetadata.copy``: a field it forgot would be lost
+    from the pending view (every field gets a value unlike its default, so a forgotten one shows)."""
+    import dataclasses
+
+    from segment_store.containers.metadata import SegmentMetadata
+
+    values: dict[str, object] = {}
+    for number, f in enumerate(dataclasses.fields(SegmentMetadata)):
+        if f.type in ("int", int):
+            values[f.name] = 100 + number
+        elif f.type in ("bool", bool):
+            values[f.name] = True
+        elif f.name == "name":
+            values[f.name] = "scope/stream/0.#epoch.0"
+        elif f.name == "segment_type":
+            values[f.name] = SegmentType.TABLE
+        elif f.name == "attributes":
+            values[f.name] = {7: 8}
+        else:
+            raise AssertionError(f"new field {f.name}: give it a value here")
+    original = SegmentMetadata(**values)  # type: ignore[arg-type]
+    copy = original.copy()
+    assert copy == original and copy is not original
+    copy.attributes[9] = 10
+    copy.length += 1
+    assert original.attributes == {7: 8} and original.length == values["length"]

@@ -155,3 +155,19 @@ def test_assembler_with_orphan_continuation_raises() -> None:
     frames = _frames([AppendOperation(segment_id=1, data=b"z" * 9000, offset=0, sequence_number=1)], 4096)
     with pytest.raises(DataFrameCorruptedError, match="continuation"):
         OperationAssembler().add_frame(frames[1])
+
+
+@given(st.lists(operations, min_size=1, max_size=8))
+def test_frame_with_whole_operations_is_record_header_then_operation_bytes(ops: list[Operation]) -> None:
+    """The layout recovery reads, byte for byte: ``flags u8 | length u32 | operation`` per record (first and
+    last flags set when the operation fits), whichever way the builder gathered the parts."""
+    from segment_store.logs.data_frame import FLAG_FIRST, FLAG_LAST, RECORD_HEADER_SIZE
+
+    frames = _frames(ops, 1 << 20)
+    assert len(frames) == 1
+    body = b"".join(
+        struct.pack(">BI", FLAG_FIRST | FLAG_LAST, len(raw)) + raw for raw in (b"".join(serialize(op)) for op in ops)
+    )
+    assert RECORD_HEADER_SIZE == 5
+    assert bytes(frames[0][FRAME_HEADER_SIZE:]) == body
+    assert [record for _, record in read_frame(frames[0])]
