@@ -68,7 +68,7 @@ class Plan:
             "_factory": factory,
         }
         body: list[str] = []
-        write_lines = ["def write(obj, out):", "    append = out.append"]
+        write_lines = self._writer_lines(names, layout, env)
         index = 0
         while index < len(layout):
             kind = layout[index]
@@ -76,12 +76,10 @@ class Plan:
                 end = index
                 while end < len(layout) and isinstance(layout[end], Fixed):
                     end += 1
-                self._fixed_run(index, end, layout, env, body, write_lines)
+                self._fixed_run(index, end, layout, env, body)
                 index = end
                 continue
             name = names[index]
-            env[f"w{index}"] = kind.write
-            write_lines.append(f"    w{index}(obj.{name}, out)")
             if isinstance(kind, Opt) and isinstance(kind.inner, Fixed):
                 self._optional_fixed(index, kind, kind.inner, env, body)
             elif kind is BLOB:
@@ -115,22 +113,48 @@ class Plan:
             "        raise _trailing(n - pos)",
             f"    return _factory({args})",
         ]
-        if not layout:
-            write_lines.append("    pass")
         for lines in (read_lines, whole_lines, write_lines):
             exec("\n".join(lines), env)
         self.read: Reader = env["read"]
         self.read_whole: Callable[[memoryview], Any] = env["read_whole"]
         self.write: Writer = env["write"]
 
+    @staticmethod
+    def _writer_lines(names: Sequence[str], layout: Sequence[Kind], env: dict[str, Any]) -> list[str]:
+        """The writer: each run of fixed-size fields (optional ones included: they are always written) is
+        one ``struct.pack``; every other kind writes itself."""
+        lines = ["def write(obj, out):", "    append = out.append"]
+        index = 0
+        while index < len(layout):
+            run: list[tuple[int, Fixed]] = []
+            while index < len(layout):
+                kind = layout[index]
+                fixed = kind.inner if isinstance(kind, Opt) else kind
+                if not isinstance(fixed, Fixed):
+                    break
+                run.append((index, fixed))
+                index += 1
+            if run:
+                first = run[0][0]
+                env[f"p{first}"] = struct.Struct(">" + "".join(kind.fmt or "" for _, kind in run))
+                values = []
+                for i, kind in run:
+                    if kind.encode is not None:
+                        env[f"e{i}"] = kind.encode
+                        values.append(f"e{i}(obj.{names[i]})")
+                    else:
+                        values.append(f"obj.{names[i]}")
+                lines.append(f"    append(p{first}.pack({', '.join(values)}))")
+                continue
+            env[f"w{index}"] = layout[index].write
+            lines.append(f"    w{index}(obj.{names[index]}, out)")
+            index += 1
+        if not layout:
+            lines.append("    pass")
+        return lines
+
     def _fixed_run(
-        self,
-        start: int,
-        end: int,
-        layout: Sequence[Kind],
-        env: dict[str, Any],
-        read_lines: list[str],
-        write_lines: list[str],
+        self, start: int, end: int, layout: Sequence[Kind], env: dict[str, Any], read_lines: list[str]
     ) -> None:
         kinds = cast(Sequence[Fixed], layout[start:end])
         packer = struct.Struct(">" + "".join(k.fmt or "" for k in kinds))
@@ -143,17 +167,10 @@ class Plan:
             f"    {', '.join(targets)}{',' if len(targets) == 1 else ''} = s{start}.unpack_from(body, pos)",
             f"    pos += {packer.size}",
         ]
-        values = []
         for i, kind in zip(range(start, end), kinds, strict=True):
             if kind.decode is not None:
                 env[f"d{i}"] = kind.decode
                 read_lines.append(f"    v{i} = d{i}(v{i})")
-            if kind.encode is not None:
-                env[f"e{i}"] = kind.encode
-                values.append(f"e{i}(obj.{self.names[i]})")
-            else:
-                values.append(f"obj.{self.names[i]}")
-        write_lines.append(f"    append(s{start}.pack({', '.join(values)}))")
 
     def _optional_fixed(
         self, i: int, opt: Opt, kind: Fixed, env: dict[str, Any], read_lines: list[str]

@@ -245,12 +245,15 @@ class ServerConnection(asyncio.Protocol):
 
     def _bytes_changed(self, delta: int) -> None:
         self._outstanding += delta
-        self._tracker.changed(delta)
+        self._tracker.changed(delta)  # updates every connection's reading itself when the process flips
+        over = self._over_watermark
         if self._outstanding > self._config.connection_high_watermark_bytes:
-            self._over_watermark = True
+            over = True
         elif self._outstanding < self._config.connection_low_watermark_bytes:
-            self._over_watermark = False
-        self.update_reading()
+            over = False
+        if over is not self._over_watermark:  # twice per append: nothing to do unless the watermark flips
+            self._over_watermark = over
+            self.update_reading()
 
     def update_reading(self) -> None:
         transport = self._transport
