@@ -176,6 +176,78 @@ def test_recover_with_torn_last_entry(tmp_path: Path) -> None:
     run(body)
 
 
+def test_ledger_files_are_zero_filled_ahead_and_read_back_exactly(tmp_path: Path) -> None:
+    """Preallocation (on in every test here, as by default): the file runs ahead of its entries in whole
+    MiBs of zeros, growing with the file; entries across several extensions read back exactly, before
+    and after a restart, and a new owner appends after them."""
+
+    async def body() -> None:
+        config, store = make_config(tmp_path), MemoryCoordinationServer().connect()
+        assert config.preallocate_bytes == 16 * 1024 * 1024
+        log = await open_log(config, store)
+        path = None
+        sizes = []
+        written: list[ReadItem] = []
+        for index in range(28):  # ~8.4 MiB of entries: the zeros run ahead by the size so far (2, 5, 11 MiB)
+            data = bytes([index]) * 300_000
+            written.append(ReadItem(await log.append(data), data))
+            path = ledger_path(config, log, written[0].address)
+            sizes.append(path.stat().st_size)
+        logical = FILE_HEADER.size + sum(ENTRY_HEADER.size + len(item.payload) for item in written)
+        assert all(size % (1024 * 1024) == 0 for size in sizes)
+        assert sizes[-1] > logical and len(set(sizes)) >= 3  # ahead of the data, extended as it grew
+        assert path is not None and path.read_bytes()[logical:] == bytes(sizes[-1] - logical)
+        assert await read_all(log) == written
+        await log.close()
+        recovered = await open_log(config, store)  # recovery scans into the zeros and stops there
+        assert await read_all(recovered) == written
+        more = await append_each(recovered, 3)
+        await recovered.close()
+        assert await read_all(await open_log(config, store)) == written + more
+
+    run(body)
+
+
+def test_recover_with_torn_last_entry_followed_by_zeros(tmp_path: Path) -> None:
+    """A crash while writing into preallocated space leaves the entry's start and zeros where its end was."""
+
+    async def body() -> None:
+        config, store = make_config(tmp_path), MemoryCoordinationServer().connect()
+        log = await open_log(config, store)
+        written = await append_each(log, 6)
+        await log.close()
+        path = ledger_path(config, log, written[0].address)
+        size = path.stat().st_size
+        with open(path, "r+b") as file:
+            file.seek(entry_offset(5) + ENTRY_HEADER.size + 40)  # mid-payload of entry 5
+            file.write(bytes(60))
+        assert path.stat().st_size == size
+        recovered = await open_log(config, store)
+        assert await read_all(recovered) == written[:5]
+        more = await append_each(recovered, 2)
+        await recovered.close()
+        assert await read_all(await open_log(config, store)) == written[:5] + more
+
+    run(body)
+
+
+def test_recover_with_zeroed_entry_in_the_middle_is_corruption(tmp_path: Path) -> None:
+    """Zeros over a synced entry are damage, not a tail: later entries prove it was synced."""
+
+    async def body() -> None:
+        config, store = make_config(tmp_path), MemoryCoordinationServer().connect()
+        log = await open_log(config, store)
+        written = await append_each(log, 6)
+        await log.close()
+        with open(ledger_path(config, log, written[0].address), "r+b") as file:
+            file.seek(entry_offset(2))
+            file.write(bytes(ENTRY_HEADER.size + 100))
+        with pytest.raises(DataLogCorruptedError):
+            await read_all(await open_log(config, store))
+
+    run(body)
+
+
 def test_recover_with_torn_entry_header(tmp_path: Path) -> None:
     async def body() -> None:
         config, store = make_config(tmp_path), MemoryCoordinationServer().connect()
