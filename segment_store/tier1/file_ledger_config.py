@@ -29,9 +29,6 @@ class FileLedgerLogConfig:
     max_append_length_bytes: int = MIB + 8 * 1024
     # fsync (fdatasync) every group commit and every new file's directory. Off only for tests.
     fsync: bool = True
-    # Zero-fill ledger files this far ahead of the writes (at most; a small file by its own size), so a
-    # group commit's fdatasync flushes data only, not the file's growth (0: grow the file by each write).
-    preallocate_bytes: int = 16 * MIB
     # Upper bound of one group commit (one write + one fsync); a single entry may exceed it.
     max_batch_bytes: int = 8 * MIB
     # About how much a recovery read loads per worker-thread call.
@@ -64,8 +61,6 @@ class FileLedgerLogConfig:
                 f"rollover_size_bytes: {self.rollover_size_bytes} cannot hold one maximal entry "
                 f"(needs >= {smallest_ledger})"
             )
-        if self.preallocate_bytes < 0:
-            raise ValueError("preallocate_bytes: must not be negative")
         if self.max_batch_bytes <= 0:
             raise ValueError("max_batch_bytes: must be positive")
         if self.read_batch_bytes <= 0:

@@ -160,7 +160,7 @@ class FileLedgerLog:
         self.name = name
         self._config = config
         self._store = store
-        self._storage = storage if storage is not None else _os_storage(config)
+        self._storage = storage if storage is not None else OsLedgerStorage(fsync=config.fsync)
         self._dir = config.root_dir / name
         self._owner = f"{machine_identity()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._state = _State.NEW
@@ -553,10 +553,6 @@ class FileLedgerLog:
                 writer.close()
 
 
-def _os_storage(config: FileLedgerLogConfig) -> OsLedgerStorage:
-    return OsLedgerStorage(fsync=config.fsync, preallocate_bytes=config.preallocate_bytes)
-
-
 class FileLedgerLogFactory:
     """``DurableDataLogFactory`` of file ledger logs named ``container-<id>``.
 
@@ -568,7 +564,7 @@ class FileLedgerLogFactory:
     ) -> None:
         self._config = config
         self._store = store
-        self._storage = storage if storage is not None else _os_storage(config)
+        self._storage = storage if storage is not None else OsLedgerStorage(fsync=config.fsync)
 
     async def initialize(self) -> None:
         try:

@@ -102,35 +102,16 @@ class LedgerStorage(Protocol):
     def list_directory(self, path: Path) -> list[str]: ...
 
 
-MIB = 1024 * 1024
-_ZEROS = bytes(MIB)
-
-
 class _OsSink:
-    """A ledger file written at tracked positions. With ``preallocate_bytes``, the file is zero-filled
-    ahead of the writes (BookKeeper's journal preallocation): a group commit then overwrites blocks the
-    file already has, so its fdatasync flushes data only, not the file's size and block map too (on ext4
-    about half the CPU and half the time of a sync that grows the file). The zeros past the last entry
-    read as a torn tail, which recovery already ignores (:meth:`LedgerReader.recover_last_entry`). The
-    zeros run ahead by the file's size, at least 1 MiB and at most ``preallocate_bytes``, so a small
-    ledger stays small."""
-
-    def __init__(self, fd: int, fsync: bool, preallocate_bytes: int = 0) -> None:
+    def __init__(self, fd: int, fsync: bool) -> None:
         self._fd = fd
         self._fsync = fsync
-        self._preallocate = preallocate_bytes
-        self._position = 0  # where the next write goes: the end of what was written
-        self._allocated = 0  # the file holds zeros (or data) up to here
 
     def write(self, buffers: Sequence[bytes | memoryview]) -> None:
         views = [memoryview(buffer) for buffer in buffers if len(buffer)]
-        end = self._position + sum(len(view) for view in views)
-        if self._preallocate and end > self._allocated:
-            self._zero_fill(end)
         index = 0
         while index < len(views):
-            written = os.pwritev(self._fd, views[index : index + _IOV_MAX], self._position)
-            self._position += written
+            written = os.writev(self._fd, views[index : index + _IOV_MAX])
             while written > 0:
                 head = views[index]
                 if written >= len(head):
@@ -139,14 +120,6 @@ class _OsSink:
                 else:
                     views[index] = head[written:]
                     written = 0
-
-    def _zero_fill(self, end: int) -> None:
-        ahead = min(self._preallocate, max(MIB, end))
-        target = -(-(end + ahead) // MIB) * MIB  # whole MiBs
-        position = self._allocated
-        while position < target:
-            position += os.pwrite(self._fd, memoryview(_ZEROS)[: min(MIB, target - position)], position)
-        self._allocated = target  # made durable by the next sync, with the data written into it
 
     def sync(self) -> None:
         if self._fsync:
@@ -159,16 +132,15 @@ class _OsSink:
 class OsLedgerStorage:
     """:class:`LedgerStorage` on the local file system; ``fsync=False`` skips every sync."""
 
-    def __init__(self, *, fsync: bool = True, preallocate_bytes: int = 0) -> None:
+    def __init__(self, *, fsync: bool = True) -> None:
         self.fsync = fsync
-        self.preallocate_bytes = preallocate_bytes
 
     def make_directory(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
 
     def create(self, path: Path) -> LedgerSink:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        return _OsSink(fd, self.fsync, self.preallocate_bytes)
+        return _OsSink(fd, self.fsync)
 
     def open_read(self, path: Path) -> BinaryIO:
         return open(path, "rb")
