@@ -176,6 +176,45 @@ def test_recover_with_torn_last_entry(tmp_path: Path) -> None:
     run(body)
 
 
+def test_recover_with_torn_last_entry_followed_by_zeros(tmp_path: Path) -> None:
+    """A crash can leave zeros where an entry's end was (the file's size made durable before its data, as
+    ext4 may after a power loss): a torn tail like any other."""
+
+    async def body() -> None:
+        config, store = make_config(tmp_path), MemoryCoordinationServer().connect()
+        log = await open_log(config, store)
+        written = await append_each(log, 6)
+        await log.close()
+        path = ledger_path(config, log, written[0].address)
+        with open(path, "r+b") as file:
+            file.seek(entry_offset(5) + ENTRY_HEADER.size + 40)  # mid-payload of entry 5, to its end
+            file.write(bytes(60))
+        recovered = await open_log(config, store)
+        assert await read_all(recovered) == written[:5]
+        more = await append_each(recovered, 2)
+        await recovered.close()
+        assert await read_all(await open_log(config, store)) == written[:5] + more
+
+    run(body)
+
+
+def test_recover_with_zeroed_entry_in_the_middle_is_corruption(tmp_path: Path) -> None:
+    """Zeros over a synced entry are damage, not a tail: later entries prove it was synced."""
+
+    async def body() -> None:
+        config, store = make_config(tmp_path), MemoryCoordinationServer().connect()
+        log = await open_log(config, store)
+        written = await append_each(log, 6)
+        await log.close()
+        with open(ledger_path(config, log, written[0].address), "r+b") as file:
+            file.seek(entry_offset(2))
+            file.write(bytes(ENTRY_HEADER.size + 100))
+        with pytest.raises(DataLogCorruptedError):
+            await read_all(await open_log(config, store))
+
+    run(body)
+
+
 def test_recover_with_torn_entry_header(tmp_path: Path) -> None:
     async def body() -> None:
         config, store = make_config(tmp_path), MemoryCoordinationServer().connect()
