@@ -158,27 +158,10 @@ def flip_byte(path: Path, offset: int) -> None:
         file.write(bytes([value ^ 0x40]))
 
 
-def test_recover_with_torn_last_entry(tmp_path: Path) -> None:
-    async def body() -> None:
-        config, store = make_config(tmp_path), MemoryCoordinationServer().connect()
-        log = await open_log(config, store)
-        written = await append_each(log, 6)
-        await log.close()
-        path = ledger_path(config, log, written[0].address)
-        with open(path, "r+b") as file:
-            file.truncate(entry_offset(5) + ENTRY_HEADER.size + 40)  # mid-payload of entry 5
-        recovered = await open_log(config, store)
-        assert await read_all(recovered) == written[:5]
-        more = await append_each(recovered, 2)
-        await recovered.close()
-        assert await read_all(await open_log(config, store)) == written[:5] + more
-
-    run(body)
-
-
-def test_recover_with_torn_last_entry_followed_by_zeros(tmp_path: Path) -> None:
-    """A crash can leave zeros where an entry's end was (the file's size made durable before its data, as
-    ext4 may after a power loss): a torn tail like any other."""
+@pytest.mark.parametrize("tear", ["truncated", "zeros"])
+def test_recover_with_torn_last_entry(tmp_path: Path, tear: str) -> None:
+    """The file cut in the middle of its last entry, or zeros where that entry's end was (a crash can make
+    a file's size durable before its data, as ext4 may after a power loss): a torn tail either way."""
 
     async def body() -> None:
         config, store = make_config(tmp_path), MemoryCoordinationServer().connect()
@@ -187,8 +170,12 @@ def test_recover_with_torn_last_entry_followed_by_zeros(tmp_path: Path) -> None:
         await log.close()
         path = ledger_path(config, log, written[0].address)
         with open(path, "r+b") as file:
-            file.seek(entry_offset(5) + ENTRY_HEADER.size + 40)  # mid-payload of entry 5, to its end
-            file.write(bytes(60))
+            cut = entry_offset(5) + ENTRY_HEADER.size + 40  # mid-payload of entry 5
+            if tear == "truncated":
+                file.truncate(cut)
+            else:
+                file.seek(cut)
+                file.write(bytes(60))  # to the entry's end
         recovered = await open_log(config, store)
         assert await read_all(recovered) == written[:5]
         more = await append_each(recovered, 2)
