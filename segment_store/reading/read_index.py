@@ -93,10 +93,6 @@ class _AppendBlock:
         self.used = len(data)
         self.buf[: self.used] = data
 
-    @property
-    def capacity(self) -> int:
-        return len(self.buf)
-
     def add(self, data: bytes | memoryview) -> None:
         """Copy ``data`` after the filled part; the caller checked it fits."""
         used = self.used
