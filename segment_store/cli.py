@@ -49,6 +49,7 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
 
     from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
     from segment_store.server.config import ServerConfig
+    from segment_store.server.gc_policy import settle_after_start
     from segment_store.server.service import SegmentStoreService, ServiceConfig
     from segment_store.storage.tier2_config import Tier2Config
 
@@ -86,6 +87,7 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
                 tier2=Tier2Config.from_cli(args),
             )
             service = await SegmentStoreService.start_durable(config)
+        settle_after_start()  # the process's own: see gc_policy
         host, port = service.endpoint
         where = "in memory" if args.in_memory else f"data {args.data_dir}, zookeeper {config.zookeeper}"
         if args.cluster:

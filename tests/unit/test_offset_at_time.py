@@ -7,7 +7,7 @@ import os
 from collections.abc import AsyncIterator
 
 import pytest
-from container_env import ContainerEnv
+from container_env import ContainerEnv, crash
 
 from segment_store.containers.metadata import ContainerMetadata, SegmentMetadata
 from segment_store.containers.segment_container import SegmentContainer
@@ -84,6 +84,22 @@ async def test_offset_at_time_is_exact_in_memory_in_tier2_across_both_and_after_
     assert await recovered.offset_at_time(SEGMENT, 0) == appends[5][0]
     with pytest.raises(SegmentNotExistsError):
         await recovered.offset_at_time("scope/stream/9.#epoch.0", 0)
+
+
+async def test_offset_at_time_after_a_crash_between_flush_and_tier1_truncation(env: ContainerEnv) -> None:
+    # the replayed appends already in Tier-2 and the new ones after them are queued together: the flush writes
+    # from Tier-2's end on, with the ingest times of the new appends only
+    clock = Clock(1_000)
+    c = await start(env, clock)
+    await c.create_segment(SEGMENT)
+    appends = [(await append_at(c, clock, 1_000 + 10 * (i // 3)), 1_000 + 10 * (i // 3)) for i in range(9)]
+    await c.flush_to_storage()
+    await crash(c)
+    recovered = await start(env, clock)
+    appends += [(await append_at(recovered, clock, 2_000 + 10 * (i // 2)), 2_000 + 10 * (i // 2)) for i in range(6)]
+    await recovered.flush_to_storage()
+    assert recovered.metadata.get_by_name(SEGMENT).storage_length == recovered.length(SEGMENT)  # type: ignore[union-attr]
+    await check_every_time(recovered, appends)
 
 
 async def test_offset_at_time_with_a_clock_that_goes_back_never_skips_a_later_event(env: ContainerEnv) -> None:

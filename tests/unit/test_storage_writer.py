@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
-from container_env import ContainerEnv, crash
+from container_env import SMALL, ContainerEnv, crash
 
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import ContainerState, SegmentContainer
+from segment_store.logs.operations import AppendOperation
 from segment_store.protocol import encode_events
 from segment_store.storage.storage_config import ChunkedStorageConfig
 from segment_store.writer.config import WriterConfig
@@ -330,5 +333,31 @@ async def test_flush_larger_than_a_tier2_chunk_is_split() -> None:
         await c.flush_to_storage()
         await assert_tier2_exact(c, "s", bytes(data))
         assert len(await c.storage.chunks("s")) >= 4
+    finally:
+        await env.close()
+
+
+async def test_queued_appends_keep_no_operation_objects() -> None:
+    # appends wait in the writer for up to flush_max_age_s by the thousand: as operation objects (each with its
+    # attribute updates) they made the garbage collector's full passes long; they are queued as bytes
+    mib64 = 64 * 1024 * 1024
+    quiet = replace(SMALL, writer=WriterConfig(flush_threshold_bytes=mib64, max_flush_bytes=mib64, flush_max_age_s=60))
+    env = ContainerEnv(config=quiet)
+    try:
+        c = await env.start()
+        await c.create_segment("s")
+        data = await fill(c, "s", 300)
+
+        def live_appends() -> int:
+            return sum(1 for o in gc.get_objects() if type(o) is AppendOperation)
+
+        for _ in range(200):  # the writer takes the committed appends from the log within an iteration
+            if live_appends() < 5:
+                break
+            await asyncio.sleep(0.01)
+        assert live_appends() < 5
+        assert c.writer.pending_segments == 1 and (await c.get_info("s")).storage_length == 0
+        await c.flush_to_storage()
+        await assert_tier2_exact(c, "s", data)
     finally:
         await env.close()
