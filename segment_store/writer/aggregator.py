@@ -16,8 +16,8 @@ Invariants:
 - on any error the queue is unchanged; :meth:`resync` re-reads Tier-2 before the
   next attempt, so a write that did take effect is not repeated.
 
-Consecutive appends are queued as one :class:`_AppendRun` (their bytes copied back to back,
-the ingest times where they change, the first sequence number), not as operation objects:
+Consecutive appends are queued as one :class:`_AppendRun` (their bytes, the ingest times
+where they change, the first sequence number), not as operation objects:
 appends wait here for seconds by the thousand, and while each one kept its operation (with
 its attribute updates: four objects the garbage collector tracks) the collector's passes over
 them were the segment store's longest pauses (50-100 ms) and several per cent of its CPU.
@@ -83,32 +83,50 @@ class AggregatorHost(Protocol):
 class _AppendRun:
     """Appends at consecutive offsets, queued as one (at most ``max_flush_bytes`` unless one append is larger).
 
-    ``ingest`` is flat: ``[relative offset, ingest time ms, ...]``, a pair where the time changes, first at 0.
-    ``closed`` once a flush took it: later appends start a new run (the flush may hold views of ``data``).
+    ``chunks`` are the appends' bytes (``bytes``, which the collector does not track; a view is copied, so a
+    received buffer is not kept alive by it); ``ingest`` is flat: ``[relative offset, ingest time ms, ...]``,
+    a pair where the time changes, first at 0. ``closed`` once a flush took it: later appends start a new run.
     """
 
-    __slots__ = ("closed", "data", "first_sequence", "ingest", "offset")
+    __slots__ = ("chunks", "closed", "first_sequence", "ingest", "offset", "size")
 
     def __init__(self, op: AppendOperation) -> None:
+        data = op.data
         self.offset = op.offset
         self.first_sequence = op.sequence_number
-        self.data = bytearray(op.data)
+        self.chunks = [data if type(data) is bytes else bytes(data)]
+        self.size = len(data)
         self.ingest = [0, op.ingest_time_ms]
         self.closed = False
 
     @property
     def end(self) -> int:
-        return self.offset + len(self.data)
+        return self.offset + self.size
 
     def take(self, op: AppendOperation, limit: int) -> bool:
         """Add ``op`` at the end if it follows on and fits within ``limit``; False (nothing done) otherwise."""
-        data = self.data
-        if self.closed or op.offset != self.offset + len(data) or len(data) + len(op.data) > limit:
+        data = op.data
+        size = self.size
+        if self.closed or op.offset != self.offset + size or size + len(data) > limit:
             return False
         if self.ingest[-1] != op.ingest_time_ms:
-            self.ingest += (len(data), op.ingest_time_ms)
-        data += op.data
+            self.ingest += (size, op.ingest_time_ms)
+        self.chunks.append(data if type(data) is bytes else bytes(data))
+        self.size = size + len(data)
         return True
+
+    def buffers_from(self, skip: int) -> list[bytes | memoryview]:
+        """The run's bytes from ``skip`` on."""
+        if not skip:
+            return list(self.chunks)
+        out: list[bytes | memoryview] = []
+        position = 0
+        for chunk in self.chunks:
+            end = position + len(chunk)
+            if end > skip:
+                out.append(chunk if position >= skip else memoryview(chunk)[skip - position :])
+            position = end
+        return out
 
     def ingest_pairs_from(self, skip: int, written: int, into: list[tuple[int, int]]) -> None:
         """Add to ``into`` this run's ingest pairs for its bytes from ``skip`` on, written at ``written`` of
@@ -116,7 +134,7 @@ class _AppendRun:
         pairs = self.ingest
         count = len(pairs)
         for i in range(0, count, 2):
-            following = pairs[i + 2] if i + 2 < count else len(self.data)
+            following = pairs[i + 2] if i + 2 < count else self.size
             if following <= skip:
                 continue  # these bytes are already in Tier-2
             at, time_ms = written + max(0, pairs[i] - skip), pairs[i + 1]
@@ -257,10 +275,10 @@ class SegmentAggregator:
         runs: list[_AppendRun] = []
         size = 0
         for item in self._queue:
-            if type(item) is not _AppendRun or (runs and size + len(item.data) > self._max_flush_bytes):
+            if type(item) is not _AppendRun or (runs and size + item.size > self._max_flush_bytes):
                 break
             runs.append(item)
-            size += len(item.data)
+            size += item.size
         buffers: list[bytes | memoryview] = []
         ingest: list[tuple[int, int]] = []
         position = self.storage_length
@@ -275,7 +293,7 @@ class SegmentAggregator:
                 )
             skip = position - run.offset
             run.ingest_pairs_from(skip, position - self.storage_length, ingest)
-            buffers.append(memoryview(run.data)[skip:])
+            buffers += run.buffers_from(skip)
             position = end
         if buffers:
             await self._ensure_exists()

@@ -24,10 +24,11 @@ class Tier2:
         return bytes(self.data[name][offset : offset + length])
 
 
-def setup(max_cache: int = 1 << 30) -> tuple[ContainerMetadata, ReadIndex, Tier2]:
+def setup(max_cache: int = 1 << 30, append_block_bytes: int = 4096) -> tuple[ContainerMetadata, ReadIndex, Tier2]:
     meta = ContainerMetadata(0)
     tier2 = Tier2()
-    index = ReadIndex(meta, tier2.read, CacheBudget(CacheConfig(max_bytes=max_cache)), ReadIndexConfig(4096, 8192))
+    config = ReadIndexConfig(append_block_bytes, 8192)
+    index = ReadIndex(meta, tier2.read, CacheBudget(CacheConfig(max_bytes=max_cache)), config)
     return meta, index, tier2
 
 
@@ -140,6 +141,23 @@ async def test_appends_fill_blocks_in_place_and_read_back_across_block_ends() ->
     # blocks hold 4096 bytes here and take appends below 1024 (bigger ones are kept as they are): a block
     # is closed only when an append does not fit, so it is at least 3/4 full
     assert index.cached_bytes(1) == len(payload) <= held <= len(payload) * 4 // 3 + 4096
+
+
+async def test_appends_into_blocks_growing_to_the_limit_read_back_exactly_and_a_drop_releases_them() -> None:
+    meta, index, _ = setup(append_block_bytes=1024 * 1024)  # blocks of 16 KiB doubling to 1 MiB
+    add_segment(meta, 1, "s")
+    rng = random.Random(7)
+    payload = rng.randbytes(3_000_000)
+    position = 0
+    while position < len(payload):
+        size = rng.randint(1, 60_000)
+        commit_append(meta, index, 1, memoryview(payload)[position : position + size])
+        position += size
+    for start in range(0, len(payload), 99_991):
+        assert await read_all(index, 1, start, min(len(payload), start + 70_001)) == payload[start : start + 70_001]
+    assert index.cached_bytes(1) == len(payload)
+    index.drop_segment(1)
+    assert index.budget.used_bytes == 0
 
 
 async def test_eviction_with_data_only_in_tier1_keeps_it() -> None:
