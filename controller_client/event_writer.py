@@ -23,6 +23,11 @@ Invariants:
   written one after another into the same block of a segment share one future (done when all of them are
   stored), so a burst of small events costs one future, and nothing per event is left for the garbage
   collector to trace.
+* **A producer that does not yield.** Sessions send at the end of a turn of the event loop or when an
+  acknowledgement comes; a producer that writes without ever suspending gives them neither until the
+  window is full, and then everything goes at once while it waits. So once ``max_unacked_bytes`` / 8
+  were written in one turn, every session sends what it holds (:meth:`SegmentWriter.send_pending`): the
+  segment stores work while the producer writes.
 * **Memory.** The writer holds at most ``EventWriterConfig.max_unacked_bytes`` of events not yet
   acknowledged, over all its segments (one event larger than that is let through alone), and each segment
   session at most its own window; ``write_event`` waits while either is full (holding the lock, so later
@@ -159,6 +164,8 @@ class EventStreamWriter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._unacked_bytes = 0  # of the events in the sinks' pending queues (and the one being routed)
         self._room: asyncio.Future[None] | None = None  # set while write_event waits for the window
+        self._turn_bytes = 0  # routed since the event loop last had a turn (see "A producer that does not yield")
+        self._send_point = max(1, self.config.max_unacked_bytes // 8)
         self.scales_followed = 0
         """How many sealed segments were replaced by their successors; for tests and metrics."""
         self.events_resent = 0
@@ -227,6 +234,9 @@ class EventStreamWriter:
             return None
         self._unacked_bytes += size
         return self._record(sink, data, routing_key, ack, None)
+
+    def _new_turn(self) -> None:
+        self._turn_bytes = 0
 
     async def _queue(self, data: bytes, routing_key: str | None) -> Batch:
         """Route a new event once the writer's window has room for it (lock held); its batch."""
@@ -368,6 +378,15 @@ class EventStreamWriter:
         if ack is not sink.last_ack:
             sink.last_ack = ack
             ack.add_done_callback(functools.partial(self._on_ack, sink))
+        turn = self._turn_bytes  # bytes routed in this turn of the event loop (inline: it runs per event)
+        if not turn:
+            asyncio.get_running_loop().call_soon(self._new_turn)
+        turn += len(data)
+        if turn >= self._send_point:
+            turn = 0
+            for each in self._sinks.values():
+                each.writer.send_pending()
+        self._turn_bytes = turn
         return batch
 
     # ---- acknowledgements and failures ----------------------------------------------------------------------

@@ -176,6 +176,16 @@ class SegmentWriter(AppendSession):
             )
         return await self._write((data,), count, size)
 
+    def send_pending(self) -> None:
+        """Send what is queued now, in blocks, even while earlier blocks await their acknowledgement.
+
+        A busy session otherwise keeps new writes until the next ack (so its blocks grow), and an idle one
+        until the next turn of the event loop: for a producer that does not yield (through its stream
+        writer), whose writes would wait in the session until it does. No-op while not connected.
+        """
+        if self._pending and self._state is SessionState.CONNECTED:
+            self._send(full_blocks_only=False)
+
     async def append(self, payload: Buffer) -> None:
         """Write one event and wait until it is stored."""
         await (await self.write(payload))

@@ -238,6 +238,34 @@ async def test_writer_window_bounds_unacked_bytes_over_all_segments(manager: Str
     _check_exactly_once_in_order(await _read_all(manager, "writerwindow"), written)
 
 
+async def test_a_producer_that_never_yields_has_its_events_sent_while_it_writes(manager: StreamManager) -> None:
+    """Sessions send at the end of a turn of the event loop or on an ack: a producer that never suspends gives
+    them neither, so every max_unacked_bytes / 8 routed in one turn the writer has its sessions send."""
+    await _stream(manager, "noyield", 16)
+    writer = await manager.create_writer(SCOPE, "noyield", EventWriterConfig(max_unacked_bytes=1024 * 1024))
+    written: dict[str, int] = defaultdict(int)
+    for k in range(256):  # every session set up and idle
+        await writer.write_event(f"key-{k}:{written[f'key-{k}']}:".encode(), f"key-{k}")
+        written[f"key-{k}"] += 1
+    await writer.flush()
+    sinks = list(writer._sinks.values())
+    assert len(sinks) == 16
+    before = sum(sink.writer.blocks_sent for sink in sinks)
+    turns: list[int] = []
+    asyncio.get_running_loop().call_soon(turns.append, 1)  # runs at the event loop's next turn
+    size = 0
+    while size < 300 * 1024:  # more than twice the send point (128 KiB), in one turn of the event loop
+        key = f"key-{size % 256}"
+        event = f"{key}:{written[key]}:".encode() + bytes(100)
+        await writer.write_event(event, key)
+        written[key] += 1
+        size += len(event)
+    assert not turns, "the producer yielded"
+    assert sum(sink.writer.blocks_sent for sink in sinks) - before >= 2 * len(sinks)
+    await writer.close()
+    _check_exactly_once_in_order(await _read_all(manager, "noyield"), written)
+
+
 async def test_write_events_in_bulk_keeps_per_key_order_within_the_window(manager: StreamManager) -> None:
     await _stream(manager, "bulk", 4)
     writer = await manager.create_writer(SCOPE, "bulk", EventWriterConfig(max_unacked_bytes=8 * 1024))
