@@ -68,6 +68,7 @@ from segment_store.client import (
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+_MAX_CACHED_KEYS = 65_536  # routing keys whose sink the writer remembers (cleared when full)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,7 @@ class EventStreamWriter:
         self._hasher = hasher or KeyHasher()
         self._map: SegmentMap | None = None
         self._sinks: dict[int, _Sink] = {}
+        self._key_sinks: dict[str, _Sink] = {}  # routing key -> its sink, while the map and sinks stay as they are
         self._lock = _RoutingLock()
         self._failure: BaseException | None = None
         self._closed = False
@@ -228,7 +230,13 @@ class EventStreamWriter:
         size = len(data)
         if self._unacked_bytes and self._unacked_bytes + size > self.config.max_unacked_bytes:
             return None
-        sink = self._sink_for(self._hasher.position(routing_key))
+        sink = self._key_sinks.get(routing_key) if routing_key is not None else None
+        if sink is None:
+            sink = self._sink_for(self._hasher.position(routing_key))
+            if routing_key is not None:
+                if len(self._key_sinks) >= _MAX_CACHED_KEYS:
+                    self._key_sinks.clear()
+                self._key_sinks[routing_key] = sink
         ack = sink.writer.write_nowait(data)
         if ack is None:
             return None
@@ -314,6 +322,7 @@ class EventStreamWriter:
             for sink in list(self._sinks.values()):
                 await _close_quietly(sink.writer)
             self._sinks.clear()
+            self._key_sinks.clear()
         for task in list(self._tasks):
             task.cancel()
         if error is None:
@@ -337,6 +346,7 @@ class EventStreamWriter:
         if not segments:
             raise StreamSealedError(self.scope, self.stream)
         self._map = SegmentMap.of(segments)
+        self._key_sinks.clear()
 
     def _sink_for(self, position: float) -> _Sink:
         assert self._map is not None
@@ -477,6 +487,7 @@ class EventStreamWriter:
         self._map = self._map.replace(segment_id, successors)
         sink.replaced = True
         del self._sinks[segment_id]
+        self._key_sinks.clear()  # keys of the sealed segment route to its successors now
         resend = sink.pending.take_all()
         await _close_quietly(sink.writer)
         self.scales_followed += 1
