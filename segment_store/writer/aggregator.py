@@ -85,7 +85,8 @@ class _AppendRun:
 
     ``chunks`` are the appends' bytes (``bytes``, which the collector does not track; a view is copied, so a
     received buffer is not kept alive by it); ``ingest`` is flat: ``[relative offset, ingest time ms, ...]``,
-    a pair where the time changes, first at 0. ``closed`` once a flush took it: later appends start a new run.
+    a pair where the time changes, first at 0. ``closed`` once a flush took it: later appends start a new run
+    (the flush removes the runs it wrote once the write returns; one that grew meanwhile would lose the rest).
     """
 
     __slots__ = ("chunks", "closed", "first_sequence", "ingest", "offset", "size")

@@ -46,6 +46,17 @@ def commit_append(meta: ContainerMetadata, index: ReadIndex, sid: int, data: byt
     index.on_committed([op])
 
 
+def append_randomly(meta: ContainerMetadata, index: ReadIndex, rng: random.Random, total: int, largest: int) -> bytes:
+    """Commit ``total`` random bytes to segment 1 as appends of 1..``largest`` bytes; the bytes."""
+    payload = rng.randbytes(total)
+    position = 0
+    while position < total:
+        size = rng.randint(1, largest)
+        commit_append(meta, index, 1, memoryview(payload)[position : position + size])  # the wire gives views
+        position += size
+    return payload
+
+
 async def read_all(index: ReadIndex, sid: int, start: int, end: int) -> bytes:
     out = bytearray()
     while start + len(out) < end:
@@ -128,13 +139,7 @@ async def test_read_with_evicted_data_comes_from_tier2_exactly() -> None:
 async def test_appends_fill_blocks_in_place_and_read_back_across_block_ends() -> None:
     meta, index, _ = setup(max_cache=10_000_000)
     add_segment(meta, 1, "s")
-    rng = random.Random(5)
-    payload = rng.randbytes(30_000)
-    position = 0
-    while position < len(payload):
-        size = rng.randint(1, 1500)
-        commit_append(meta, index, 1, memoryview(payload)[position : position + size])  # the wire gives views
-        position += size
+    payload = append_randomly(meta, index, random.Random(5), 30_000, 1500)
     for start in range(0, len(payload), 997):  # reads that start and end anywhere, across block ends
         assert await read_all(index, 1, start, min(len(payload), start + 3001)) == payload[start : start + 3001]
     held = index.budget.used_bytes
@@ -146,13 +151,7 @@ async def test_appends_fill_blocks_in_place_and_read_back_across_block_ends() ->
 async def test_appends_into_blocks_growing_to_the_limit_read_back_exactly_and_a_drop_releases_them() -> None:
     meta, index, _ = setup(append_block_bytes=1024 * 1024)  # blocks of 16 KiB doubling to 1 MiB
     add_segment(meta, 1, "s")
-    rng = random.Random(7)
-    payload = rng.randbytes(3_000_000)
-    position = 0
-    while position < len(payload):
-        size = rng.randint(1, 60_000)
-        commit_append(meta, index, 1, memoryview(payload)[position : position + size])
-        position += size
+    payload = append_randomly(meta, index, random.Random(7), 3_000_000, 60_000)
     for start in range(0, len(payload), 99_991):
         assert await read_all(index, 1, start, min(len(payload), start + 70_001)) == payload[start : start + 70_001]
     assert index.cached_bytes(1) == len(payload)
