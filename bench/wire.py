@@ -339,7 +339,7 @@ async def case_read(args: argparse.Namespace, server: ServerProcess, client: Seg
         "tier2_chunks": len(chunks),
         "tier2_disk_mb": None if server.in_memory else round((server.tier2_disk_bytes() - disk_before) / MB, 1),
     }
-    # The cache (CacheConfig.max_bytes per container) evicts flushed data beyond ~85 % of it: the
+    # The cache (CacheConfig.max_bytes per process) evicts flushed data beyond ~85 % of it: the
     # cached tail is read in passes; a whole segment larger than that streams through Tier-2.
     span = min(length, CacheConfig().max_bytes // 2)
     passes = max(1, -(-length // span))

@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 from controller.config import ControllerConfig
+from segment_store.cli import add_cache_argument
 from segment_store.storage.tier2_config import add_cli_arguments as add_tier2_arguments
 
 
@@ -28,6 +29,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     st.add_argument("--zookeeper-port", type=int, default=0, help="ZooKeeper client port (default: a free one)")
     st.add_argument("--container-count", type=int, default=4, help="segment containers (default 4; fixed per data)")
     st.add_argument("--log-level", default="info", help="logging level (default info)")
+    add_cache_argument(st)
     add_tier2_arguments(st)
     st.set_defaults(func=_cmd_standalone)
 
@@ -63,6 +65,7 @@ def _cmd_standalone(args: argparse.Namespace) -> int:
         container_count=args.container_count,
         log_level=args.log_level,
         tier2_args=tuple(_tier2_flags(args)),
+        cache_size_mb=args.cache_size_mb,
     )
     return asyncio.run(run_standalone(config))
 

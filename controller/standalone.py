@@ -46,6 +46,8 @@ class StandaloneConfig:
     ready_timeout_s: float = 120.0
     tier2_args: tuple[str, ...] = ()
     """Tier-2 flags for the segment store process (``--tier2 s3 --s3-bucket ...``); none = filesystem."""
+    cache_size_mb: int | None = None
+    """The segment store process's read cache (all its containers together); None = its default (1024)."""
 
 
 class StandaloneError(RuntimeError):
@@ -129,6 +131,7 @@ class Standalone:
             str(cfg.container_count),
             "--log-level",
             cfg.log_level,
+            *(["--cache-size-mb", str(cfg.cache_size_mb)] if cfg.cache_size_mb is not None else []),
             *cfg.tier2_args,
         ]
 

@@ -46,8 +46,11 @@ def _cmd_segmentstore(args: argparse.Namespace) -> int:
 async def _run_segmentstore(args: argparse.Namespace) -> int:
     import asyncio
     import contextlib
+    import dataclasses
 
+    from segment_store.containers.config import ContainerConfig
     from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
+    from segment_store.reading.cache import CacheConfig
     from segment_store.server.config import ServerConfig
     from segment_store.server.gc_policy import settle_after_start
     from segment_store.server.service import SegmentStoreService, ServiceConfig
@@ -59,13 +62,18 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     server = ServerConfig(host=args.host, port=args.port)
+    container = ContainerConfig()
+    if args.cache_size_mb is not None:
+        container = dataclasses.replace(container, cache=CacheConfig(max_bytes=args.cache_size_mb * 1024 * 1024))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     with contextlib.ExitStack() as stack:
         if args.in_memory:
-            config = ServiceConfig(server=server, container_count=args.container_count, containers=run)
+            config = ServiceConfig(
+                server=server, container=container, container_count=args.container_count, containers=run
+            )
             service = await SegmentStoreService.start_in_memory(args.container_count, args.port, config)
         else:
             data_dir = Path(args.data_dir).resolve()
@@ -77,6 +85,7 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
                 zookeeper = zk.connect_string
             config = ServiceConfig(
                 server=server,
+                container=container,
                 container_count=args.container_count,
                 containers=run,
                 data_dir=data_dir,
@@ -94,7 +103,8 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
             what = "cluster mode, registered as {}:{}".format(*service.advertised_endpoint)
         else:
             what = f"containers {service.registry.running}"
-        print(f"segstore segmentstore ready on {host}:{port} ({what}, {where})", flush=True)
+        cache_mib = config.container.cache.max_bytes // (1024 * 1024)
+        print(f"segstore segmentstore ready on {host}:{port} ({what}, {where}, cache {cache_mib} MiB)", flush=True)
         await stop.wait()
         await service.stop()
     return 0
@@ -108,6 +118,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return run_demo(Path(args.data_dir))
     with tempfile.TemporaryDirectory(prefix="segstore-demo-") as tmp:
         return run_demo(Path(tmp))
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
+    return value
+
+
+def add_cache_argument(parser: argparse.ArgumentParser) -> None:
+    """``--cache-size-mb``: the segment store process's read cache (shared by its containers)."""
+    parser.add_argument(
+        "--cache-size-mb",
+        type=_positive_int,
+        default=None,
+        help="read cache of the segment store process, all its containers together, in MiB (default 1024); "
+        "data not yet in Tier-2 beyond it throttles appends",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="ZooKeeper session timeout; a crashed process's containers move after it (default 10000)",
     )
     ss.add_argument("--log-level", default="info", help="logging level (default info)")
+    add_cache_argument(ss)
     add_tier2_arguments(ss)
     ss.set_defaults(func=_cmd_segmentstore)
 

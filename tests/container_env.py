@@ -8,7 +8,7 @@ from typing import Any
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.segment_container import ContainerState, SegmentContainer
 from segment_store.logs.config import DurableLogConfig
-from segment_store.reading.cache import CacheConfig
+from segment_store.reading.cache import CacheBudget, CacheConfig
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
 from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
 from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
@@ -45,9 +45,11 @@ class ContainerEnv:
     def storage(self, container_id: int, snapshot_info: Any) -> SegmentStorage:
         return ChunkedSegmentStorage(self.chunks, container_id, snapshot_info, self.storage_config)
 
-    async def start(self, container_id: int = 0, config: ContainerConfig | None = None) -> SegmentContainer:
+    async def start(
+        self, container_id: int = 0, config: ContainerConfig | None = None, cache: CacheBudget | None = None
+    ) -> SegmentContainer:
         container = SegmentContainer(
-            container_id, self.tier1.create_log(container_id), self.storage, config or self.config
+            container_id, self.tier1.create_log(container_id), self.storage, config or self.config, cache
         )
         await container.start()
         self.instances.append(container)

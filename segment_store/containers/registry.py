@@ -22,6 +22,7 @@ from segment_store.containers.config import ContainerConfig
 from segment_store.containers.mapping import container_of
 from segment_store.containers.segment_container import ContainerState, SegmentContainer, StorageFactory
 from segment_store.contracts import ContainerNotOwnedError
+from segment_store.reading.cache import CacheBudget
 from segment_store.tier1.log import DurableDataLogFactory
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,8 @@ class ContainerRegistry:
             raise ValueError(f"container_count must be positive, not {container_count}")
         self.container_count = container_count
         self.config = config or ContainerConfig()
+        self.cache = CacheBudget(self.config.cache)
+        """The process's cache budget: every container here shares it (``config.cache.max_bytes`` in all)."""
         self._data_logs = data_log_factory
         self._storage_factory = storage_factory
         self._restart_delay_s = restart_delay_s
@@ -87,9 +90,7 @@ class ContainerRegistry:
         existing = self._containers.get(container_id)
         if existing is not None and existing.state in (ContainerState.RUNNING, ContainerState.STARTING):
             return existing
-        container = SegmentContainer(
-            container_id, self._data_logs.create_log(container_id), self._storage_factory, self.config
-        )
+        container = self._new_container(container_id)
         self._containers[container_id] = container
         container.add_failure_listener(functools.partial(self._on_failure_of, container_id, container))
         try:
@@ -99,6 +100,10 @@ class ContainerRegistry:
                 del self._containers[container_id]
             raise
         return container
+
+    def _new_container(self, container_id: int) -> SegmentContainer:
+        log = self._data_logs.create_log(container_id)
+        return SegmentContainer(container_id, log, self._storage_factory, self.config, self.cache)
 
     async def stop_container(self, container_id: int) -> None:
         task = self._restarts.pop(container_id, None)
@@ -122,9 +127,7 @@ class ContainerRegistry:
                 if not self._may_restart(container_id, failed):
                     break
                 try:
-                    new = SegmentContainer(
-                        container_id, self._data_logs.create_log(container_id), self._storage_factory, self.config
-                    )
+                    new = self._new_container(container_id)
                     new.add_failure_listener(functools.partial(self._on_failure_of, container_id, new))
                     await new.start()
                 except Exception as exc:  # logged; retried with backoff until it works or we are told to stop

@@ -110,7 +110,10 @@ class SegmentContainer:
         data_log: DurableDataLog,
         storage_factory: StorageFactory,
         config: ContainerConfig | None = None,
+        cache: CacheBudget | None = None,
     ) -> None:
+        """``cache``: the process's cache budget, shared with its other containers (None: one of its own,
+        sized by ``config.cache``)."""
         self.container_id = container_id
         self.config = config or ContainerConfig()
         self.state = ContainerState.NEW
@@ -120,8 +123,9 @@ class SegmentContainer:
         self.snapshot_info = ContainerSnapshotInfoStore(self)
         self.storage = storage_factory(container_id, self.snapshot_info)
         self.read_index = ReadIndex(
-            self.metadata, self.storage.read, CacheBudget(self.config.cache), self.config.read_index
+            self.metadata, self.storage.read, cache or CacheBudget(self.config.cache), self.config.read_index
         )
+        self.read_index.budget.on_room = self._cache_room
         self.writer = StorageWriter(
             self.metadata,
             self.durable_log.memory_log,
@@ -167,8 +171,13 @@ class SegmentContainer:
             await self._close_components()
             raise
         self.state = ContainerState.RUNNING
-        log.info("container %s: started at epoch %s (%s operations replayed, %s segments)",
-                 self.container_id, self.durable_log.data_log.epoch, replayed, len(self.metadata))
+        log.info(
+            "container %s: started at epoch %s (%s operations replayed, %s segments)",
+            self.container_id,
+            self.durable_log.data_log.epoch,
+            replayed,
+            len(self.metadata),
+        )
 
     async def stop(self) -> None:
         if self.state is ContainerState.STOPPED:
@@ -181,6 +190,7 @@ class SegmentContainer:
         await self.writer.stop()
         await self.durable_log.close()
         await self.storage.close()
+        self.read_index.close()  # its cache leaves the process's budget
 
     def add_failure_listener(self, listener: Callable[[BaseException], None]) -> None:
         self._failure_listeners.append(listener)
@@ -209,6 +219,11 @@ class SegmentContainer:
         self._unflushed_bytes -= count
         if self.read_index.budget.needs_eviction:
             self.read_index.evict()
+        if not self._must_throttle():
+            self._room.set()
+
+    def _cache_room(self) -> None:
+        """The shared cache is no longer over budget (maybe thanks to another container's eviction)."""
         if not self._must_throttle():
             self._room.set()
 
@@ -331,7 +346,9 @@ class SegmentContainer:
         self._check_running()
         segment = self._pending_segment(name)
         op = AppendOperation(
-            segment_id=segment.segment_id, data=data, attribute_updates=tuple(attribute_updates),
+            segment_id=segment.segment_id,
+            data=data,
+            attribute_updates=tuple(attribute_updates),
             expected_offset=-1 if expected_offset is None else expected_offset,
         )
         size = len(data)
@@ -413,9 +430,7 @@ class SegmentContainer:
         segment = self._pending_segment(name)
         await self._run(DeleteOperation(segment_id=segment.segment_id))
 
-    async def merge(
-        self, target: str, source: str, attribute_updates: Sequence[AttributeUpdate] = ()
-    ) -> MergeResult:
+    async def merge(self, target: str, source: str, attribute_updates: Sequence[AttributeUpdate] = ()) -> MergeResult:
         """Seal ``source`` (if needed) and append it to ``target``; ``source`` is gone afterwards.
 
         ``attribute_updates`` apply to the target atomically with the merge; if one of their
@@ -428,7 +443,8 @@ class SegmentContainer:
                 await self._run(SealOperation(segment_id=source_segment.segment_id))
         done: MergeOperation = await self._run(
             MergeOperation(
-                segment_id=target_segment.segment_id, source_id=source_segment.segment_id,
+                segment_id=target_segment.segment_id,
+                source_id=source_segment.segment_id,
                 attribute_updates=tuple(attribute_updates),
             )
         )

@@ -1,26 +1,45 @@
-"""The cache budget: how many bytes the read index may hold, and which entries to evict first.
+"""The cache budget: how many bytes the read indexes of one process may hold, and which entries go first.
 
-The read index owns the data; this module only accounts for it. Entries are
-identified by ``(segment_id, offset)`` and kept in least-recently-used order.
-:meth:`CacheBudget.evict` asks a predicate whether an entry may go (the read
-index allows it only for data already in Tier-2), so data that exists only in
-Tier-1 and the cache is never evicted; if too little is evictable the cache
-stays over budget and :attr:`over_budget` tells the throttler.
+One :class:`CacheBudget` per segment store process (the container registry makes it), shared by the read
+index of every container the process runs: a process with four containers holds at most
+``CacheConfig.max_bytes`` of cache, not four times that. Each read index works through its own
+:class:`CacheAccount`. The read indexes own the data; this module only accounts for it.
+
+Invariants:
+
+* Entries are identified by ``(segment_id, offset)`` within an account and kept in one least-recently-used
+  order over all accounts; :attr:`CacheBudget.used_bytes` is the sum of every account's entries.
+* :meth:`CacheBudget.evict` (any account may start it) walks that order and drops, down to
+  ``target_utilization`` of the budget, only entries their owner allows (a read index allows data already in
+  Tier-2, or of segments that no longer exist): data that exists only in Tier-1 and the cache is never
+  evicted. If too little is evictable the budget stays over and :attr:`over_budget` tells the containers to
+  throttle appends.
+* Whenever the budget goes from over to not over (an eviction, a removal, an account closed), every account's
+  ``on_room`` is called: a container throttled because *another* container filled the cache resumes then.
+* :meth:`CacheAccount.close` removes every entry of the account (a stopped container's read index).
+
+Use from one event loop (a segment store runs all its containers on one).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 EntryKey = tuple[int, int]
+_Owned = tuple[int, int, int]  # (account number, segment id, offset)
 
 
 @dataclass(frozen=True, slots=True)
 class CacheConfig:
+    """The cache of one segment store process (shared by its containers)."""
+
     max_bytes: int = 1024 * 1024 * 1024
+    """Bytes of segment data the read indexes of the process hold together (default 1 GiB)."""
     target_utilization: float = 0.85
+    """Eviction starts above this share of ``max_bytes`` and frees down to it."""
 
     def __post_init__(self) -> None:
         if self.max_bytes <= 0:
@@ -30,44 +49,151 @@ class CacheConfig:
 
 
 class CacheBudget:
+    """See module docstring."""
+
     def __init__(self, config: CacheConfig | None = None) -> None:
         self.config = config or CacheConfig()
-        self._entries: OrderedDict[EntryKey, int] = OrderedDict()
+        self._entries: OrderedDict[_Owned, int] = OrderedDict()
+        self._accounts: dict[int, CacheAccount] = {}
+        self._numbers = itertools.count()
         self.used_bytes = 0
+        self._limit = self.config.max_bytes
+        self._target = int(self.config.max_bytes * self.config.target_utilization)
 
-    def add(self, key: EntryKey, size: int) -> None:
-        previous = self._entries.pop(key, 0)
-        self._entries[key] = size
-        self.used_bytes += size - previous
-
-    def resize(self, key: EntryKey, size: int) -> None:
-        self.add(key, size)
-
-    def touch(self, key: EntryKey) -> None:
-        if key in self._entries:
-            self._entries.move_to_end(key)
-
-    def remove(self, key: EntryKey) -> None:
-        self.used_bytes -= self._entries.pop(key, 0)
+    def account(
+        self,
+        may_evict: Callable[[EntryKey], bool],
+        drop: Callable[[EntryKey], None],
+        on_room: Callable[[], None] | None = None,
+    ) -> CacheAccount:
+        """A new account: ``may_evict(key)`` says whether an entry may go, ``drop(key)`` removes it from the
+        owner; ``on_room()`` is called when the budget is no longer over (may be set later)."""
+        account = CacheAccount(self, next(self._numbers), may_evict, drop, on_room)
+        self._accounts[account.number] = account
+        return account
 
     @property
     def over_budget(self) -> bool:
-        return self.used_bytes > self.config.max_bytes
+        return self.used_bytes > self._limit
 
     @property
     def needs_eviction(self) -> bool:
-        return self.used_bytes > self.config.max_bytes * self.config.target_utilization
+        return self.used_bytes > self._target
 
-    def evict(self, may_evict: Callable[[EntryKey], bool], drop: Callable[[EntryKey], None]) -> int:
-        """Evict least recently used entries allowed by ``may_evict`` down to the target; returns bytes freed."""
-        target = int(self.config.max_bytes * self.config.target_utilization)
+    @property
+    def accounts(self) -> int:
+        return len(self._accounts)
+
+    def evict(self) -> int:
+        """Evict least recently used entries their owners allow, down to the target; returns bytes freed."""
+        was_over = self.used_bytes > self._limit
+        target = self._target
         freed = 0
-        for key in list(self._entries):
+        accounts = self._accounts
+        entries = self._entries
+        for owned in list(entries):
             if self.used_bytes <= target:
                 break
-            if may_evict(key):
-                size = self._entries.pop(key)
+            account = accounts.get(owned[0])
+            key = (owned[1], owned[2])
+            if account is None or account.may_evict(key):
+                size = entries.pop(owned)
                 self.used_bytes -= size
                 freed += size
-                drop(key)
+                if account is not None:
+                    account.used_bytes -= size
+                    account.drop(key)
+        if was_over:
+            self._room_maybe()
         return freed
+
+    # ---- for accounts ---------------------------------------------------------------------------------------
+
+    def _set(self, owned: _Owned, size: int) -> int:
+        previous = self._entries.pop(owned, 0)
+        self._entries[owned] = size
+        self.used_bytes += size - previous
+        return size - previous
+
+    def _remove(self, owned: _Owned) -> int:
+        size = self._entries.pop(owned, 0)
+        if size:
+            was_over = self.used_bytes > self._limit
+            self.used_bytes -= size
+            if was_over:
+                self._room_maybe()
+        return size
+
+    def _touch(self, owned: _Owned) -> None:
+        if owned in self._entries:
+            self._entries.move_to_end(owned)
+
+    def _close(self, account: CacheAccount) -> None:
+        self._accounts.pop(account.number, None)
+        number = account.number
+        was_over = self.used_bytes > self._limit
+        for owned in [k for k in self._entries if k[0] == number]:
+            self.used_bytes -= self._entries.pop(owned)
+        if was_over:
+            self._room_maybe()
+
+    def _room_maybe(self) -> None:
+        if self.used_bytes > self._limit:
+            return
+        for account in list(self._accounts.values()):
+            if account.on_room is not None:
+                account.on_room()
+
+
+class CacheAccount:
+    """One read index's share of a :class:`CacheBudget` (keys are ``(segment_id, offset)``)."""
+
+    __slots__ = ("_budget", "drop", "may_evict", "number", "on_room", "used_bytes")
+
+    def __init__(
+        self,
+        budget: CacheBudget,
+        number: int,
+        may_evict: Callable[[EntryKey], bool],
+        drop: Callable[[EntryKey], None],
+        on_room: Callable[[], None] | None,
+    ) -> None:
+        self._budget = budget
+        self.number = number
+        self.may_evict = may_evict
+        self.drop = drop
+        self.on_room = on_room
+        self.used_bytes = 0
+        """Bytes of this account's entries."""
+
+    @property
+    def budget(self) -> CacheBudget:
+        return self._budget
+
+    @property
+    def over_budget(self) -> bool:
+        """The whole budget (every account together) is over its maximum."""
+        return self._budget.over_budget
+
+    @property
+    def needs_eviction(self) -> bool:
+        return self._budget.needs_eviction
+
+    def add(self, key: EntryKey, size: int) -> None:
+        """Account ``size`` bytes for ``key`` (replacing what it had), most recently used."""
+        self.used_bytes += self._budget._set((self.number, key[0], key[1]), size)
+
+    def touch(self, key: EntryKey) -> None:
+        self._budget._touch((self.number, key[0], key[1]))
+
+    def remove(self, key: EntryKey) -> None:
+        self.used_bytes -= self._budget._remove((self.number, key[0], key[1]))
+
+    def evict(self) -> int:
+        """Evict over the whole budget (see :meth:`CacheBudget.evict`); returns bytes freed."""
+        return self._budget.evict()
+
+    def close(self) -> None:
+        """Remove every entry of this account from the budget; the account is no longer asked anything."""
+        self._budget._close(self)
+        self.used_bytes = 0

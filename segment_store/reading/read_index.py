@@ -14,7 +14,9 @@ Guarantees:
   as soon as data arrives (empty result on timeout); at the end of a sealed
   segment it returns ``end_of_segment``;
 - eviction only drops entries already in Tier-2 (below ``storage_length``), or of
-  segments that no longer exist.
+  segments that no longer exist; the budget is the process's (shared by its containers'
+  read indexes, :mod:`segment_store.reading.cache`), and :meth:`ReadIndex.close` gives this
+  index's share back.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from segment_store.logs.operations import (
     SealOperation,
     TruncateOperation,
 )
-from segment_store.reading.cache import CacheBudget, EntryKey
+from segment_store.reading.cache import CacheAccount, CacheBudget, EntryKey
 
 StorageReader = Callable[[str, int, int], Awaitable[bytes]]
 
@@ -158,7 +160,8 @@ class ReadIndex:
     ) -> None:
         self.metadata = metadata
         self.config = config or ReadIndexConfig()
-        self.budget = budget or CacheBudget()
+        self.budget: CacheAccount = (budget or CacheBudget()).account(self._may_evict, self._drop_entry)
+        """This index's share of the (process-wide) cache budget."""
         self._read_storage = storage_reader
         self._indexes: dict[int, _SegmentIndex] = {}
 
@@ -276,7 +279,14 @@ class ReadIndex:
             segment = self.metadata.get(index.segment_id)
             if segment is not None and index.redirects:
                 index.redirects = [r for r in index.redirects if r.offset + r.length > segment.storage_length]
-        return self.budget.evict(self._may_evict, self._drop_entry)
+        return self.budget.evict()
+
+    def close(self) -> None:
+        """The container stopped: give the cache back (every entry leaves the budget) and wake tail readers."""
+        self.budget.close()
+        indexes, self._indexes = self._indexes, {}
+        for index in indexes.values():
+            index.wake()
 
     # ---- reads ----------------------------------------------------------------------------------------------
     def _segment(self, segment_id: int) -> SegmentMetadata:

@@ -58,3 +58,28 @@ def test_segment_store_that_crashes_in_c_leaves_its_python_stacks_in_its_log(tmp
             process.wait()
     text = log.read_text()
     assert "Fatal Python error: Aborted" in text and 'File "' in text, text[-2000:]
+
+
+def test_segment_store_cache_size_is_the_process_budget_and_must_be_positive(tmp_path: Path) -> None:
+    from segment_store.coordination.zookeeper_server import free_port
+
+    command = [sys.executable, "-m", "segment_store.cli", "segmentstore", "--in-memory", "--port", str(free_port())]
+    process = subprocess.Popen([*command, "--cache-size-mb", "64"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "ready" in line and "cache 64 MiB" in line, line
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+        process.wait()
+    refused = subprocess.run([*command, "--cache-size-mb", "0"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--cache-size-mb: must be a positive integer, not 0" in refused.stderr
+
+
+def test_standalone_refuses_a_cache_size_that_is_not_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["standalone", "--cache-size-mb", "-5"])
+    assert exit_info.value.code == 2
+    assert "--cache-size-mb: must be a positive integer, not -5" in capsys.readouterr().err

@@ -29,6 +29,7 @@ from segment_store.contracts import (
     TooLargeError,
 )
 from segment_store.protocol import encode_events
+from segment_store.reading.cache import CacheBudget, CacheConfig
 
 WRITER = 0x1234_5678_9ABC_DEF0_0FED_CBA9_8765_4321
 
@@ -311,6 +312,53 @@ async def test_reads_with_small_cache_come_back_from_tier2(env: ContainerEnv) ->
     c.read_index.evict()
     assert c.read_index.budget.used_bytes <= 256 * 1024
     assert await read_all(c, "s") == bytes(data)
+
+
+async def test_containers_sharing_a_cache_throttle_together_and_resume_when_one_evicts(env: ContainerEnv) -> None:
+    budget = CacheBudget(CacheConfig(max_bytes=256 * 1024))
+    config = ContainerConfig(
+        durable_log=SMALL.durable_log, writer=SMALL.writer, max_append_bytes=64 * 1024,
+        max_unflushed_bytes=16 * 1024 * 1024,  # only the cache throttles here
+    )
+    busy = await env.start(0, config, budget)
+    quiet = await env.start(1, config, budget)
+    await busy.create_segment("s")
+    await quiet.create_segment("t")
+    with env.chunks.outage():  # nothing reaches Tier-2, so nothing in the cache may be evicted
+        async def fill() -> int:
+            for i in range(100):  # ~660 KB, one after the other
+                await busy.append("s", events(b"%d" % i, 600))
+            return i
+
+        filling = asyncio.create_task(fill())
+        await asyncio.sleep(0.3)
+        assert budget.over_budget and not filling.done(), "the busy container was not throttled"
+        held = busy.read_index.budget.used_bytes
+        assert held > 256 * 1024 and budget.used_bytes == held + quiet.read_index.budget.used_bytes
+        waiting = asyncio.create_task(quiet.append("t", b"small"))  # the quiet one waits too: one budget
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+    # Tier-2 is back: the busy container flushes and evicts; the quiet one, which flushed nothing, resumes.
+    await asyncio.wait_for(asyncio.gather(filling, waiting), 20)
+    assert await read_all(quiet, "t") == b"small"
+    await busy.flush_to_storage()
+    busy.read_index.evict()
+    assert budget.used_bytes <= 256 * 1024
+    await busy.stop()  # a stopped container's cache leaves the budget
+    assert budget.used_bytes == quiet.read_index.budget.used_bytes and budget.accounts == 1
+
+
+async def test_registry_containers_share_one_cache_budget() -> None:
+    env = ContainerEnv()
+    registry = ContainerRegistry(3, env.tier1, env.storage, SMALL)
+    try:
+        containers = [await registry.start_container(cid) for cid in range(3)]
+        assert all(c.read_index.budget.budget is registry.cache for c in containers)
+        assert registry.cache.config.max_bytes == SMALL.cache.max_bytes and registry.cache.accounts == 3
+        await registry.stop_container(1)
+        assert registry.cache.accounts == 2
+    finally:
+        await registry.close()
 
 
 async def test_create_with_deleted_namesake_waits_for_its_tier2_removal(env: ContainerEnv) -> None:
