@@ -97,6 +97,27 @@ async def test_write_framed_numbers_each_event_and_shares_blocks_with_other_writ
     await writer.close()
 
 
+async def test_write_of_a_mutable_buffer_stores_it_as_it_was_when_written() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    store.hold_acks = True
+    client, _network = _client(store, max_block_bytes=1000, max_unacked_bytes=100_000)
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    first = await writer.write(b"first")  # idle: sent at once; what follows waits for its ack
+    buffer = bytearray(b"abc")
+    acks = [await writer.write(buffer), writer.write_nowait(memoryview(buffer))]
+    framed = bytearray(encode_events([b"xyz"]))
+    acks.append(await writer.write_framed(framed, 1))
+    buffer[:] = b"ZZZ"  # the caller reuses its buffers before the block leaves
+    framed[-3:] = b"ZZZ"
+    store.hold_acks = False
+    store.release()
+    await asyncio.wait_for(asyncio.gather(first, *acks), 1)  # type: ignore[arg-type]
+    assert store.events(SEGMENT) == [b"first", b"abc", b"abc", b"xyz"]
+    await writer.close()
+
+
 async def test_write_framed_refuses_counts_and_sizes_that_cannot_be_right() -> None:
     store = FakeStore()
     store.create(SEGMENT)
