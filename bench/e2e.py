@@ -38,9 +38,10 @@ Cases:
        producer that awaits its own input would; sessions send while the producer runs.
 
      Before the measured span one event per key is written and flushed, so every segment's append
-     session is set up. The cases run in ``--rounds`` rounds (default 2), the segment counts in reverse
+     session is set up. The cases run in ``--rounds`` rounds (default 3), the segment counts in reverse
      order every other round, so a drift of the machine's speed (±20 % over minutes on a small VM) does
-     not favour one end; the fall ratio below compares the medians of the rounds. ``block B`` is the
+     not favour one end; the fall ratio below compares the medians of the rounds (with two rounds a
+     median is their mean, and one disturbed round moved the ratio by 0.15). ``block B`` is the
      average append block (events with their 8 B headers) the sessions sent. The issue requires that
      throughput does not fall as segments grow: when, for a producer, the most segments make less than
      80 % of the events/s of the fewest (or with ``--profile``), the worse producer's largest case runs
@@ -78,7 +79,7 @@ the first ones printed.
                                   [--py-spy /path/to/py-spy] [--no-cprofile]
                                   [--dir /var/tmp] [--out PATH]
 
-The full run takes about 4 minutes on 2 cores, ``--quick`` about 50 s. Prints one table per case
+The full run takes about 8 minutes on 2 cores, ``--quick`` about 50 s. Prints one table per case
 and writes JSON (default ``bench/results/e2e.json``; ``bench/results/`` is git-ignored).
 """
 
@@ -478,7 +479,7 @@ def main() -> None:
     parser.add_argument("--windows", default="1,100", help="outstanding events of the latency cases")
     parser.add_argument(
         "--rounds", type=int, help="rounds of our throughput cases, segment order reversed every other round "
-        "(default 2; --quick 1); the fall ratio compares medians"
+        "(default 3; --quick 1); the fall ratio compares medians"
     )
     parser.add_argument(
         "--yield-every", type=int, default=1000, help="events between yields of our second producer (default 1000)"
@@ -505,7 +506,7 @@ def main() -> None:
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the data directory lives (a real disk)")
     parser.add_argument("--out", type=Path, default=RESULTS / "e2e.json", help="JSON output")
     args = parser.parse_args()
-    for key, quick, full in (("seconds", 2.0, 10.0), ("latency_seconds", 1.0, 4.0), ("rounds", 1, 2)):
+    for key, quick, full in (("seconds", 2.0, 10.0), ("latency_seconds", 1.0, 4.0), ("rounds", 1, 3)):
         if getattr(args, key) is None:
             setattr(args, key, quick if args.quick else full)
     fs_type = filesystem_of(Path(args.dir))
