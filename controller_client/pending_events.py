@@ -64,25 +64,30 @@ class Batch:
 
 class PendingEvents:
     """A sink's events not acknowledged yet, in event-number order (consecutive numbers from
-    ``first_number``): payloads, routing keys, and runs ``[batch, count]`` of consecutive events of one batch.
+    ``first_number``): payloads, routing keys, and runs ``[batch, count]`` of consecutive events of one
+    batch.
 
     Nothing here is an object per event that the garbage collector tracks: with hundreds of thousands of
-    events in flight, per-event objects made full collections the largest cost of writing.
+    events in flight, per-event objects made full collections the largest cost of writing. Releasing is per
+    run, not per event: payloads and keys sit in lists read from ``_start``, cut when half of them are
+    released or emptied when all are (popping them one by one was ~0.3 us per event).
     """
 
-    __slots__ = ("data", "first_number", "keys", "runs")
+    __slots__ = ("_compact_at", "_start", "data", "first_number", "keys", "runs")
 
-    def __init__(self) -> None:
+    def __init__(self, compact_at: int = 1024) -> None:
+        self._compact_at = compact_at  # released entries kept in front of the lists: at most this many or half
         self.first_number = 0
-        self.data: deque[bytes] = deque()
-        self.keys: deque[str | None] = deque()
+        self._start = 0
+        self.data: list[bytes] = []
+        self.keys: list[str | None] = []
         self.runs: deque[list] = deque()  # [batch, count]
 
     def __len__(self) -> int:
-        return len(self.data)
+        return len(self.data) - self._start
 
     def add(self, number: int, data: bytes, key: str | None, batch: Batch) -> None:
-        if not self.data:
+        if not self.data:  # (lists are emptied once everything in them is released)
             self.first_number = number
         self.data.append(data)
         self.keys.append(key)
@@ -94,48 +99,56 @@ class PendingEvents:
 
     def release_through(self, level: int) -> int:
         """The events numbered up to ``level`` are stored: complete batches that are whole; return their bytes."""
-        count = min(len(self.data), level - self.first_number + 1)
+        count = min(len(self), level - self.first_number + 1)
         if count <= 0:
             return 0
-        freed = 0
-        data, keys = self.data, self.keys
-        for _ in range(count):
-            freed += len(data.popleft())
-            keys.popleft()
-        self.first_number += count
+        position = self._start
+        freed = sum(map(len, self.data[position : position + count]))  # in C: no Python step per event
         runs = self.runs
-        while count:
+        left = count
+        while left:
             run = runs[0]
             batch: Batch = run[0]
-            take = min(run[1], count)
-            count -= take
-            batch.remaining -= take
+            take = min(run[1], left)
             if take == run[1]:
                 runs.popleft()
-            else:
+            else:  # part of a run (a setup acknowledged within a block)
                 run[1] -= take
+            position += take
+            left -= take
+            batch.remaining -= take
             if batch.remaining == 0:
                 batch.succeed()
+        self.first_number += count
+        self._start = position
+        if position == len(self.data):
+            self._clear()
+        elif position >= self._compact_at and 2 * position >= len(self.data):
+            del self.data[:position]
+            del self.keys[:position]
+            self._start = 0
         return freed
 
     def take_all(self) -> list[tuple[bytes, str | None, Batch]]:
         """Remove every event (to move them elsewhere), in order, each with its batch."""
         batches = [run[0] for run in self.runs for _ in range(run[1])]
-        events = list(zip(self.data, self.keys, batches, strict=True))
-        self.data.clear()
-        self.keys.clear()
-        self.runs.clear()
+        events = list(zip(self.data[self._start :], self.keys[self._start :], batches, strict=True))
+        self._clear()
         return events
 
     def fail_all(self, error: BaseException) -> int:
         """Fail every batch with an event here and drop the events; return their bytes."""
-        freed = sum(len(d) for d in self.data)
+        freed = sum(map(len, self.data[self._start :]))
         for run in self.runs:
             run[0].fail(error)
+        self._clear()
+        return freed
+
+    def _clear(self) -> None:
         self.data.clear()
         self.keys.clear()
         self.runs.clear()
-        return freed
+        self._start = 0
 
     def batches(self) -> list[Batch]:
         return list({id(run[0]): run[0] for run in self.runs}.values())
