@@ -103,8 +103,7 @@ class CacheBudget:
                 if account is not None:
                     account.used_bytes -= size
                     account.drop(key)
-        if was_over:
-            self._room_maybe()
+        self._room_if(was_over)
         return freed
 
     # ---- for accounts ---------------------------------------------------------------------------------------
@@ -120,8 +119,7 @@ class CacheBudget:
         if size:
             was_over = self.used_bytes > self._limit
             self.used_bytes -= size
-            if was_over:
-                self._room_maybe()
+            self._room_if(was_over)
         return size
 
     def _touch(self, owned: _Owned) -> None:
@@ -134,11 +132,11 @@ class CacheBudget:
         was_over = self.used_bytes > self._limit
         for owned in [k for k in self._entries if k[0] == number]:
             self.used_bytes -= self._entries.pop(owned)
-        if was_over:
-            self._room_maybe()
+        self._room_if(was_over)
 
-    def _room_maybe(self) -> None:
-        if self.used_bytes > self._limit:
+    def _room_if(self, was_over: bool) -> None:
+        """Bytes left the budget: if it was over and is no longer, tell every account."""
+        if not was_over or self.used_bytes > self._limit:
             return
         for account in list(self._accounts.values()):
             if account.on_room is not None:
