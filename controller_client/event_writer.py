@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -99,10 +98,29 @@ class _Sink:
     name: str
     writer: SegmentWriter
     pending: PendingEvents = field(default_factory=PendingEvents)
-    last_ack: asyncio.Future[None] | None = None
-    open_batch: Batch | None = None  # the batch new events join while the session returns ``last_ack``
+    writes_started: int = -1  # the session's ``writes_started`` when ``open_batch`` began
+    open_batch: Batch | None = None  # the batch new events join while they go into the same block
     replaced: bool = False
     replacing: bool = False
+
+
+class _SinkProgress:
+    """A sink's session tells its stream writer what is stored (a ``ProgressListener``): acknowledgements
+    release the sink's pending events as the reply arrives, with no future or callback per block."""
+
+    __slots__ = ("_sink", "_writer")
+
+    def __init__(self, writer: EventStreamWriter, sink: _Sink) -> None:
+        self._writer = writer
+        self._sink = sink
+
+    def stored_through(self, event_number: int) -> None:
+        freed = self._sink.pending.release_through(event_number)
+        if freed:
+            self._writer._freed(freed)
+
+    def session_failed(self, error: BaseException) -> None:
+        self._writer._session_failed(self._sink, error)
 
 
 def session_writer_id(writer_id: uuid.UUID, segment: str) -> uuid.UUID:
@@ -237,11 +255,10 @@ class EventStreamWriter:
                 if len(self._key_sinks) >= _MAX_CACHED_KEYS:
                     self._key_sinks.clear()
                 self._key_sinks[routing_key] = sink
-        ack = sink.writer.write_nowait(data)
-        if ack is None:
+        if not sink.writer.offer(data):
             return None
         self._unacked_bytes += size
-        return self._record(sink, data, routing_key, ack, None)
+        return self._record(sink, data, routing_key, None)
 
     def _new_turn(self) -> None:
         self._turn_bytes = 0
@@ -356,6 +373,7 @@ class EventStreamWriter:
             name = qualified_segment_name(self.scope, self.stream, segment.segment_id)
             writer = self._client.writer(name, session_writer_id(self.writer_id, name), self.config.segment_writer)
             sink = self._sinks[segment.segment_id] = _Sink(segment, name, writer)
+            writer.set_listener(_SinkProgress(self, sink))
         return sink
 
     async def _route(self, data: bytes, routing_key: str | None, batch: Batch | None) -> Batch:
@@ -366,28 +384,27 @@ class EventStreamWriter:
         while True:
             sink = self._sink_for(position)
             try:
-                ack = await sink.writer.write(data)
+                await sink.writer.put(data)
             except SegmentIsSealedError:
                 await self._replace_sealed(sink)
                 continue
             except Exception as error:
                 self._fail(sink, error)
                 raise
-            return self._record(sink, data, routing_key, ack, batch)
+            return self._record(sink, data, routing_key, batch)
 
-    def _record(
-        self, sink: _Sink, data: bytes, routing_key: str | None, ack: asyncio.Future[None], batch: Batch | None
-    ) -> Batch:
-        """Keep an event the sink's session just queued (``ack``: its future) until it is stored; its batch."""
+    def _record(self, sink: _Sink, data: bytes, routing_key: str | None, batch: Batch | None) -> Batch:
+        """Keep an event the sink's session just queued until it is stored; its batch. A new event joins the
+        sink's open batch while it goes into the same block of the session as the batch's first one."""
+        writer = sink.writer
         if batch is None:
             batch = sink.open_batch
-            if ack is not sink.last_ack or batch is None or batch.future.done():
+            started = writer.writes_started
+            if started != sink.writes_started or batch is None or batch.future.done():
+                sink.writes_started = started
                 batch = sink.open_batch = Batch(asyncio.get_running_loop().create_future())
             batch.remaining += 1
-        sink.pending.add(sink.writer.last_event_number, data, routing_key, batch)
-        if ack is not sink.last_ack:
-            sink.last_ack = ack
-            ack.add_done_callback(functools.partial(self._on_ack, sink))
+        sink.pending.add(writer.last_event_number, data, routing_key, batch)
         turn = self._turn_bytes  # bytes routed in this turn of the event loop (inline: it runs per event)
         if not turn:
             asyncio.get_running_loop().call_soon(self._new_turn)
@@ -410,12 +427,10 @@ class EventStreamWriter:
         if freed:
             self._freed(freed)
 
-    def _on_ack(self, sink: _Sink, ack: asyncio.Future[None]) -> None:
+    def _session_failed(self, sink: _Sink, error: BaseException) -> None:
+        """``sink``'s session failed (told by its listener, synchronously): follow a seal, else fail."""
         self._release(sink)
-        if ack.cancelled():
-            return
-        error = ack.exception()  # retrieved in every case: a sealed session's failure is expected
-        if error is None or sink.replaced:
+        if sink.replaced:
             return
         if isinstance(error, SegmentIsSealedError):
             if not sink.replacing:

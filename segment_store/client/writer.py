@@ -10,6 +10,11 @@ and sent in ``AppendBlockEnd`` blocks of up to ``max_block_bytes``, sized by loa
 
 Backpressure: :meth:`SegmentWriter.write` waits while ``max_unacked_bytes`` are written but not acked.
 
+Two ways to learn what is stored: the future each write returns, or, for a caller tracking many writes
+itself (the stream writer), :meth:`SegmentWriter.offer`/:meth:`SegmentWriter.put` (no future is made)
+with a :class:`ProgressListener` told of every advance of the acknowledged event number and of the
+session's failure, synchronously, from the reply that caused it.
+
 Reconnect: on a lost connection (or ``WrongHost``/``InvalidEventNumber``) everything sent and not
 acked goes back in front of the unsent writes; after the new ``AppendSetup`` the writes up to its last
 event number are acked and the rest is resent in order. The server's writer-id attribute deduplicates
@@ -26,6 +31,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from segment_store.client.config import WriterConfig
 from segment_store.client.errors import ConnectionLostError
@@ -41,12 +47,35 @@ from segment_store.protocol.constants import EVENT_TYPE_CODE, HEADER
 from segment_store.protocol.types import Buffer
 
 _log = logging.getLogger(__name__)
+_EVENT_HEADERS: dict[int, bytes] = {}  # payload size -> its event header: one shared bytes object per size
+_EVENT_HEADERS_LIMIT = 4096
+
+
+def _event_header(size: int) -> bytes:
+    header = _EVENT_HEADERS.get(size)
+    if header is None:
+        if len(_EVENT_HEADERS) >= _EVENT_HEADERS_LIMIT:
+            _EVENT_HEADERS.clear()
+        header = _EVENT_HEADERS[size] = HEADER.pack(EVENT_TYPE_CODE, size)
+    return header
+
+
+class ProgressListener(Protocol):
+    """Told of a session's progress (:meth:`SegmentWriter.set_listener`), synchronously: it must not call back
+    into the session."""
+
+    def stored_through(self, event_number: int) -> None:
+        """The server acknowledged every event of this writer up to ``event_number`` (it grows)."""
+
+    def session_failed(self, error: BaseException) -> None:
+        """The session failed for good with ``error``; events after the last acknowledged one are not stored."""
 
 
 @dataclass(slots=True)
 class _Write:
     """Consecutive events numbered ``first``..``last``, framed in ``parts`` (``size`` bytes in all, immutable
-    buffers: each event's header, then its payload), sharing one ack future.
+    buffers: each event's header, then its payload), sharing one ack future (made only when a caller asks
+    for one: writes through ``offer``/``put`` have none).
 
     The newest unsent write grows while it is not sent (the events written in one turn of the event loop,
     up to a block), so a burst of small events costs one future, not one each. Its parts are only listed:
@@ -58,7 +87,7 @@ class _Write:
     last: int
     parts: list[Buffer]
     size: int
-    future: asyncio.Future[None]
+    future: asyncio.Future[None] | None
 
     def data(self) -> bytes:
         return b"".join(self.parts)
@@ -93,6 +122,10 @@ class SegmentWriter(AppendSession):
         self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._send_scheduled = False
         self._failed_writes: list[_Write] = []
+        self._listener: ProgressListener | None = None
+        self.writes_started = 0
+        """How many pending writes were started: it changes when a write goes into a new block (a caller
+        grouping events by block, as the stream writer does, starts a new group then)."""
         self.blocks_sent = 0
         """Number of append blocks sent (resends included); for tests and metrics."""
 
@@ -120,6 +153,10 @@ class SegmentWriter(AppendSession):
         """The event number given to the latest write (0: none yet)."""
         return self._next_event - 1
 
+    def set_listener(self, listener: ProgressListener | None) -> None:
+        """Tell ``listener`` of every advance of :attr:`acked_event_number` and of the session's failure."""
+        self._listener = listener
+
     async def write(self, payload: Buffer) -> asyncio.Future[None]:
         """Queue one event; wait only while the window of unacked bytes is full.
 
@@ -131,7 +168,14 @@ class SegmentWriter(AppendSession):
         if type(payload) is not bytes:
             payload = bytes(payload)
         size = len(payload)
-        return await self._write((HEADER.pack(EVENT_TYPE_CODE, size), payload), 1, HEADER_SIZE + size)
+        return await self._future_write((_event_header(size), payload), 1, HEADER_SIZE + size)
+
+    async def put(self, payload: Buffer) -> None:
+        """:meth:`write` without a future: the session's :class:`ProgressListener` learns when it is stored."""
+        if type(payload) is not bytes:
+            payload = bytes(payload)
+        size = len(payload)
+        await self._write((_event_header(size), payload), 1, HEADER_SIZE + size, False)
 
     def write_nowait(self, payload: Buffer) -> asyncio.Future[None] | None:
         """:meth:`write` if it would not wait (the session is up and the window has room): the event's future;
@@ -140,11 +184,28 @@ class SegmentWriter(AppendSession):
             payload = bytes(payload)
         size = len(payload)
         framed = HEADER_SIZE + size
+        if not self._room_now(framed):
+            return None
+        return self._queue_framed((_EVENT_HEADERS.get(size) or _event_header(size), payload), 1, framed, True)
+
+    def offer(self, payload: Buffer) -> bool:
+        """Queue one event if that does not wait (the session is up and the window has room), without a
+        future (the :class:`ProgressListener` learns when it is stored); False if nothing was queued (call
+        :meth:`put`). Raises nothing."""
+        if type(payload) is not bytes:
+            payload = bytes(payload)
+        size = len(payload)
+        framed = HEADER_SIZE + size
+        if not self._room_now(framed):
+            return False
+        self._queue_framed((_EVENT_HEADERS.get(size) or _event_header(size), payload), 1, framed, False)
+        return True
+
+    def _room_now(self, framed: int) -> bool:
+        """Whether ``framed`` bytes can be queued without waiting (connected, window not full)."""
         if self._failure is not None or self._state is not SessionState.CONNECTED:
-            return None
-        if self._unacked_bytes and self._unacked_bytes + framed > self.config.max_unacked_bytes:
-            return None
-        return self._queue_framed((HEADER.pack(EVENT_TYPE_CODE, size), payload), 1, framed)
+            return False
+        return not self._unacked_bytes or self._unacked_bytes + framed <= self.config.max_unacked_bytes
 
     async def write_many(self, payloads: Iterable[Buffer]) -> asyncio.Future[None]:
         """Queue several events (consecutive numbers); the future completes when all are stored.
@@ -158,12 +219,12 @@ class SegmentWriter(AppendSession):
         for payload in payloads:
             framed = HEADER_SIZE + len(payload)
             if batch and size + framed > limit:
-                futures.append(await self._write((encode_events(batch),), len(batch), size))
+                futures.append(await self._future_write((encode_events(batch),), len(batch), size))
                 batch, size = [], 0
             batch.append(payload)
             size += framed
         if batch:
-            futures.append(await self._write((encode_events(batch),), len(batch), size))
+            futures.append(await self._future_write((encode_events(batch),), len(batch), size))
         if not futures:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             done.set_result(None)
@@ -187,7 +248,7 @@ class SegmentWriter(AppendSession):
             raise ValueError(
                 f"write_framed: {count} events in {size} bytes exceed max_block_bytes ({self.config.max_block_bytes})"
             )
-        return await self._write((data if type(data) is bytes else bytes(data),), count, size)
+        return await self._future_write((data if type(data) is bytes else bytes(data),), count, size)
 
     def send_pending(self) -> None:
         """Send what is queued now, in blocks, even while earlier blocks await their acknowledgement.
@@ -230,8 +291,15 @@ class SegmentWriter(AppendSession):
 
     # ---- writing ------------------------------------------------------------------------------------------
 
-    async def _write(self, parts: tuple[Buffer, ...], count: int, size: int) -> asyncio.Future[None]:
-        """Queue ``count`` framed events, ``size`` bytes in all, given as ``parts``."""
+    async def _future_write(self, parts: tuple[Buffer, ...], count: int, size: int) -> asyncio.Future[None]:
+        future = await self._write(parts, count, size)
+        assert future is not None
+        return future
+
+    async def _write(
+        self, parts: tuple[Buffer, ...], count: int, size: int, want_future: bool = True
+    ) -> asyncio.Future[None] | None:
+        """Queue ``count`` framed events, ``size`` bytes in all, given as ``parts``; their future if wanted."""
         if self._failure is not None or self._state is not SessionState.CONNECTED:
             self._check_usable()
             if self._state is SessionState.NEW:
@@ -242,9 +310,11 @@ class SegmentWriter(AppendSession):
             self._room_waiters.append(waiter)
             await waiter
             self._check_usable()
-        return self._queue_framed(parts, count, size)
+        return self._queue_framed(parts, count, size, want_future)
 
-    def _queue_framed(self, parts: tuple[Buffer, ...], count: int, size: int) -> asyncio.Future[None]:
+    def _queue_framed(
+        self, parts: tuple[Buffer, ...], count: int, size: int, want_future: bool
+    ) -> asyncio.Future[None] | None:
         """Queue ``count`` framed events (``parts``, ``size`` bytes) now: the window has room for them."""
         config = self.config
         first = self._next_event
@@ -255,10 +325,13 @@ class SegmentWriter(AppendSession):
             newest.parts += parts
             newest.size += size
             newest.last = first + count - 1
-            future = newest.future
         else:
-            future = asyncio.get_running_loop().create_future()
-            pending.append(_Write(first, first + count - 1, list(parts), size, future))
+            newest = _Write(first, first + count - 1, list(parts), size, None)
+            pending.append(newest)
+            self.writes_started += 1
+        future = newest.future
+        if want_future and future is None:
+            future = newest.future = asyncio.get_running_loop().create_future()
         self._pending_bytes += size
         self._unacked_bytes += size
         if self._state is SessionState.CONNECTED:
@@ -349,9 +422,12 @@ class SegmentWriter(AppendSession):
         self._unacked_bytes = 0
         self._failed_writes.extend(writes)
         for write in writes:
-            if not write.future.done():
-                write.future.set_exception(error)
+            future = write.future
+            if future is not None and not future.done():
+                future.set_exception(error)
         self._wake(error)
+        if self._listener is not None:
+            self._listener.session_failed(error)
 
     # ---- acks ---------------------------------------------------------------------------------------------
 
@@ -367,8 +443,9 @@ class SegmentWriter(AppendSession):
                 released += write.size
                 if queue is self._pending:
                     self._pending_bytes -= write.size
-                if not write.future.done():
-                    write.future.set_result(None)
+                future = write.future
+                if future is not None and not future.done():
+                    future.set_result(None)
             if queue and queue[0].first <= level:
                 dropped = queue[0].drop_through(level)
                 released += dropped
@@ -376,6 +453,8 @@ class SegmentWriter(AppendSession):
                     self._pending_bytes -= dropped
         self._unacked_bytes -= released
         self._wake(None)
+        if self._listener is not None:
+            self._listener.stored_through(level)
 
     def _wake(self, error: BaseException | None) -> None:
         waiters = self._room_waiters

@@ -191,6 +191,103 @@ async def test_write_nowait_queues_only_when_nothing_would_wait() -> None:
     assert store.events(SEGMENT)[-1] == b"y" and writer.write_nowait(b"z") is None  # closed
 
 
+class _Progress:
+    """A ProgressListener recording what it is told."""
+
+    def __init__(self) -> None:
+        self.levels: list[int] = []
+        self.errors: list[BaseException] = []
+
+    def stored_through(self, event_number: int) -> None:
+        self.levels.append(event_number)
+
+    def session_failed(self, error: BaseException) -> None:
+        self.errors.append(error)
+
+
+async def test_offer_and_put_queue_without_futures_and_the_listener_learns_each_ack() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    store.hold_acks = True
+    client, _network = _client(store, max_block_bytes=100, max_unacked_bytes=300)
+    writer = client.writer(SEGMENT)
+    progress = _Progress()
+    writer.set_listener(progress)
+    assert not writer.offer(b"x" * 92)  # not set up yet: put() opens the session
+    await writer.put(b"x" * 92)  # event 1
+    assert writer.offer(b"x" * 92) and writer.offer(b"x" * 92)  # events 2, 3: the window (300) is full
+    assert not writer.offer(b"y") and writer.last_event_number == 3  # nothing queued
+    await asyncio.sleep(0.01)
+    assert progress.levels == [] and len(store.held) == 3  # one block each (max 100 bytes)
+    first, _second, third = store.held
+    store.held.clear()
+    first[0].reply(first[1])
+    third[0].reply(third[1])  # covers 2 and 3 as well
+    await asyncio.wait_for(writer.flush(), 1)
+    assert progress.levels == [1, 3] and writer.unacked_bytes == 0
+    store.hold_acks = False
+    await writer.put(b"z")
+    await writer.flush()
+    assert progress.levels == [1, 3, 4] and progress.errors == []
+    assert store.events(SEGMENT) == [b"x" * 92] * 3 + [b"z"]
+    await writer.close()
+
+
+async def test_write_nowait_after_offer_in_the_same_block_gets_a_future_for_both() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    store.hold_acks = True
+    client, network = _client(store, max_block_bytes=1000, max_unacked_bytes=100_000)
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    first = await writer.write(b"first")  # idle: sent at the end of this turn; what follows waits for its ack
+    await asyncio.sleep(0)
+    started = writer.writes_started
+    assert writer.offer(b"a")
+    ack = writer.write_nowait(b"b")
+    assert ack is not None and writer.writes_started == started + 1  # a and b: one pending write
+    store.hold_acks = False
+    store.release()
+    await asyncio.wait_for(asyncio.gather(first, ack), 1)
+    assert writer.acked_event_number == 3 and [b.num_events for b in _blocks(network)] == [1, 2]
+    await writer.close()
+
+
+async def test_listener_learns_the_failure_of_a_sealed_segment() -> None:
+    store = FakeStore()
+    segment = store.create(SEGMENT)
+    client, _network = _client(store)
+    writer = client.writer(SEGMENT)
+    progress = _Progress()
+    writer.set_listener(progress)
+    await writer.put(b"stored")
+    await writer.flush()
+    segment.sealed = True
+    await writer.put(b"late")
+    with pytest.raises(SegmentIsSealedError):
+        await writer.flush()
+    assert progress.levels == [1]
+    assert len(progress.errors) == 1 and isinstance(progress.errors[0], SegmentIsSealedError)
+    assert writer.unacked_events() == [b"late"]
+    with pytest.raises(SegmentIsSealedError):
+        await writer.close()
+
+
+async def test_events_of_many_sizes_are_framed_with_their_own_length() -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    client, _network = _client(store, max_block_bytes=1 << 16, max_unacked_bytes=1 << 20)
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    payloads = [bytes([i % 251]) * (i % 300) for i in range(5000)]  # sizes repeat: shared event headers
+    for payload in payloads:
+        if not writer.offer(payload):
+            await writer.put(payload)
+    await writer.flush()
+    assert store.events(SEGMENT) == payloads
+    await writer.close()
+
+
 async def test_ack_cumulative_completes_every_write_up_to_it() -> None:
     store = FakeStore()
     store.create(SEGMENT)
