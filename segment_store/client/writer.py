@@ -196,7 +196,9 @@ class SegmentWriter(AppendSession):
             payload = bytes(payload)
         size = len(payload)
         framed = HEADER_SIZE + size
-        if not self._room_now(framed):
+        if self._failure is not None or self._state is not SessionState.CONNECTED:  # (_room_now, inline: per event)
+            return False
+        if self._unacked_bytes and self._unacked_bytes + framed > self.config.max_unacked_bytes:
             return False
         self._queue_framed((_EVENT_HEADERS.get(size) or _event_header(size), payload), 1, framed, False)
         return True
