@@ -3,8 +3,9 @@
 * :class:`SegmentClient` (``raw_client``): every request/reply command (segments, attributes, tables),
   over a :class:`ConnectionPool` of multiplexed :class:`Connection` s.
 * :class:`SegmentWriter` (``writer``): an append session with batching, backpressure, acks and
-  resend after reconnect (no loss, no duplicates); :class:`ConditionalWriter` (``conditional``) for
-  appends conditioned on the segment length.
+  resend after reconnect (no loss, no duplicates); acknowledgements as futures, or without them
+  (``offer``/``put``) through a :class:`ProgressListener`; :class:`ConditionalWriter` (``conditional``)
+  for appends conditioned on the segment length.
 * :class:`SegmentReader` (``reader``): prefetching reads of bytes or events, tail reads.
 * :class:`BlockingClient` (``sync``): all of it for threads without an event loop.
 * ``errors``: typed errors, one per failure reply, through one registry.
@@ -67,7 +68,7 @@ from segment_store.client.results import (
 )
 from segment_store.client.retry import RetryPolicy
 from segment_store.client.sync import BlockingClient, BlockingConditionalWriter, BlockingReader, BlockingWriter
-from segment_store.client.writer import SegmentWriter
+from segment_store.client.writer import ProgressListener, SegmentWriter
 
 __all__ = [
     "NOT_EXISTS",
@@ -95,6 +96,7 @@ __all__ = [
     "NoSuchSegmentError",
     "OperationUnsupportedError",
     "PoolConfig",
+    "ProgressListener",
     "ReadSegmentResult",
     "ReaderConfig",
     "ReplyError",
