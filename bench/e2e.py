@@ -302,6 +302,23 @@ async def ours_writer(controller: ControllerClient, stream: str, segments: int, 
     return manager, writer
 
 
+async def produce(
+    writer: EventStreamWriter, payload: bytes, keys: list[str], n: int, until: float, yield_every: int
+) -> int:
+    """Our producer: ``write_event`` over ``keys`` in turn, event ``n`` first, until ``until`` (perf_counter), the
+    returned futures not awaited; ``asyncio.sleep(0)`` after every ``yield_every`` events (0: never), checking the
+    clock every 1,000 events then. Returns the number of the next event."""
+    write = writer.write_event
+    per_round = yield_every or 1000
+    while time.perf_counter() < until:
+        for _ in range(per_round):
+            await write(payload, keys[n % len(keys)])
+            n += 1
+        if yield_every:
+            await asyncio.sleep(0)
+    return n
+
+
 def blocks_sent(writer: EventStreamWriter) -> int:
     """Append blocks sent by all segment sessions of ``writer`` (its private sinks: a bench-only look)."""
     return sum(sink.writer.blocks_sent for sink in getattr(writer, "_sinks", {}).values())
@@ -327,19 +344,10 @@ async def ours_throughput(
     profiler = cProfile.Profile()
     flushed = 0.0
     try:
-        write = writer.write_event
-        per_round = yield_every or 1000
 
         async def run(for_s: float) -> int:
             nonlocal flushed
-            deadline = time.perf_counter() + for_s
-            n = 0
-            while time.perf_counter() < deadline:
-                for _ in range(per_round):
-                    await write(payload, keys[n % 1000])
-                    n += 1
-                if yield_every:
-                    await asyncio.sleep(0)
+            n = await produce(writer, payload, keys, 0, time.perf_counter() + for_s, yield_every)
             flushed = time.perf_counter()
             await writer.flush()
             flushed = time.perf_counter() - flushed
@@ -380,7 +388,6 @@ async def ours_fall(
     stream holds exactly the acknowledged events (its segments' lengths)."""
     keys = [f"key-{k}" for k in range(1000)]
     payload = payload_bytes()
-    per_round = yield_every or 1000
     writers: dict[int, tuple[StreamManager, EventStreamWriter]] = {}
     events = dict.fromkeys(segment_counts, 0)
     seconds = dict.fromkeys(segment_counts, 0.0)
@@ -390,19 +397,12 @@ async def ours_fall(
         for turn in range(slices):
             for segments in segment_counts if turn % 2 == 0 else segment_counts[::-1]:
                 writer = writers[segments][1]
-                write = writer.write_event
-                n = events[segments]
                 started = time.perf_counter()
-                deadline = started + slice_s
-                while time.perf_counter() < deadline:
-                    for _ in range(per_round):
-                        await write(payload, keys[n % 1000])
-                        n += 1
-                    if yield_every:
-                        await asyncio.sleep(0)
+                events[segments] = await produce(
+                    writer, payload, keys, events[segments], started + slice_s, yield_every
+                )
                 await writer.flush()
                 seconds[segments] += time.perf_counter() - started
-                events[segments] = n
         for segments, (manager, writer) in writers.items():
             await writer.close()
             stored = sum((await manager.tail_cut(SCOPE, f"fall{segments}y{yield_every}")).positions.values())
