@@ -45,16 +45,16 @@ Cases:
    * fall: the issue requires that throughput does not fall as segments grow. This VM's speed drifts
      by ±20 % within seconds to minutes (the same code, 8 s cases a minute apart: 223k and 322k events/s),
      so the ratio of two cases run apart mixes the drift into the effect. The ratio is measured in one
-     span per producer: a writer on the fewest and one on the most segments take turns of
-     ``--fall-slice-s`` (0.5 s) of writing then ``flush()``, ``--fall-slices`` (24) turns each, their
-     order reversed every other turn; each stream is then checked to hold exactly the acknowledged events
-     (by its segments' lengths). That removes the drift, not all the noise: from one client process to
-     the next the 100-segment writer's cost per event still differs (11 runs of the same code, yield
-     every 1000: 0.68-0.93, mean 0.79; within one run the turns agree). Compare means of several runs.
-     Below 0.8 for a producer (or with ``--profile``), the worse producer's largest case runs again for
-     half the time with the client under cProfile (which slows it several fold) and, with ``--py-spy
-     PATH``, the segment store process sampled by py-spy; the top functions are printed and kept in the
-     JSON.
+     span per producer: a writer per segment count (``--segments``) takes turns of ``--fall-slice-s``
+     (0.5 s) of writing then ``flush()``, ``--fall-slices`` (24) turns each, their order reversed every
+     other turn; each stream is then checked to hold exactly the acknowledged events (by its segments'
+     lengths); the ratio is the most segments' events/s over the fewest's. That removes the drift, not
+     all the noise: from one client process to the next the 100-segment writer's cost per event still
+     differs (11 runs of the same code, yield every 1000: 0.68-0.93, mean 0.79), so compare means of
+     several runs. Below 0.8 for a producer (or with ``--profile``), the worse producer's largest case
+     runs again for half the time with the client under cProfile (which slows it several fold) and, with
+     ``--py-spy PATH``, the segment store process sampled by py-spy; the top functions are printed and
+     kept in the JSON.
    * latency: as for the official client (4 segments, 100 keys), with ``write_event`` futures.
 
    The client's default configuration is used: the pool's ``max_connections_per_endpoint`` (``conns``, 4)
@@ -87,7 +87,7 @@ the first ones printed.
                                   [--py-spy /path/to/py-spy] [--no-cprofile]
                                   [--dir /var/tmp] [--out PATH]
 
-The full run takes about 9 minutes on 2 cores, ``--quick`` about 1 minute. Prints one table per case
+The full run takes about 10 minutes on 2 cores, ``--quick`` about 1 minute. Prints one table per case
 and writes JSON (default ``bench/results/e2e.json``; ``bench/results/`` is git-ignored).
 """
 
@@ -476,7 +476,7 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
         for yield_every in (0, args.yield_every):
             await system.flush_tier2()
             fall = await ours_fall(
-                controller, [segment_counts[0], segment_counts[-1]], yield_every, args.fall_slices, args.fall_slice_s
+                controller, segment_counts, yield_every, args.fall_slices, args.fall_slice_s
             )
             results.setdefault("fall", []).append(fall)
             falls[yield_every] = fall["ratio"]
