@@ -1,0 +1,111 @@
+"""Pieces shared by the cases of ``bench/e2e.py``: the events written, read-back checks, result rows and the
+windowed latency loop."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+import string
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from benchlib import mb_per_s, percentile
+
+from controller_client import ControllerClient, StreamManager
+
+EVENT_BYTES = 100
+FRAME_HEADER = 8
+SCOPE = "e2e"
+
+
+def payload_bytes(seed: int = 7) -> bytes:
+    return random.Random(seed).randbytes(EVENT_BYTES)
+
+
+def payload_text(seed: int = 7) -> str:
+    rng = random.Random(seed)
+    return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(EVENT_BYTES))
+
+
+async def count_events(uri: str, stream: str) -> dict[str, Any]:
+    """Read ``SCOPE/stream`` from the head to its tail cut with our reader; events, sizes, rate."""
+    async with await ControllerClient.connect(uri) as controller, StreamManager(controller) as manager:
+        started = time.perf_counter()
+        end = await manager.tail_cut(SCOPE, stream)
+        count = wrong_size = 0
+        async with manager.create_reader(SCOPE, stream, end=end) as reader:
+            async for event in reader:
+                count += 1
+                wrong_size += len(event.data) != EVENT_BYTES
+        elapsed = time.perf_counter() - started
+    if wrong_size:
+        raise AssertionError(f"{SCOPE}/{stream}: {wrong_size} of {count} events are not {EVENT_BYTES} B")
+    return {"read_events": count, "read_events_per_s": round(count / elapsed)}
+
+
+def check_read_back(row: dict[str, Any], written: int) -> None:
+    if row["read_events"] != written:
+        raise AssertionError(f"{row['stream']}: {written} events acknowledged, {row['read_events']} read back")
+
+
+def throughput_row(
+    client: str, producer: str, stream: str, segments: int, keys: int, events: int, measured: dict[str, float]
+) -> dict[str, Any]:
+    return {
+        "client": client,
+        "producer": producer,
+        "stream": stream,
+        "segments": segments,
+        "keys": keys,
+        "events": events,
+        **measured,
+        "events_per_s": round(events / measured["seconds"]),
+        "mb_per_s": mb_per_s(events * EVENT_BYTES, measured["seconds"]),
+    }
+
+
+async def windowed(submit: Callable[[int], Awaitable[asyncio.Future[Any]]], seconds: float, window: int):
+    """Submit events while fewer than ``window`` are outstanding, for ``seconds``; wait for all. Returns
+    the latencies (seconds from submit to the loop seeing the future done), ascending."""
+    latencies: list[float] = []
+    failures: list[BaseException] = []
+    outstanding = 0
+    room = asyncio.Event()
+
+    def done(submitted: float, future: asyncio.Future[Any]) -> None:
+        nonlocal outstanding
+        latencies.append(time.perf_counter() - submitted)
+        outstanding -= 1
+        room.set()
+        if not future.cancelled() and future.exception() is not None:
+            failures.append(future.exception())  # type: ignore[arg-type]
+
+    deadline = time.perf_counter() + seconds
+    i = 0
+    while time.perf_counter() < deadline:
+        if outstanding >= window:
+            room.clear()
+            await room.wait()
+            continue
+        submitted = time.perf_counter()
+        future = await submit(i)
+        outstanding += 1
+        future.add_done_callback(functools.partial(done, submitted))
+        i += 1
+    while outstanding:
+        room.clear()
+        await room.wait()
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {i} events failed; first: {failures[0]!r}")
+    return sorted(latencies)
+
+
+def latency_row(client: str, window: int, latencies: list[float], measured: dict[str, float]) -> dict[str, Any]:
+    def ms(q: float) -> float:
+        return round(percentile(latencies, q) * 1000, 2)
+
+    return {"client": client, "window": window, "segments": 4, "keys": 100, "events": len(latencies),
+            **measured, "events_per_s": round(len(latencies) / measured["seconds"]),
+            "p50_ms": ms(50), "p99_ms": ms(99), "p99_9_ms": ms(99.9), "max_ms": ms(100)}  # fmt: skip
