@@ -22,7 +22,6 @@ from segment_store.protocol import (
     ConditionalAppend,
     ConditionalBlockEnd,
     ConditionalCheckFailed,
-    DataAppended,
     Event,
     WireCommand,
     encode_events,
@@ -127,12 +126,13 @@ class ConditionalWriter(AppendSession):
     def _on_detached(self) -> None:
         pass  # the current append, if any, is resent (or found stored) by the next setup
 
+    def _on_appended(self, event_number: int, write_offset: int) -> None:
+        current = self._current
+        if current is not None and event_number >= current.event_number:
+            self._complete(write_offset)
+
     def _on_session_reply(self, reply: WireCommand) -> bool:
         current = self._current
-        if isinstance(reply, DataAppended):
-            if current is not None and reply.event_number >= current.event_number:
-                self._complete(reply.current_segment_write_offset)
-            return True
         if isinstance(reply, ConditionalCheckFailed):
             if current is not None and reply.event_number == current.event_number and not current.future.done():
                 current.future.set_exception(ConditionalCheckFailedError(reply))

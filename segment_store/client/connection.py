@@ -4,12 +4,18 @@
 :class:`~segment_store.protocol.FrameDecoder` and each reply is dispatched at once, on the event loop,
 with no task switch per reply:
 
-* ``DataAppended``, ``ConditionalCheckFailed`` and ``InvalidEventNumber`` go to the append session
-  registered for their writer id;
+* ``DataAppended`` goes to the append session registered for its writer id (``on_appended``), and so do
+  ``ConditionalCheckFailed`` and ``InvalidEventNumber`` (``on_reply``);
 * any other reply goes to the one-shot future of its ``request_id`` (:meth:`Connection.request`), or
   else to the session registered under that request id (failures of appends carry the request id the
   session's blocks were sent with);
 * ``Hello`` completes the handshake; ``KeepAlive`` echoes are dropped.
+
+Acknowledgements are most of what a connection carrying many append sessions reads (one per block), so
+whole ``DataAppended`` frames of registered writers at the front of the unread bytes are taken straight
+from them (one ``struct`` per frame, the session found by the writer id's 16 bytes); anything else, and
+everything after it, goes through the decoder. Both paths hand the session the same ``on_appended``
+call, in wire order.
 
 Sending: small frames written in one turn of the event loop go out together, in order, in one socket
 write at the start of the next turn (a reply that releases blocks of many writers costs one system call,
@@ -29,7 +35,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import struct
 import uuid
+from collections.abc import Sequence
 from typing import Protocol, TypeVar, cast
 
 from segment_store.client.config import ConnectionConfig
@@ -60,7 +68,10 @@ _log = logging.getLogger(__name__)
 Endpoint = tuple[str, int]
 R = TypeVar("R", bound=WireCommand)
 
-_WRITER_REPLIES = frozenset(c.TYPE_CODE for c in (DataAppended, ConditionalCheckFailed, InvalidEventNumber))
+_WRITER_REPLIES = frozenset(c.TYPE_CODE for c in (ConditionalCheckFailed, InvalidEventNumber))
+_APPENDED_CODE = DataAppended.TYPE_CODE
+_APPENDED_FRAME = struct.Struct(">ii16sqqqq")  # a DataAppended frame with every field: header, then its body
+_APPENDED_LENGTH = _APPENDED_FRAME.size - 8  # its header's length field
 _KEEPALIVE_CODE = KeepAlive.TYPE_CODE
 _HELLO_CODE = Hello.TYPE_CODE
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -77,6 +88,10 @@ class ReplyListener(Protocol):
 
     Both callbacks run on the event loop inside the connection's dispatch and must not block or raise.
     """
+
+    def on_appended(self, connection: Connection, event_number: int, write_offset: int) -> None:
+        """``DataAppended``: the writer's events up to ``event_number`` are stored (the segment's length is
+        ``write_offset``, -1 if the server did not say)."""
 
     def on_reply(self, connection: Connection, reply: WireCommand) -> None: ...
 
@@ -98,7 +113,7 @@ class Connection(asyncio.Protocol):
         self._decoder = FrameDecoder()
         self._pending: dict[int, asyncio.Future[WireCommand]] = {}
         self._routes: dict[int, ReplyListener] = {}
-        self._writers: dict[uuid.UUID, ReplyListener] = {}
+        self._writers: dict[bytes, ReplyListener] = {}  # by the writer id's 16 bytes
         loop = asyncio.get_running_loop()
         self._hello: asyncio.Future[Hello] = loop.create_future()
         self._closed: asyncio.Future[None] = loop.create_future()
@@ -121,13 +136,39 @@ class Connection(asyncio.Protocol):
         if self._error is not None:
             return
         decoder = self._decoder
+        if not decoder.buffered_bytes:
+            start = self._take_acks(data)
+            if start == len(data) or self._error is not None:
+                return
+        else:
+            start = 0
         try:
-            decoder.feed(data)
+            decoder.feed(memoryview(data)[start:] if start else data)
             for command in decoder:
                 self._dispatch(command)
         except ProtocolError as exc:
             _log.warning("closing connection to %s: %s", self.endpoint, exc)
             self._fail(ConnectionLostError(f"protocol error from server: {exc}", self.endpoint), abort=True)
+
+    def _take_acks(self, data: bytes) -> int:
+        """Hand the whole ``DataAppended`` frames of registered writers at the front of ``data`` to their
+        sessions; return where the rest starts (the decoder's). Stops if a session fails the connection."""
+        pos = 0
+        end = len(data) - _APPENDED_FRAME.size
+        writers = self._writers
+        unpack = _APPENDED_FRAME.unpack_from
+        while pos <= end:
+            code, length, writer_id, event_number, _, _, write_offset = unpack(data, pos)
+            if code != _APPENDED_CODE or length != _APPENDED_LENGTH:
+                break
+            listener = writers.get(writer_id)
+            if listener is None:
+                break
+            pos += _APPENDED_FRAME.size
+            listener.on_appended(self, event_number, write_offset)
+            if self._error is not None:
+                break
+        return pos
 
     def eof_received(self) -> bool:
         self._fail(ConnectionLostError("server closed the connection", self.endpoint))
@@ -255,6 +296,12 @@ class Connection(asyncio.Protocol):
         self._check_open()
         self._write(frame)
 
+    def send_frame_parts(self, head: bytes, parts: Sequence[bytes], tail: bytes, size: int) -> None:
+        """Queue the frame ``head + b"".join(parts) + tail``, ``size`` bytes in all, given in pieces (joined
+        only when the turn's frames leave). Raises ConnectionLostError if the connection is dead."""
+        self._check_open()
+        self._cork.write_parts(head, parts, tail, size)
+
     def _write(self, frame: bytes) -> None:
         self._cork.write(frame)
 
@@ -323,16 +370,18 @@ class Connection(asyncio.Protocol):
         Raises ConnectionLostError if the connection is dead, ValueError if the writer id is taken.
         """
         self._check_open()
-        existing = self._writers.get(writer_id)
+        key = writer_id.bytes
+        existing = self._writers.get(key)
         if existing is not None and existing is not listener:
             raise ValueError(f"writer {writer_id} already has a session on this connection")
-        self._writers[writer_id] = listener
+        self._writers[key] = listener
         self._routes[request_id] = listener
 
     def unregister_writer(self, writer_id: uuid.UUID, request_id: int, listener: ReplyListener) -> None:
         """Stop routing to ``listener`` (no-op for routes that now belong to another listener)."""
-        if self._writers.get(writer_id) is listener:
-            del self._writers[writer_id]
+        key = writer_id.bytes
+        if self._writers.get(key) is listener:
+            del self._writers[key]
         if self._routes.get(request_id) is listener:
             del self._routes[request_id]
 
@@ -340,8 +389,14 @@ class Connection(asyncio.Protocol):
 
     def _dispatch(self, command: WireCommand) -> None:
         code = command.TYPE_CODE
-        if code in _WRITER_REPLIES:
-            listener = self._writers.get(command.writer_id)  # type: ignore[attr-defined]
+        if code == _APPENDED_CODE:
+            appended = cast(DataAppended, command)
+            listener = self._writers.get(appended.writer_id.bytes)
+            if listener is not None:
+                listener.on_appended(self, appended.event_number, appended.current_segment_write_offset)
+                return
+        elif code in _WRITER_REPLIES:
+            listener = self._writers.get(command.writer_id.bytes)  # type: ignore[attr-defined]
             if listener is not None:
                 listener.on_reply(self, command)
                 return

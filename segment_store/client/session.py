@@ -31,7 +31,7 @@ from segment_store.client.errors import (
     is_failure_reply,
 )
 from segment_store.client.retry import is_retriable
-from segment_store.protocol import AppendSetup, SetupAppend, WireCommand
+from segment_store.protocol import AppendSetup, DataAppended, SetupAppend, WireCommand
 
 _log = logging.getLogger(__name__)
 
@@ -57,8 +57,8 @@ class AppendSession:
     """Base of :class:`~segment_store.client.writer.SegmentWriter` and
     :class:`~segment_store.client.conditional.ConditionalWriter`: setup, routing, reconnect, failure.
 
-    Subclasses implement :meth:`_on_setup`, :meth:`_on_detached`, :meth:`_on_session_reply` and
-    :meth:`_on_failed`. Use from the event loop that opened it.
+    Subclasses implement :meth:`_on_setup`, :meth:`_on_detached`, :meth:`_on_appended`,
+    :meth:`_on_session_reply` and :meth:`_on_failed`. Use from the event loop that opened it.
     """
 
     def __init__(self, source: ConnectionSource, segment: str, writer_id: uuid.UUID, config: WriterConfig) -> None:
@@ -208,8 +208,15 @@ class AppendSession:
         if connection is self._connection:
             self._detach(error)
 
+    def on_appended(self, connection: Connection, event_number: int, write_offset: int) -> None:
+        if connection is self._connection:
+            self._on_appended(event_number, write_offset)
+
     def on_reply(self, connection: Connection, reply: WireCommand) -> None:
         if connection is not self._connection:
+            return
+        if isinstance(reply, DataAppended):  # (routed by request id: the connection sends acks to on_appended)
+            self._on_appended(reply.event_number, reply.current_segment_write_offset)
             return
         if self._on_session_reply(reply):
             return
@@ -232,8 +239,13 @@ class AppendSession:
         """The connection is gone: whatever was sent and not acknowledged must be sent again."""
         raise NotImplementedError
 
+    def _on_appended(self, event_number: int, write_offset: int) -> None:
+        """``DataAppended``: events up to ``event_number`` are stored; the segment is ``write_offset`` long."""
+        raise NotImplementedError
+
     def _on_session_reply(self, reply: WireCommand) -> bool:
-        """Handle acks and conditional failures; return False to let the base handle failures."""
+        """Handle the subclass's own replies (conditional failures); return False to let the base handle
+        failures."""
         raise NotImplementedError
 
     def _on_failed(self, error: BaseException) -> None:

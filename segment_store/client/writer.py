@@ -38,9 +38,8 @@ from segment_store.client.errors import ConnectionLostError
 from segment_store.client.session import AppendSession, ConnectionSource, SessionState
 from segment_store.protocol import (
     HEADER_SIZE,
-    DataAppended,
+    append_block_end_ends,
     encode_events,
-    frame_append_block_end,
     parse_events,
 )
 from segment_store.protocol.constants import EVENT_TYPE_CODE, HEADER
@@ -49,6 +48,7 @@ from segment_store.protocol.types import Buffer
 _log = logging.getLogger(__name__)
 _EVENT_HEADERS: dict[int, bytes] = {}  # payload size -> its event header: one shared bytes object per size
 _EVENT_HEADERS_LIMIT = 4096
+_BLOCK_END_FRAMING = len(b"".join(append_block_end_ends(bytes(16), 0, 0, 0, 0)))  # an AppendBlockEnd besides events
 
 
 def _event_header(size: int) -> bytes:
@@ -79,13 +79,13 @@ class _Write:
 
     The newest unsent write grows while it is not sent (the events written in one turn of the event loop,
     up to a block), so a burst of small events costs one future, not one each. Its parts are only listed:
-    the block's frame joins them in one copy (a growing bytearray copied each event's bytes again whenever
-    it reallocated: a third more per event with many small blocks).
+    they are copied once, when the connection writes the turn's frames out (a growing bytearray copied each
+    event's bytes again whenever it reallocated: a third more per event with many small blocks).
     """
 
     first: int
     last: int
-    parts: list[Buffer]
+    parts: list[bytes]
     size: int
     future: asyncio.Future[None] | None
 
@@ -123,6 +123,7 @@ class SegmentWriter(AppendSession):
         self._send_scheduled = False
         self._failed_writes: list[_Write] = []
         self._listener: ProgressListener | None = None
+        self._writer_key = writer_id.bytes
         self.writes_started = 0
         """How many pending writes were started: it changes when a write goes into a new block (a caller
         grouping events by block, as the stream writer does, starts a new group then)."""
@@ -293,13 +294,13 @@ class SegmentWriter(AppendSession):
 
     # ---- writing ------------------------------------------------------------------------------------------
 
-    async def _future_write(self, parts: tuple[Buffer, ...], count: int, size: int) -> asyncio.Future[None]:
+    async def _future_write(self, parts: tuple[bytes, ...], count: int, size: int) -> asyncio.Future[None]:
         future = await self._write(parts, count, size)
         assert future is not None
         return future
 
     async def _write(
-        self, parts: tuple[Buffer, ...], count: int, size: int, want_future: bool = True
+        self, parts: tuple[bytes, ...], count: int, size: int, want_future: bool = True
     ) -> asyncio.Future[None] | None:
         """Queue ``count`` framed events, ``size`` bytes in all, given as ``parts``; their future if wanted."""
         if self._failure is not None or self._state is not SessionState.CONNECTED:
@@ -315,7 +316,7 @@ class SegmentWriter(AppendSession):
         return self._queue_framed(parts, count, size, want_future)
 
     def _queue_framed(
-        self, parts: tuple[Buffer, ...], count: int, size: int, want_future: bool
+        self, parts: tuple[bytes, ...], count: int, size: int, want_future: bool
     ) -> asyncio.Future[None] | None:
         """Queue ``count`` framed events (``parts``, ``size`` bytes) now: the window has room for them."""
         config = self.config
@@ -367,13 +368,15 @@ class SegmentWriter(AppendSession):
                 write = pending.popleft()
                 batch.append(write)
                 size += write.size
-            count = batch[-1].last - batch[0].first + 1
+            last = batch[-1].last
             parts = batch[0].parts if len(batch) == 1 else [part for write in batch for part in write.parts]
-            frame = frame_append_block_end(self.writer_id, parts, size, count, batch[-1].last, self._request_id)
+            head, tail = append_block_end_ends(
+                self._writer_key, size, last - batch[0].first + 1, last, self._request_id
+            )
             self._pending_bytes -= size
             self._inflight.extend(batch)
             try:
-                connection.send_frame(frame)
+                connection.send_frame_parts(head, parts, tail, size + _BLOCK_END_FRAMING)
             except ConnectionLostError as error:
                 # The connection died under us; its loss callback (or this) brings the session back.
                 self._detach(error)
@@ -401,19 +404,19 @@ class SegmentWriter(AppendSession):
             self._pending_bytes += sum(w.size for w in resend)
             self._inflight = deque()
 
-    def _on_session_reply(self, reply: object) -> bool:
-        if isinstance(reply, DataAppended):
-            if reply.event_number > self._next_event - 1:
-                self._detach(
-                    ConnectionLostError(
-                        f"server acked event {reply.event_number} of writer {self.writer_id} "
-                        f"but the latest sent is {self._next_event - 1}"
-                    )
+    def _on_appended(self, event_number: int, write_offset: int) -> None:
+        if event_number >= self._next_event:
+            self._detach(
+                ConnectionLostError(
+                    f"server acked event {event_number} of writer {self.writer_id} "
+                    f"but the latest sent is {self._next_event - 1}"
                 )
-                return True
-            self._ack_through(reply.event_number)
-            self._send(full_blocks_only=False)
-            return True
+            )
+            return
+        self._ack_through(event_number)
+        self._send(full_blocks_only=False)
+
+    def _on_session_reply(self, reply: object) -> bool:
         return False
 
     def _on_failed(self, error: BaseException) -> None:
@@ -438,23 +441,14 @@ class SegmentWriter(AppendSession):
             return
         self._acked = level
         self._progress()
-        released = 0
-        for queue in (self._inflight, self._pending):
-            while queue and queue[0].last <= level:
-                write = queue.popleft()
-                released += write.size
-                if queue is self._pending:
-                    self._pending_bytes -= write.size
-                future = write.future
-                if future is not None and not future.done():
-                    future.set_result(None)
-            if queue and queue[0].first <= level:
-                dropped = queue[0].drop_through(level)
-                released += dropped
-                if queue is self._pending:
-                    self._pending_bytes -= dropped
+        released = _release_through(self._inflight, level)
+        if not self._inflight and self._pending and self._pending[0].first <= level:
+            unsent = _release_through(self._pending, level)  # a setup can acknowledge writes not sent yet
+            self._pending_bytes -= unsent
+            released += unsent
         self._unacked_bytes -= released
-        self._wake(None)
+        if self._room_waiters or self._flush_waiters:
+            self._wake(None)
         if self._listener is not None:
             self._listener.stored_through(level)
 
@@ -476,6 +470,21 @@ class SegmentWriter(AppendSession):
                 else:
                     keep.append((target, waiter))
             self._flush_waiters = keep
+
+
+def _release_through(writes: deque[_Write], level: int) -> int:
+    """Drop the events numbered up to ``level`` from the front of ``writes`` (completing the futures of the
+    writes that end there); return their bytes."""
+    released = 0
+    while writes and writes[0].last <= level:
+        write = writes.popleft()
+        released += write.size
+        future = write.future
+        if future is not None and not future.done():
+            future.set_result(None)
+    if writes and writes[0].first <= level:
+        released += writes[0].drop_through(level)
+    return released
 
 
 async def _all_of(futures: list[asyncio.Future[None]]) -> None:

@@ -3,6 +3,7 @@
 from segment_store.protocol.assembler import (
     Append,
     AppendAssembler,
+    append_block_end_ends,
     append_block_header,
     build_append_block_end,
     encode_append_batch,
@@ -224,6 +225,7 @@ __all__ = [
     "UpdateTableEntries",
     "WireCommand",
     "WrongHost",
+    "append_block_end_ends",
     "append_block_header",
     "build_append_block_end",
     "command_class",

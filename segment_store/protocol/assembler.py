@@ -172,9 +172,7 @@ class AppendAssembler:
                 )
             data = _join_block(block.data, end)
         writer = self._advance(writer_id, end.last_event_number)
-        return Append(
-            writer.segment, writer_id, end.last_event_number, end.num_events, data, None, end.request_id
-        )
+        return Append(writer.segment, writer_id, end.last_event_number, end.num_events, data, None, end.request_id)
 
 
 def _join_block(block_data: bytes, end: AppendBlockEnd) -> bytes | memoryview:
@@ -240,18 +238,31 @@ def frame_append_block_end(
     writer_id: uuid.UUID, parts: Sequence[Buffer], size: int, num_events: int, last_event_number: int, request_id: int
 ) -> bytes:
     """The bytes of ``encode(AppendBlockEnd(writer_id, size, b"".join(parts), num_events, last, request_id))``
-    in one copy of ``parts`` (framed events, ``size`` bytes in all), for the writer's hot path.
+    in one copy of ``parts`` (framed events, ``size`` bytes in all).
+
+    Raises ProtocolError if the frame would exceed 16 MiB - 1 bytes or a number is out of its field's range.
+    """
+    head, tail = append_block_end_ends(writer_id.bytes, size, num_events, last_event_number, request_id)
+    return b"".join((head, *parts, tail))
+
+
+def append_block_end_ends(
+    writer_id: bytes, size: int, num_events: int, last_event_number: int, request_id: int
+) -> tuple[bytes, bytes]:
+    """What goes before and after ``size`` bytes of framed events in an ``AppendBlockEnd`` frame of the writer
+    whose id is ``writer_id`` (its 16 bytes): for the writer's hot path, which hands the frame to its
+    connection in pieces (one copy of the events in all, when the connection writes them out).
 
     Raises ProtocolError if the frame would exceed 16 MiB - 1 bytes or a number is out of its field's range.
     """
     if size > MAX_FRAME_PAYLOAD - HEADER_SIZE - _BLOCK_END_FIELDS:
         raise ProtocolError(f"{size} bytes of events do not fit in one AppendBlockEnd frame")
     try:
-        head = _BLOCK_END_HEAD.pack(AppendBlockEnd.TYPE_CODE, _BLOCK_END_FIELDS + size, writer_id.bytes, size, size)
+        head = _BLOCK_END_HEAD.pack(AppendBlockEnd.TYPE_CODE, _BLOCK_END_FIELDS + size, writer_id, size, size)
         tail = _BLOCK_END_TAIL.pack(num_events, last_event_number, request_id)
     except struct.error as exc:
         raise ProtocolError(f"AppendBlockEnd: {exc}") from exc
-    return b"".join((head, *parts, tail))
+    return head, tail
 
 
 def append_block_header(writer_id: uuid.UUID, block_size: int) -> bytes:

@@ -16,7 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 CORK_BYTES = 64 * 1024
 
@@ -50,6 +50,20 @@ class FrameCork:
         if self._bytes >= self._limit:
             self.flush()
         elif len(out) == 1:
+            self._schedule(self.flush)
+
+    def write_parts(self, head: bytes, parts: Sequence[bytes], tail: bytes, size: int) -> None:
+        """Queue the frame ``head + b"".join(parts) + tail`` (``size`` bytes in all) without joining it
+        first: its pieces are copied once, with the rest of the turn's frames, when they leave."""
+        out = self._out
+        first = not out
+        out.append(head)
+        out.extend(parts)
+        out.append(tail)
+        self._bytes += size
+        if self._bytes >= self._limit:
+            self.flush()
+        elif first:
             self._schedule(self.flush)
 
     def flush(self) -> None:

@@ -34,6 +34,7 @@ from segment_store.protocol import (
     AuthTokenErrorCode,
     ConditionalCheckFailed,
     CreateSegment,
+    DataAppended,
     ErrorMessage,
     ErrorMessageCode,
     GetStreamSegmentInfo,
@@ -55,6 +56,7 @@ from segment_store.protocol import (
     WrongHost,
     encode,
 )
+from segment_store.protocol.constants import HEADER
 from segment_store.protocol.cork import CORK_BYTES
 from segment_store.tables.errors import TableKeyBadVersionError, TableKeyNotExistsError, TableSegmentNotEmptyError
 
@@ -225,6 +227,86 @@ async def test_close_with_queued_frames_sends_them_and_abort_drops_them() -> Non
     connection.abort("broken")
     await asyncio.sleep(0)
     assert peer.sent(GetStreamSegmentInfo) == []
+
+
+class _Session:
+    """A ReplyListener logging what reaches it (into a log shared by several) and, if told, failing the
+    connection when its first ack arrives."""
+
+    def __init__(self, name: str, log: list[tuple], abort_on_ack: bool = False) -> None:
+        self.name, self.log, self.abort_on_ack = name, log, abort_on_ack
+
+    def on_appended(self, connection: Connection, event_number: int, write_offset: int) -> None:
+        self.log.append((self.name, "appended", event_number, write_offset))
+        if self.abort_on_ack:
+            connection.abort("test: the session gives up")
+
+    def on_reply(self, connection: Connection, reply: object) -> None:
+        self.log.append((self.name, type(reply).__name__))
+
+    def on_connection_lost(self, connection: Connection, error: ConnectionLostError) -> None:
+        self.log.append((self.name, "lost"))
+
+
+async def test_acks_and_replies_in_one_read_reach_their_sessions_in_wire_order() -> None:
+    connection, peer = await _connected()
+    log: list[tuple] = []
+    a, b, stranger = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    connection.register_writer(a, 11, _Session("a", log))
+    connection.register_writer(b, 12, _Session("b", log))
+    frames = [
+        DataAppended(a, 1, 0, 11, 100),
+        DataAppended(b, 5, 0, 12, 200),
+        DataAppended(stranger, 9, 0, 99, 300),  # nobody's: dropped, and what follows is decoded
+        ConditionalCheckFailed(a, 2, 11),
+        DataAppended(a, 2, 1, 11, 150),
+        KeepAlive(),
+        DataAppended(b, 6, 5, 12, 250),
+    ]
+    peer.send_bytes(b"".join(encode(frame) for frame in frames))
+    await asyncio.sleep(0)
+    assert log == [
+        ("a", "appended", 1, 100),
+        ("b", "appended", 5, 200),
+        ("a", "ConditionalCheckFailed"),
+        ("a", "appended", 2, 150),
+        ("b", "appended", 6, 250),
+    ]
+
+
+async def test_acks_split_across_reads_or_without_optional_fields_are_delivered() -> None:
+    connection, peer = await _connected()
+    log: list[tuple] = []
+    writer_id = uuid.uuid4()
+    connection.register_writer(writer_id, 11, _Session("w", log))
+    short = HEADER.pack(DataAppended.TYPE_CODE, 24) + writer_id.bytes + (3).to_bytes(8, "big")  # no optional fields
+    stream = b"".join(
+        [encode(DataAppended(writer_id, 1, 0, 11, 100)), encode(DataAppended(writer_id, 2, 1, 11, 200)), short]
+    )
+    assert len(stream) == 56 + 56 + 32
+    for start, end in ((0, 30), (30, 70), (70, 144)):  # reads ending inside the first and the second ack
+        peer.send_bytes(stream[start:end])
+    peer.send_bytes(encode(DataAppended(writer_id, 4, 3, 11, 400)))  # whole again
+    await asyncio.sleep(0)
+    assert log == [
+        ("w", "appended", 1, 100),
+        ("w", "appended", 2, 200),
+        ("w", "appended", 3, -1),
+        ("w", "appended", 4, 400),
+    ]
+
+
+async def test_a_session_that_fails_the_connection_on_an_ack_stops_the_acks_after_it() -> None:
+    connection, peer = await _connected()
+    log: list[tuple] = []
+    a, b = uuid.uuid4(), uuid.uuid4()
+    connection.register_writer(a, 11, _Session("a", log, abort_on_ack=True))
+    connection.register_writer(b, 12, _Session("b", log))
+    peer.send_bytes(encode(DataAppended(a, 1, 0, 11, 100)) + encode(DataAppended(b, 1, 0, 12, 100)))
+    await asyncio.sleep(0)
+    assert log[0] == ("a", "appended", 1, 100)
+    assert sorted(log[1:]) == [("a", "lost"), ("b", "lost")]  # b's ack came on a connection already dead
+    assert connection.error is not None
 
 
 async def test_close_with_pending_request_fails_it() -> None:

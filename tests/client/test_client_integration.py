@@ -274,6 +274,9 @@ class _Replies:
         self.replies: list[object] = []
         self.lost = asyncio.Event()
 
+    def on_appended(self, connection: object, event_number: int, write_offset: int) -> None:
+        self.replies.append(("appended", event_number))
+
     def on_reply(self, connection: object, reply: object) -> None:
         self.replies.append(reply)
 
@@ -283,7 +286,7 @@ class _Replies:
 
 async def test_error_invalid_event_number_when_a_writer_id_races_itself(service: SegmentStoreService) -> None:
     from segment_store.client import InvalidEventNumberError, error_for_reply, open_connection
-    from segment_store.protocol import AppendSetup, DataAppended, InvalidEventNumber, SetupAppend, encode_append_batch
+    from segment_store.protocol import AppendSetup, InvalidEventNumber, SetupAppend, encode_append_batch
 
     writer_id = uuid.uuid4()
     async with SegmentClient(service.endpoint) as client:
@@ -295,11 +298,11 @@ async def test_error_invalid_event_number_when_a_writer_id_races_itself(service:
             connection.register_writer(writer_id, request_id, listener)
         await first.request(SetupAppend(1, writer_id, SEGMENT, ""), AppendSetup)
         first.send_frame(encode_append_batch(writer_id, [b"a"], 5, 1))
-        await _until(lambda: any(isinstance(r, DataAppended) for r in listeners[0].replies))
+        await _until(lambda: ("appended", 5) in listeners[0].replies)
         setup = await second.request(SetupAppend(2, writer_id, SEGMENT, ""), AppendSetup)
         assert setup.last_event_number == 5
         first.send_frame(encode_append_batch(writer_id, [b"b"], 10, 1))
-        await _until(lambda: len([r for r in listeners[0].replies if isinstance(r, DataAppended)]) == 2)
+        await _until(lambda: ("appended", 10) in listeners[0].replies)
         second.send_frame(encode_append_batch(writer_id, [b"c"], 7, 2))  # chained on 5, but 10 is stored
         await asyncio.wait_for(listeners[1].lost.wait(), 5)  # the server closes, as Java does
         (reply,) = [r for r in listeners[1].replies if isinstance(r, InvalidEventNumber)]

@@ -15,7 +15,6 @@ from controller_client.routing import hash_to_range
 from controller_client.stream_manager import StreamManager
 from controller_client.stream_reader import StreamEvent
 from segment_store.client import RetryPolicy, WriterConfig
-from segment_store.protocol import DataAppended
 
 SCOPE = "sc"
 
@@ -140,13 +139,8 @@ async def test_write_across_a_scale_with_lost_acks_resends_only_what_was_not_sto
     await (await writer.write_event(b"k:0", "k"))
     [sink] = writer._sinks.values()
     session = sink.writer
-    real = session._on_session_reply
-
-    def lose_acks(reply: object) -> bool:
-        return isinstance(reply, DataAppended) or real(reply)
-
     # Fault injection around the real session: acknowledgements from here on are lost on the way.
-    session._on_session_reply = lose_acks  # type: ignore[method-assign]
+    session._on_appended = lambda event_number, write_offset: None  # type: ignore[method-assign]
     stored = [await writer.write_event(f"k:{n}".encode(), "k") for n in range(1, 10)]
     await asyncio.sleep(0.1)  # stored by the segment store, never acknowledged to the session
     assert not any(f.done() for f in stored)
@@ -320,8 +314,7 @@ async def test_write_waiting_for_the_writer_window_raises_the_writer_failure(
     writer = await manager.create_writer(SCOPE, "windowfail", EventWriterConfig(max_unacked_bytes=300))
     await (await writer.write_event(b"k:0", "k"))
     [sink] = writer._sinks.values()
-    real = sink.writer._on_session_reply
-    sink.writer._on_session_reply = lambda reply: isinstance(reply, DataAppended) or real(reply)  # type: ignore
+    sink.writer._on_appended = lambda event_number, write_offset: None  # type: ignore[method-assign]
     first = await writer.write_event(b"k:1:" + bytes(200), "k")  # stored, its ack lost on the way
     blocked = asyncio.create_task(writer.write_event(b"k:2:" + bytes(200), "k"))
     await asyncio.sleep(0.1)

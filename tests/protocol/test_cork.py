@@ -56,3 +56,24 @@ def test_flush_sends_now_and_drop_forgets() -> None:
     cork.drop()
     turns.end_turn()
     assert sent == [b"kept"] and cork.queued_bytes == 0
+
+
+def test_a_frame_given_in_pieces_leaves_joined_in_its_place() -> None:
+    turns, sent = Turns(), []
+    cork = FrameCork(sent.append, turns.call_soon, limit=100)
+    cork.write_parts(b"<", [b"a", b"bc"], b">", 5)
+    cork.write(b"|")
+    cork.write_parts(b"[", [], b"]", 2)
+    assert sent == [] and len(turns.soon) == 1 and cork.queued_bytes == 8
+    turns.end_turn()
+    assert sent == [b"<abc>|[]"]
+
+
+def test_pieces_that_reach_the_limit_leave_at_once_with_what_was_queued() -> None:
+    turns, sent = Turns(), []
+    cork = FrameCork(sent.append, turns.call_soon, limit=10)
+    cork.write(b"12")
+    cork.write_parts(b"<", [b"3456", b"789"], b">", 9)
+    assert sent == [b"12<3456789>"] and cork.queued_bytes == 0
+    turns.end_turn()
+    assert sent == [b"12<3456789>"]
