@@ -30,7 +30,8 @@ class Batch:
             self.settled = True
             if not self.future.done():
                 self.future.set_result(None)
-            self._wake()
+            if self.waiters:
+                self._wake()
 
     def fail(self, error: BaseException) -> None:
         if not self.settled:
@@ -99,11 +100,12 @@ class PendingEvents:
 
     def release_through(self, level: int) -> int:
         """The events numbered up to ``level`` are stored: complete batches that are whole; return their bytes."""
-        count = min(len(self), level - self.first_number + 1)
+        position = self._start
+        data = self.data
+        count = min(len(data) - position, level - self.first_number + 1)
         if count <= 0:
             return 0
-        position = self._start
-        freed = sum(map(len, self.data[position : position + count]))  # in C: no Python step per event
+        freed = sum(map(len, data[position : position + count]))  # in C: no Python step per event
         runs = self.runs
         left = count
         while left:
@@ -121,10 +123,10 @@ class PendingEvents:
                 batch.succeed()
         self.first_number += count
         self._start = position
-        if position == len(self.data):
+        if position == len(data):
             self._clear()
-        elif position >= self._compact_at and 2 * position >= len(self.data):
-            del self.data[:position]
+        elif position >= self._compact_at and 2 * position >= len(data):
+            del data[:position]
             del self.keys[:position]
             self._start = 0
         return freed
