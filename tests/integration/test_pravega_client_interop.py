@@ -86,3 +86,26 @@ def test_seal_and_delete_stream(standalone: StandaloneProcess) -> None:
     assert manager.delete_stream("interop-seal", "short-lived")
     assert "short-lived" not in [str(s) for s in manager.list_stream("interop-seal")]
     assert manager.delete_scope("interop-seal")
+
+
+def test_wide_stream_works_up_to_the_clients_own_limit_of_64_segments(standalone: StandaloneProcess) -> None:
+    """The official client (0.3.7) routes keys over at most 64 segments: 64 work end to end; with 65 its
+    writer fails (its own lookup of a key's segment panics) although the controller's key ranges are whole.
+    README says so; if a newer client lifts the limit, this test says it is time to change README."""
+    manager = pravega_client.StreamManager(standalone.controller_uri)
+    manager.create_scope("interop-wide")
+    manager.create_stream("interop-wide", "wide64", 64)
+    writer = manager.create_writer("interop-wide", "wide64", 1000)
+    for i in range(2000):
+        writer.write_event(_event(i % 500, i // 500), f"key-{i % 500}")
+    writer.flush()
+    events = official_read(standalone.controller_uri, "interop-wide", "wide64", "group-wide", 2000, 120)
+    assert len(events) == 2000 and len(set(events)) == 2000
+    assert_each_key_in_order(events)
+
+    manager.create_stream("interop-wide", "wide65", 65)
+    writer = manager.create_writer("interop-wide", "wide65", 1000)
+    with pytest.raises(Exception, match="RecvError"):
+        for i in range(500):
+            writer.write_event(_event(i, 0), f"key-{i}")
+        writer.flush()
