@@ -24,6 +24,9 @@ Cases:
    * latency: ``write_event_async`` futures in one asyncio loop with a bounded window (``--windows``,
      default 1 and 100 outstanding): a new event is submitted as soon as the window has room; latency =
      the time its future is seen done by the loop - the time it was submitted.
+   * fall: the interleaved measurement described for ours below, with ``write_event_bytes`` over 1,000
+     keys, on the same segment counts capped at 64: the official client (0.3.7) cannot write to a stream
+     of more segments (README).
 
 2. ``ours``: this repo's client library (``controller_client``: ``StreamManager``, ``EventStreamWriter``).
 
@@ -50,8 +53,9 @@ Cases:
      other turn; each stream is then checked to hold exactly the acknowledged events (by its segments'
      lengths); the ratio is the most segments' events/s over the fewest's. That removes the drift, not
      all the noise: from one client process to the next the 100-segment writer's cost per event still
-     differs (11 runs of the same code, yield every 1000: 0.68-0.93, mean 0.79), so compare means of
-     several runs. Below 0.8 for a producer (or with ``--profile``), the worse producer's largest case
+     differs (yield every 1000, 1 vs 100 segments, 22 client processes of the same code against one
+     standalone: 0.75-0.91, mean 0.84, sd 0.045), so compare means of several runs. Longer turns do not
+     change it (1 s turns: mean 0.837 over 6 processes, 0.5 s: 0.838 over 8). Below 0.8 for a producer (or with ``--profile``), the worse producer's largest case
      runs again for half the time with the client under cProfile (which slows it several fold) and, with
      ``--py-spy PATH``, the segment store process sampled by py-spy; the top functions are printed and
      kept in the JSON.
@@ -113,11 +117,14 @@ from e2e_common import (
     FRAME_HEADER,
     SCOPE,
     check_read_back,
+    check_stored,
     count_events,
+    fall_result,
     latency_row,
     payload_bytes,
     payload_text,
     throughput_row,
+    turn_order,
     windowed,
 )
 from e2e_report import report
@@ -128,6 +135,7 @@ from controller_client import ControllerClient, EventStreamWriter, ScalingPolicy
 from segment_store.client.config import ClientConfig
 
 FALL_RATIO = 0.8
+OFFICIAL_MAX_SEGMENTS = 64  # pravega 0.3.7 writes to streams of at most 64 segments (README)
 PROFILE_TOP = 12
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -171,6 +179,43 @@ def official_throughput(system: Standalone, seconds: float, inflight: int) -> di
     row.update(asyncio.run(count_events(system.uri, stream)))
     check_read_back(row, warm + count)
     return row
+
+
+def official_fall(
+    system: Standalone, segment_counts: list[int], slices: int, slice_s: float, inflight: int
+) -> dict[str, Any]:
+    """``ours_fall`` for the official client (``write_event_bytes`` as in ``official_throughput``, 1,000 keys),
+    over the same segment counts capped at ``OFFICIAL_MAX_SEGMENTS``."""
+    import pravega_client
+
+    counts = sorted({min(count, OFFICIAL_MAX_SEGMENTS) for count in segment_counts})
+    manager = pravega_client.StreamManager(system.uri)
+    manager.create_scope(SCOPE)
+    keys = [f"key-{k}" for k in range(1000)]
+    payload = payload_bytes()
+    writers = {}
+    for count in counts:
+        manager.create_stream(SCOPE, f"officialfall{count}", count)
+        writers[count] = manager.create_writer(SCOPE, f"officialfall{count}", inflight)
+        for key in keys:
+            writers[count].write_event_bytes(payload, key)
+        writers[count].flush()
+    events = dict.fromkeys(counts, 0)
+    seconds = dict.fromkeys(counts, 0.0)
+    for count in turn_order(counts, slices):
+        write = writers[count].write_event_bytes
+        started = time.perf_counter()
+        n = events[count]
+        while time.perf_counter() < started + slice_s:
+            for _ in range(1000):
+                write(payload, keys[n % 1000])
+                n += 1
+        writers[count].flush()
+        events[count] = n
+        seconds[count] += time.perf_counter() - started
+    for count in counts:
+        asyncio.run(check_stored(system.uri, f"officialfall{count}", events[count] + len(keys)))
+    return fall_result("official", f"write_event_bytes, {inflight:,} in flight", slices, slice_s, events, seconds)
 
 
 async def official_latency(system: Standalone, seconds: float, window: int) -> dict[str, Any]:
@@ -292,13 +337,17 @@ async def ours_throughput(
 
 
 async def ours_fall(
-    controller: ControllerClient, segment_counts: list[int], yield_every: int, slices: int, slice_s: float
+    system: Standalone,
+    controller: ControllerClient,
+    segment_counts: list[int],
+    yield_every: int,
+    slices: int,
+    slice_s: float,
 ) -> dict[str, Any]:
     """The fall ratio measured in one span: a writer per segment count (set up as in ``ours_writer``) and
-    ``slices`` turns each of ``slice_s`` seconds of writing then ``flush()``, the writers taking turns (their
-    order reversed every other turn), so a drift of the machine's speed hits every count alike. Returns
-    events/s per count over all its turns and the ratio of the most segments to the fewest; checks that each
-    stream holds exactly the acknowledged events (its segments' lengths)."""
+    ``slices`` turns each of ``slice_s`` seconds of writing then ``flush()``, the writers taking turns
+    (``turn_order``). Returns events/s per count over all its turns and the ratio of the most segments to the
+    fewest; checks that each stream holds exactly the acknowledged events (its segments' lengths)."""
     keys = [f"key-{k}" for k in range(1000)]
     payload = payload_bytes()
     writers: dict[int, tuple[StreamManager, EventStreamWriter]] = {}
@@ -307,33 +356,21 @@ async def ours_fall(
     try:
         for segments in segment_counts:
             writers[segments] = await ours_writer(controller, f"fall{segments}y{yield_every}", segments, keys)
-        for turn in range(slices):
-            for segments in segment_counts if turn % 2 == 0 else segment_counts[::-1]:
-                writer = writers[segments][1]
-                started = time.perf_counter()
-                events[segments] = await produce(
-                    writer, payload, keys, events[segments], started + slice_s, yield_every
-                )
-                await writer.flush()
-                seconds[segments] += time.perf_counter() - started
-        for segments, (manager, writer) in writers.items():
+        for segments in turn_order(segment_counts, slices):
+            writer = writers[segments][1]
+            started = time.perf_counter()
+            events[segments] = await produce(writer, payload, keys, events[segments], started + slice_s, yield_every)
+            await writer.flush()
+            seconds[segments] += time.perf_counter() - started
+        for segments, (_, writer) in writers.items():
             await writer.close()
-            stored = sum((await manager.tail_cut(SCOPE, f"fall{segments}y{yield_every}")).positions.values())
-            acked = (events[segments] + len(keys)) * (EVENT_BYTES + FRAME_HEADER)
-            if stored != acked:
-                raise AssertionError(f"fall{segments}y{yield_every}: {acked} bytes acknowledged, {stored} stored")
+            await check_stored(system.uri, f"fall{segments}y{yield_every}", events[segments] + len(keys))
     finally:
         for manager, _ in writers.values():
             with contextlib.suppress(Exception):
                 await manager.close()
-    rates = {segments: events[segments] / seconds[segments] for segments in segment_counts}
-    return {
-        "yield_every": yield_every,
-        "slices": slices,
-        "slice_s": slice_s,
-        "events_per_s": {str(segments): round(rate) for segments, rate in rates.items()},
-        "ratio": round(rates[segment_counts[-1]] / rates[segment_counts[0]], 3),
-    }
+    producer = f"write_event, yield every {yield_every}" if yield_every else "write_event, no yield"
+    return {"yield_every": yield_every, **fall_result("ours", producer, slices, slice_s, events, seconds)}
 
 
 async def ours_latency(system: Standalone, controller: ControllerClient, seconds: float, window: int):
@@ -371,9 +408,7 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
             for yield_every in (0, args.yield_every):
                 for segments in order:
                     await system.flush_tier2()
-                    row = await ours_throughput(
-                        system, controller, segments, args.seconds, yield_every, round_=round_
-                    )
+                    row = await ours_throughput(system, controller, segments, args.seconds, yield_every, round_=round_)
                     row["round"] = round_
                     results["throughput"].append(row)
                     rates.setdefault((yield_every, segments), []).append(row["events_per_s"])
@@ -388,9 +423,7 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
         falls: dict[int, float] = {}
         for yield_every in (0, args.yield_every):
             await system.flush_tier2()
-            fall = await ours_fall(
-                controller, segment_counts, yield_every, args.fall_slices, args.fall_slice_s
-            )
+            fall = await ours_fall(system, controller, segment_counts, yield_every, args.fall_slices, args.fall_slice_s)
             results.setdefault("fall", []).append(fall)
             falls[yield_every] = fall["ratio"]
             print(f"  interleaved, yield every {yield_every}: {fall['events_per_s']} events/s, "
@@ -440,6 +473,16 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
                 asyncio.run(system.flush_tier2())
                 results["latency"].append(asyncio.run(official_latency(system, args.latency_seconds, window)))
                 print(f"  official latency, window {window}: p99 {results['latency'][-1]['p99_ms']} ms", flush=True)
+            asyncio.run(system.flush_tier2())
+            fall = official_fall(
+                system,
+                [int(s) for s in args.segments.split(",")],
+                args.fall_slices,
+                args.fall_slice_s,
+                args.official_inflight,
+            )
+            results.setdefault("fall", []).append(fall)
+            print(f"  official, interleaved: {fall['events_per_s']} events/s, ratio {fall['ratio']}", flush=True)
         if "ours" in only:
             asyncio.run(run_ours(args, system, results))
     except BaseException:
@@ -481,7 +524,9 @@ def main() -> None:
         "--official-inflight", type=int, default=10_000, help="max_inflight_events of the official writer"
     )
     parser.add_argument(
-        "--no-pin", dest="pin", action="store_false",
+        "--no-pin",
+        dest="pin",
+        action="store_false",
         help="let the client and the system share every CPU (default: the client on the first, the system on the rest)",
     )
     parser.add_argument("--only", help="comma-separated: official,ours")

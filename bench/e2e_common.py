@@ -45,6 +45,37 @@ async def count_events(uri: str, stream: str) -> dict[str, Any]:
     return {"read_events": count, "read_events_per_s": round(count / elapsed)}
 
 
+async def check_stored(uri: str, stream: str, acknowledged: int) -> None:
+    """``SCOPE/stream`` holds exactly ``acknowledged`` events of ``EVENT_BYTES`` (its segments' lengths, framed)."""
+    async with await ControllerClient.connect(uri) as controller, StreamManager(controller) as manager:
+        stored = sum((await manager.tail_cut(SCOPE, stream)).positions.values())
+    if stored != acknowledged * (EVENT_BYTES + FRAME_HEADER):
+        expected = acknowledged * (EVENT_BYTES + FRAME_HEADER)
+        raise AssertionError(f"{SCOPE}/{stream}: {expected} bytes of events acknowledged, {stored} stored")
+
+
+def turn_order(counts: list[int], turns: int) -> list[int]:
+    """The writers' turns in an interleaved fall measurement: every count once per turn, the order reversed
+    every other turn, so a drift of the machine's speed hits every count alike."""
+    return [count for turn in range(turns) for count in (counts if turn % 2 == 0 else counts[::-1])]
+
+
+def fall_result(
+    client: str, producer: str, turns: int, turn_s: float, events: dict[int, int], seconds: dict[int, float]
+) -> dict[str, Any]:
+    """The row of one interleaved fall measurement: events/s per segment count, most over fewest."""
+    rates = {count: events[count] / seconds[count] for count in events}
+    counts = sorted(rates)
+    return {
+        "client": client,
+        "producer": producer,
+        "slices": turns,
+        "slice_s": turn_s,
+        "events_per_s": {str(count): round(rate) for count, rate in rates.items()},
+        "ratio": round(rates[counts[-1]] / rates[counts[0]], 3),
+    }
+
+
 def check_read_back(row: dict[str, Any], written: int) -> None:
     if row["read_events"] != written:
         raise AssertionError(f"{row['stream']}: {written} events acknowledged, {row['read_events']} read back")

@@ -41,11 +41,11 @@ def report(results: dict[str, Any], event_bytes: int, fall_ratio: float) -> None
         medians = ", ".join(f"{k}: {v:,}" for k, v in results.get("ours_median_events_per_s", {}).items())
         print(f"ours, median events/s by yield every / segments: {medians}")
     for fall in results.get("fall", []):
-        producer = f"yield every {fall['yield_every']}" if fall["yield_every"] else "no yield"
         rates = ", ".join(f"{segments} segments {rate:,}" for segments, rate in fall["events_per_s"].items())
         verdict = "falls" if fall["ratio"] < fall_ratio else "holds"
-        print(f"ours, {producer}, interleaved ({fall['slices']} turns of {fall['slice_s']} s each): {rates} "
-              f"events/s; most / fewest {fall['ratio']} ({verdict}: the line is {fall_ratio})")  # fmt: skip
+        turns = f"{fall['slices']} turns of {fall['slice_s']} s each"
+        print(f"{fall['client']}, {fall['producer']}, interleaved ({turns}): {rates} events/s; "
+              f"most / fewest {fall['ratio']} ({verdict}: the line is {fall_ratio})")  # fmt: skip
     profile = results.get("profile")
     if profile:
         row = profile["case"]
