@@ -55,10 +55,10 @@ Cases:
      all the noise: from one client process to the next the 100-segment writer's cost per event still
      differs (yield every 1000, 1 vs 100 segments, 22 client processes of the same code against one
      standalone: 0.75-0.91, mean 0.84, sd 0.045), so compare means of several runs. Longer turns do not
-     change it (1 s turns: mean 0.837 over 6 processes, 0.5 s: 0.838 over 8). Below 0.8 for a producer (or with ``--profile``), the worse producer's largest case
-     runs again for half the time with the client under cProfile (which slows it several fold) and, with
-     ``--py-spy PATH``, the segment store process sampled by py-spy; the top functions are printed and
-     kept in the JSON.
+     change it (1 s turns: mean 0.837 over 6 processes, 0.5 s: 0.838 over 8). Below 0.8 for a producer
+     (or with ``--profile``), the worse producer's largest case runs again for half the time with the
+     client under cProfile (which slows it several fold) and, with ``--py-spy PATH``, the segment store
+     process sampled by py-spy; the top functions are printed and kept in the JSON.
    * latency: as for the official client (4 segments, 100 keys), with ``write_event`` futures.
 
    The client's default configuration is used: the pool's ``max_connections_per_endpoint`` (``conns``, 4)
