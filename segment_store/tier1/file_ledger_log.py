@@ -75,9 +75,9 @@ import logging
 import os
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from segment_store.coordination.store import (
     CoordinationError,
@@ -109,8 +109,10 @@ from segment_store.tier1.log import (
 from segment_store.tier1.log_metadata import LedgerRecord, LogMetadata
 from segment_store.tier1.metadata_keeper import MetadataKeeper
 from segment_store.tier1.owner_identity import machine_identity, owner_is_gone
+from segment_store.tier1.serial_worker import SerialWorker
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class _State(enum.Enum):
@@ -168,7 +170,7 @@ class FileLedgerLog:
         self._epoch = 0
         self._keeper = MetadataKeeper(store, f"{config.metadata_root}/{name}", self._owner, config)
         self._writer: LedgerWriter | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._worker: SerialWorker | None = None  # the log's file work, in order, off the event loop
         self._queue: deque[_Append] = deque()  # accepted, not yet handed to the writer thread
         self._outstanding: deque[_Append] = deque()  # accepted, not yet completed; call order
         self._written: LogAddress | None = None  # last entry written and synced
@@ -205,7 +207,7 @@ class FileLedgerLog:
         if self._state is not _State.NEW:
             raise DataLogInitializationError(f"log {self.name}: initialize may be called once per instance")
         self._state = _State.INITIALIZING
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"tier1-{self.name}")
+        self._worker = SerialWorker(f"tier1-{self.name}")
         try:
             async with asyncio.timeout(timeout):
                 await self._acquire()
@@ -226,7 +228,6 @@ class FileLedgerLog:
         _log.info("log %s initialized at epoch %d: %s", self.name, self._epoch, self._keeper.metadata)
 
     async def _acquire(self) -> None:
-        loop = asyncio.get_running_loop()
         await asyncio.to_thread(self._storage.make_directory, self._dir)
         keeper = self._keeper
         previous = await keeper.acquire()  # (a) the fence
@@ -238,13 +239,11 @@ class FileLedgerLog:
         metadata = keeper.metadata
         for ledger in metadata.ledgers:
             if ledger.is_open:  # (b) recover what the previous owner wrote
-                last = await loop.run_in_executor(self._executor, self._recover_ledger, ledger)
+                last = await self._blocking(self._recover_ledger, ledger)
                 metadata = metadata.with_ledger_closed(ledger.ledger_id, last)
         metadata, dropped = metadata.without_empty_ledgers()
         metadata, record = metadata.with_new_ledger()
-        writer = await loop.run_in_executor(
-            self._executor, LedgerWriter.create, self._storage, self._dir, record.ledger_id, self._epoch
-        )
+        writer = await self._blocking(LedgerWriter.create, self._storage, self._dir, record.ledger_id, self._epoch)
         try:
             await keeper.persist(metadata)  # (c) close the old ledgers, open ours
         except BaseException:
@@ -253,6 +252,13 @@ class FileLedgerLog:
         self._writer = writer
         self._recovered = metadata.last_closed_address()
         await self._collect_garbage(dropped)
+
+    def _blocking(self, function: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
+        """Run ``function(*args)`` on the log's worker thread (after the file work queued before it)."""
+        worker = self._worker
+        if worker is None:
+            raise DataLogClosedError(f"log {self.name} is closed")
+        return worker.run(function, *args)
 
     def _recover_ledger(self, ledger: LedgerRecord) -> int:
         path = self._dir / ledger_file_name(ledger.ledger_id, ledger.epoch)
@@ -344,7 +350,6 @@ class FileLedgerLog:
         return group
 
     async def _write_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         try:
             while True:
                 while not self._queue:
@@ -359,7 +364,7 @@ class FileLedgerLog:
                 if writer.size_bytes >= self._config.rollover_size_bytes or writer.next_entry_id > MAX_ENTRY_ID:
                     writer = await self._rollover(writer)
                 group = self._take_group(writer)
-                await loop.run_in_executor(self._executor, writer.write_group, [item.data for item in group])
+                await self._blocking(writer.write_group, [item.data for item in group])
                 self._written = group[-1].address
                 self._synced.set()
         except DurableDataLogError as exc:
@@ -373,20 +378,17 @@ class FileLedgerLog:
             raise
 
     async def _rollover(self, old: LedgerWriter) -> LedgerWriter:
-        loop = asyncio.get_running_loop()
         async with self._metadata_lock:
             updated = self._keeper.metadata.with_ledger_closed(old.ledger_id, old.next_entry_id - 1)
             updated, record = updated.with_new_ledger()
-            new = await loop.run_in_executor(
-                self._executor, LedgerWriter.create, self._storage, self._dir, record.ledger_id, self._epoch
-            )
+            new = await self._blocking(LedgerWriter.create, self._storage, self._dir, record.ledger_id, self._epoch)
             try:
                 await self._keeper.persist(updated)
             except BaseException:
                 await self._discard_writer(new)
                 raise
         self._writer = new
-        await loop.run_in_executor(self._executor, old.close)
+        await self._blocking(old.close)
         _log.info("log %s rolled over to ledger %d", self.name, record.ledger_id)
         return new
 
@@ -544,9 +546,9 @@ class FileLedgerLog:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks = []
         self._renewal = None
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            await asyncio.to_thread(executor.shutdown, True)  # waits for a write in progress
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            await asyncio.to_thread(worker.shutdown)  # waits for a write in progress
         writer, self._writer = self._writer, None
         if writer is not None:
             with contextlib.suppress(OSError):
