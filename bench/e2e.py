@@ -54,11 +54,11 @@ Cases:
      lengths); the ratio is the most segments' events/s over the fewest's. That removes the drift, not
      all the noise: from one client process to the next the 100-segment writer's cost per event still
      differs (yield every 1000, 1 vs 100 segments, 22 client processes of the same code against one
-     standalone: 0.75-0.91, mean 0.84, sd 0.045), so compare means of several runs. Longer turns do not
-     change it (1 s turns: mean 0.837 over 6 processes, 0.5 s: 0.838 over 8). Below 0.8 for a producer
-     (or with ``--profile``), the worse producer's largest case runs again for half the time with the
-     client under cProfile (which slows it several fold) and, with ``--py-spy PATH``, the segment store
-     process sampled by py-spy; the top functions are printed and kept in the JSON.
+     standalone: 0.75-0.91, mean 0.84, sd 0.045), so compare means of several runs (``bench/fall.py``).
+     Longer turns do not change it (1 s turns: mean 0.837 over 6 processes, 0.5 s: 0.838 over 8). Below
+     0.8 for a producer (or with ``--profile``), the worse producer's largest case runs again for half the
+     time with the client under cProfile (which slows it several fold) and, with ``--py-spy PATH``, the
+     segment store process sampled by py-spy; the top functions are printed and kept in the JSON.
    * latency: as for the official client (4 segments, 100 keys), with ``write_event`` futures.
 
    The client's default configuration is used: the pool's ``max_connections_per_endpoint`` (``conns``, 4)
@@ -337,17 +337,19 @@ async def ours_throughput(
 
 
 async def ours_fall(
-    system: Standalone,
+    uri: str,
     controller: ControllerClient,
     segment_counts: list[int],
     yield_every: int,
     slices: int,
     slice_s: float,
+    prefix: str = "fall",
 ) -> dict[str, Any]:
-    """The fall ratio measured in one span: a writer per segment count (set up as in ``ours_writer``) and
-    ``slices`` turns each of ``slice_s`` seconds of writing then ``flush()``, the writers taking turns
-    (``turn_order``). Returns events/s per count over all its turns and the ratio of the most segments to the
-    fewest; checks that each stream holds exactly the acknowledged events (its segments' lengths)."""
+    """The fall ratio measured in one span: a writer per segment count (set up as in ``ours_writer``, streams
+    named ``<prefix><segments>y<yield_every>``) and ``slices`` turns each of ``slice_s`` seconds of writing then
+    ``flush()``, the writers taking turns (``turn_order``). Returns events/s per count over all its turns and
+    the ratio of the most segments to the fewest; checks that each stream holds exactly the acknowledged
+    events (its segments' lengths)."""
     keys = [f"key-{k}" for k in range(1000)]
     payload = payload_bytes()
     writers: dict[int, tuple[StreamManager, EventStreamWriter]] = {}
@@ -355,7 +357,7 @@ async def ours_fall(
     seconds = dict.fromkeys(segment_counts, 0.0)
     try:
         for segments in segment_counts:
-            writers[segments] = await ours_writer(controller, f"fall{segments}y{yield_every}", segments, keys)
+            writers[segments] = await ours_writer(controller, f"{prefix}{segments}y{yield_every}", segments, keys)
         for segments in turn_order(segment_counts, slices):
             writer = writers[segments][1]
             started = time.perf_counter()
@@ -364,7 +366,7 @@ async def ours_fall(
             seconds[segments] += time.perf_counter() - started
         for segments, (_, writer) in writers.items():
             await writer.close()
-            await check_stored(system.uri, f"fall{segments}y{yield_every}", events[segments] + len(keys))
+            await check_stored(uri, f"{prefix}{segments}y{yield_every}", events[segments] + len(keys))
     finally:
         for manager, _ in writers.values():
             with contextlib.suppress(Exception):
@@ -423,7 +425,9 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
         falls: dict[int, float] = {}
         for yield_every in (0, args.yield_every):
             await system.flush_tier2()
-            fall = await ours_fall(system, controller, segment_counts, yield_every, args.fall_slices, args.fall_slice_s)
+            fall = await ours_fall(
+                system.uri, controller, segment_counts, yield_every, args.fall_slices, args.fall_slice_s
+            )
             results.setdefault("fall", []).append(fall)
             falls[yield_every] = fall["ratio"]
             print(f"  interleaved, yield every {yield_every}: {fall['events_per_s']} events/s, "
