@@ -78,6 +78,9 @@ class StorageWriter:
         self._listener = listener or WriterListener()
         self._clock = clock
         self._aggregators: dict[int, SegmentAggregator] = {}
+        self._busy: dict[int, SegmentAggregator] = {}
+        """The aggregators that may have operations queued (a superset of the pending ones): what each iteration
+        looks at, so its cost follows the segments being written, not every segment the container has."""
         first = operation_log.read_now(-1, 1)
         self._last_read = first[0].sequence_number - 1 if first else metadata.sequence_number
         self._truncated_below = -1
@@ -123,6 +126,7 @@ class StorageWriter:
         if target is not None:
             target.storage_length = max(target.storage_length, min(storage_length, target.length))
         source = self._aggregators.pop(source_id, None)
+        self._busy.pop(source_id, None)
         self.metadata.remove(source_id)
         self._listener.merge_completed(target_id, source_id)
         if source is not None:
@@ -142,6 +146,7 @@ class StorageWriter:
     def on_deleted(self, segment_id: int, bytes_dropped: int) -> None:
         self.metadata.remove(segment_id)
         self._aggregators.pop(segment_id, None)
+        self._busy.pop(segment_id, None)
         self._listener.bytes_done(bytes_dropped)
         self._listener.segment_removed(segment_id)
 
@@ -195,7 +200,7 @@ class StorageWriter:
             raise SegstoreError(f"storage writer failed: {self.failure!r}")
         target = self._log.last_sequence
         if target <= self._last_read and not any(
-            (s := a.lowest_sequence) is not None and s <= target for a in self._aggregators.values()
+            (s := a.lowest_sequence) is not None and s <= target for a in self._busy.values()
         ):
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -207,12 +212,12 @@ class StorageWriter:
     @property
     def pending_segments(self) -> int:
         """How many segments have operations not yet applied to Tier-2."""
-        return sum(1 for a in self._aggregators.values() if a.pending)
+        return sum(1 for a in self._busy.values() if a.pending)
 
     @property
     def truncation_sequence(self) -> int:
         """Every storage operation with a smaller sequence number is in Tier-2."""
-        lowest = [s for a in self._aggregators.values() if (s := a.lowest_sequence) is not None]
+        lowest = [s for a in self._busy.values() if (s := a.lowest_sequence) is not None]
         return min(lowest) if lowest else self._last_read + 1
 
     # ---- loop -----------------------------------------------------------------------------------------------
@@ -265,7 +270,7 @@ class StorageWriter:
         if self._flush_waiters:
             return 0.0
         now = self._clock()
-        dues = [d for a in self._aggregators.values() if (d := a.due_in(now)) is not None]
+        dues = [d for a in self._busy.values() if (d := a.due_in(now)) is not None]
         return min([self.config.flush_max_age_s, *dues]) if dues else self.config.flush_max_age_s
 
     async def _sleep_or_wake(self, delay: float) -> None:
@@ -276,14 +281,17 @@ class StorageWriter:
 
     async def _route(self, op: Operation) -> None:
         if isinstance(op, MapSegmentOperation):
-            for agg in list(self._aggregators.values()):
+            for agg in list(self._busy.values()):  # one with nothing queued is done with Tier-2
                 if agg.target.name == op.name and agg.target.segment_id != op.segment_id:
                     await self._process_until_done(agg)  # a deleted/merged namesake leaves Tier-2 first
             return
         if not op.is_storage_operation:
             return
         assert isinstance(op, SegmentOperation)
-        self.aggregator(op.segment_id).add(op)
+        busy = self._busy.get(op.segment_id)
+        if busy is None:
+            busy = self._busy[op.segment_id] = self.aggregator(op.segment_id)
+        busy.add(op)
 
     async def _process_until_done(self, agg: SegmentAggregator) -> None:
         delay = 0.0
@@ -305,9 +313,10 @@ class StorageWriter:
         return delay
 
     async def _flush(self, force_until: int) -> None:
+        self._forget_idle()
         now = self._clock()
         due = [
-            a for a in self._aggregators.values()
+            a for a in self._busy.values()
             if a.pending and (a.due_in(now) == 0.0 or (force_until >= 0 and (a.lowest_sequence or 0) <= force_until))
         ]
         if not due:
@@ -323,10 +332,16 @@ class StorageWriter:
             fatal = [e for e in errors if not (isinstance(e, SegstoreError) and e.retriable)]
             raise fatal[0] if fatal else errors[0]
 
+    def _forget_idle(self) -> None:
+        """Drop the aggregators with nothing queued from the busy ones (they come back with their next operation)."""
+        idle = [segment_id for segment_id, a in self._busy.items() if not a.pending]
+        for segment_id in idle:
+            del self._busy[segment_id]
+
     def _resolve_waiters(self) -> None:
         if not self._flush_waiters:
             return
-        lowest = min([s for a in self._aggregators.values() if (s := a.lowest_sequence) is not None], default=None)
+        lowest = min([s for a in self._busy.values() if (s := a.lowest_sequence) is not None], default=None)
         keep = []
         for target, future in self._flush_waiters:
             if target <= self._last_read and (lowest is None or lowest > target):

@@ -16,6 +16,7 @@ from segment_store.containers.segment_container import ContainerState, SegmentCo
 from segment_store.logs.operations import AppendOperation
 from segment_store.protocol import encode_events
 from segment_store.storage.storage_config import ChunkedStorageConfig
+from segment_store.writer.aggregator import SegmentAggregator
 from segment_store.writer.config import WriterConfig
 
 
@@ -306,6 +307,30 @@ async def test_writer_with_commits_in_a_row_takes_them_in_few_iterations_and_flu
     await asyncio.wait_for(c.flush_to_storage(), 5)
     assert asyncio.get_running_loop().time() - began < 0.4  # the request cuts the pause
     await assert_tier2_exact(c, "s", data)
+
+
+async def test_iterations_look_only_at_segments_with_queued_operations(env: ContainerEnv) -> None:
+    c = await env.start()
+    names = [f"s{i}" for i in range(200)]
+    for name in names:
+        await c.create_segment(name)
+        await c.append(name, block(name, 2))
+    await asyncio.wait_for(c.flush_to_storage(), 10)
+    looked_at: set[str] = set()
+    due_in = SegmentAggregator.due_in
+
+    def counting(self: SegmentAggregator, now: float) -> float | None:
+        looked_at.add(self.target.name)
+        return due_in(self, now)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SegmentAggregator, "due_in", counting)
+        data = await fill(c, "s7", 30)
+        await asyncio.sleep(0.2)  # iterations while appends wait for their age (0.05 s) or size
+        await asyncio.wait_for(c.flush_to_storage(), 10)
+    assert looked_at == {"s7"}  # the 199 flushed segments cost the writer nothing
+    await assert_tier2_exact(c, "s7", block("s7", 2) + data)
+    assert c.writer.pending_segments == 0
 
 
 async def test_stop_right_after_a_commit_does_not_hang(env: ContainerEnv) -> None:
