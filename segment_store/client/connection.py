@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import struct
 import uuid
 from collections.abc import Sequence
 from typing import Protocol, TypeVar, cast
@@ -49,6 +48,7 @@ from segment_store.client.errors import (
     is_failure_reply,
 )
 from segment_store.protocol import (
+    DATA_APPENDED_FRAME,
     ConditionalCheckFailed,
     DataAppended,
     FrameDecoder,
@@ -70,8 +70,7 @@ R = TypeVar("R", bound=WireCommand)
 
 _WRITER_REPLIES = frozenset(c.TYPE_CODE for c in (ConditionalCheckFailed, InvalidEventNumber))
 _APPENDED_CODE = DataAppended.TYPE_CODE
-_APPENDED_FRAME = struct.Struct(">ii16sqqqq")  # a DataAppended frame with every field: header, then its body
-_APPENDED_LENGTH = _APPENDED_FRAME.size - 8  # its header's length field
+_APPENDED_LENGTH = DATA_APPENDED_FRAME.size - 8  # its header's length field
 _KEEPALIVE_CODE = KeepAlive.TYPE_CODE
 _HELLO_CODE = Hello.TYPE_CODE
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -154,9 +153,9 @@ class Connection(asyncio.Protocol):
         """Hand the whole ``DataAppended`` frames of registered writers at the front of ``data`` to their
         sessions; return where the rest starts (the decoder's). Stops if a session fails the connection."""
         pos = 0
-        end = len(data) - _APPENDED_FRAME.size
+        end = len(data) - DATA_APPENDED_FRAME.size
         writers = self._writers
-        unpack = _APPENDED_FRAME.unpack_from
+        unpack = DATA_APPENDED_FRAME.unpack_from
         while pos <= end:
             code, length, writer_id, event_number, _, _, write_offset = unpack(data, pos)
             if code != _APPENDED_CODE or length != _APPENDED_LENGTH:
@@ -164,7 +163,7 @@ class Connection(asyncio.Protocol):
             listener = writers.get(writer_id)
             if listener is None:
                 break
-            pos += _APPENDED_FRAME.size
+            pos += DATA_APPENDED_FRAME.size
             listener.on_appended(self, event_number, write_offset)
             if self._error is not None:
                 break

@@ -19,6 +19,7 @@ from segment_store.protocol.codec import (
     encode_many,
 )
 from segment_store.protocol.commands import (
+    DATA_APPENDED_FRAME,
     IN_EVENTS_PER_SEC,
     IN_KBYTES_PER_SEC,
     NO_SCALE,
@@ -102,6 +103,7 @@ from segment_store.protocol.commands import (
     UpdateSegmentPolicy,
     UpdateTableEntries,
     WrongHost,
+    frame_data_appended,
 )
 from segment_store.protocol.constants import (
     EVENT_TYPE_CODE,
@@ -126,6 +128,7 @@ from segment_store.protocol.handshake import is_compatible, local_hello, negotia
 from segment_store.protocol.registry import REGISTRY, WireCommand, command_class
 
 __all__ = [
+    "DATA_APPENDED_FRAME",
     "EVENT_TYPE_CODE",
     "HEADER_SIZE",
     "IN_EVENTS_PER_SEC",
@@ -240,6 +243,7 @@ __all__ = [
     "encode_java_append_block",
     "encode_many",
     "frame_append_block_end",
+    "frame_data_appended",
     "frame_event",
     "is_compatible",
     "local_hello",

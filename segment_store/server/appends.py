@@ -51,6 +51,7 @@ from segment_store.protocol import (
     DataAppended,
     InvalidEventNumber,
     SetupAppend,
+    frame_data_appended,
 )
 from segment_store.protocol.registry import WireCommand
 from segment_store.server.replies import error_reply
@@ -69,23 +70,27 @@ class _Turn:
 class WriterState:
     last_submitted: int  # event number of the latest append handed to the container
     last_acked: int
+    writer_key: bytes  # the writer id's 16 bytes, for its acks' frames
     failed: bool = False  # a failure was answered (in append order); later ones stay silent
     turns: deque[_Turn] = field(default_factory=deque)  # appends not answered yet, in append order
 
 
 class ConnectionAppends:
-    """The append side of one connection. ``send`` writes a reply; ``close`` drops the connection;
+    """The append side of one connection. ``send`` writes a reply; ``send_frame`` writes an encoded one
+    (acknowledgements: one per append, framed directly); ``close`` drops the connection;
     ``bytes_changed(delta)`` reports unacknowledged append bytes for flow control."""
 
     def __init__(
         self,
         registry: ContainerRegistry,
         send: Callable[[WireCommand], None],
+        send_frame: Callable[[bytes], None],
         close: Callable[[], None],
         bytes_changed: Callable[[int], None],
     ) -> None:
         self._registry = registry
         self._send = send
+        self._send_frame = send_frame
         self._close = close
         self._bytes_changed = bytes_changed
         self._writers: dict[tuple[str, uuid.UUID], WriterState] = {}
@@ -101,7 +106,7 @@ class ConnectionAppends:
             self._reply_error(exc, command.request_id, command.segment)
             return
         last = values[command.writer_id.int]
-        self._writers[(command.segment, command.writer_id)] = WriterState(last, last)
+        self._writers[(command.segment, command.writer_id)] = WriterState(last, last, command.writer_id.bytes)
         self._send(AppendSetup(command.request_id, command.segment, command.writer_id, last))
 
     def append(self, append: Append) -> None:
@@ -207,11 +212,21 @@ class ConnectionAppends:
     def _completed(self, append: Append, state: WriterState, turn: _Turn, end: int) -> None:
         """``append`` is durable; the segment ends at ``end`` after it."""
         self._bytes_changed(-len(append.data))
-        self._answer(state, turn, lambda: self._acknowledge(append, state, end))
+        turns = state.turns
+        if turns[0] is not turn:  # an earlier append is not answered yet: this ack waits for it
+            self._answer(state, turn, lambda: self._acknowledge(append, state, end))
+            return
+        turns.popleft()  # the common case: acknowledge now, then whatever later turns were answered meanwhile
+        self._acknowledge(append, state, end)
+        while turns and (ready := turns[0].reply) is not None:
+            turns.popleft()
+            ready()
 
     def _acknowledge(self, append: Append, state: WriterState, end: int) -> None:
         if state.last_acked < append.event_number:
-            self._send(DataAppended(append.writer_id, append.event_number, state.last_acked, append.request_id, end))
+            self._send_frame(
+                frame_data_appended(state.writer_key, append.event_number, state.last_acked, append.request_id, end)
+            )
             state.last_acked = append.event_number
 
     def _failed(self, append: Append, state: WriterState, turn: _Turn, previous: int, exc: BaseException) -> None:

@@ -113,7 +113,9 @@ class ServerConnection(asyncio.Protocol):
         self._transport = transport
         self.peer = str(transport.get_extra_info("peername"))
         transport.set_write_buffer_limits(high=self._config.write_buffer_high_bytes)
-        self._appends = ConnectionAppends(self._registry, self.send, self.close, self._bytes_changed)
+        self._appends = ConnectionAppends(
+            self._registry, self.send, self.send_frame, self.close, self._bytes_changed
+        )
         self._tracker.connections.add(self)
         loop = asyncio.get_running_loop()
         self._last_activity = loop.time()
@@ -229,6 +231,11 @@ class ServerConnection(asyncio.Protocol):
     def send(self, command: WireCommand) -> None:
         if self._transport is not None and not self._transport.is_closing():
             self._cork.write(encode(command))
+
+    def send_frame(self, frame: bytes) -> None:
+        """Send an already encoded reply (it goes out with the turn's other replies, like :meth:`send`'s)."""
+        if self._transport is not None and not self._transport.is_closing():
+            self._cork.write(frame)
 
     def _send_out(self, data: bytes) -> None:
         if self._transport is not None and not self._transport.is_closing():

@@ -16,6 +16,7 @@ from segment_store.protocol import (
     AppendBlockEnd,
     ConditionalAppend,
     ConditionalBlockEnd,
+    DataAppended,
     Event,
     FrameDecoder,
     KeepAlive,
@@ -33,6 +34,7 @@ from segment_store.protocol import (
     encode_events,
     encode_java_append_block,
     frame_append_block_end,
+    frame_data_appended,
 )
 
 W = uuid.UUID("c0ffee00-0000-4000-8000-0000000000ff")
@@ -269,6 +271,25 @@ def test_frame_append_block_end_with_bad_numbers_raises() -> None:
         frame_append_block_end(W, [b""], 2**24, 1, 1, 1)
     with pytest.raises(ProtocolError, match="AppendBlockEnd"):
         frame_append_block_end(W, [b"x"], 1, 1, 2**63, 1)
+
+
+I64_RANGE = st.integers(-(2**63), 2**63 - 1)
+
+
+@given(st.uuids(), I64_RANGE, I64_RANGE, I64_RANGE, I64_RANGE)
+def test_frame_data_appended_equals_encode(
+    writer: uuid.UUID, number: int, previous: int, request: int, end: int
+) -> None:
+    golden = frame(7, uid(writer), i64(number), i64(previous), i64(request), i64(end))
+    assert frame_data_appended(writer.bytes, number, previous, request, end) == golden
+    assert encode(DataAppended(writer, number, previous, request, end)) == golden
+
+
+def test_frame_data_appended_with_bad_fields_raises() -> None:
+    with pytest.raises(ProtocolError, match="DataAppended"):
+        frame_data_appended(W.bytes, 2**63, 0, 0, 0)
+    with pytest.raises(ProtocolError, match="16 bytes"):
+        frame_data_appended(W.bytes[:8], 1, 0, 0, 0)
 
 
 def test_append_block_header_with_declared_block_size() -> None:

@@ -1,6 +1,7 @@
 """Every Pravega wire command, one module per family; importing this package registers them all."""
 
 from segment_store.protocol.commands.appends import (
+    DATA_APPENDED_FRAME,
     AppendBlock,
     AppendBlockEnd,
     AppendSetup,
@@ -12,6 +13,7 @@ from segment_store.protocol.commands.appends import (
     Padding,
     PartialEvent,
     SetupAppend,
+    frame_data_appended,
 )
 from segment_store.protocol.commands.connection import Hello, KeepAlive
 from segment_store.protocol.commands.failures import (
@@ -92,6 +94,7 @@ from segment_store.protocol.commands.tables import (
 )
 
 __all__ = [
+    "DATA_APPENDED_FRAME",
     "IN_EVENTS_PER_SEC",
     "IN_KBYTES_PER_SEC",
     "NO_SCALE",
@@ -175,4 +178,5 @@ __all__ = [
     "UpdateSegmentPolicy",
     "UpdateTableEntries",
     "WrongHost",
+    "frame_data_appended",
 ]
