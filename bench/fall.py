@@ -10,7 +10,8 @@ over 22 processes (sd ~0.045), so one process says little and the mean of severa
 others unless ``--no-pin``). Then ``--processes`` client processes run one after another, each a fresh
 interpreter pinned like the bench, each measuring both producers of ``bench/e2e.py`` (no yield, and
 ``asyncio.sleep(0)`` every ``--yield-every`` events) over ``--segments`` with ``--slices`` turns of
-``--slice-s`` seconds, on its own streams, each checked to hold exactly the acknowledged events. The table
+``--slice-s`` seconds, on its own streams, each checked to hold exactly the acknowledged events, then sealed
+and deleted (so every process meets a segment store holding only its own segments). The table
 shows every process's ratio (most segments' events/s over the fewest's) and, per producer, their mean,
 standard deviation, lowest and highest.
 
@@ -58,6 +59,17 @@ async def _create_scope(uri: str) -> None:
         await manager.create_scope(SCOPE)
 
 
+async def _delete_streams(uri: str, prefix: str) -> int:
+    """Seal and delete the streams named ``prefix``... (one client process's): the next process then
+    measures against a segment store holding only its own segments. Returns how many went."""
+    async with await ControllerClient.connect(uri) as controller, StreamManager(controller) as manager:
+        streams = [s for s in await manager.list_streams(SCOPE) if s.startswith(prefix)]
+        for stream in streams:
+            await manager.seal_stream(SCOPE, stream)
+            await manager.delete_stream(SCOPE, stream)
+    return len(streams)
+
+
 def run(args: argparse.Namespace, data_dir: Path) -> list[dict[str, Any]]:
     system = Standalone(data_dir)
     rows: list[dict[str, Any]] = []
@@ -82,6 +94,10 @@ def run(args: argparse.Namespace, data_dir: Path) -> list[dict[str, Any]]:
                 rows.append({"process": index, **fall})
                 print(f"  process {index}, {fall['producer']}: {fall['events_per_s']} events/s, "
                       f"ratio {fall['ratio']}", flush=True)  # fmt: skip
+            expected = 2 * len(args.segments.split(","))  # a stream per producer and segment count
+            deleted = asyncio.run(_delete_streams(system.uri, f"p{index}s"))
+            if deleted != expected:
+                raise RuntimeError(f"client process {index}: deleted {deleted} streams, expected {expected}")
     finally:
         system.stop()
     return rows

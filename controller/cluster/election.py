@@ -96,7 +96,7 @@ class LeaderElection:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if self._leader:
-            self._lose("resigned")
+            self._lose("resigned", expected=True)
             with contextlib.suppress(CoordinationError):
                 node = await self._store.get(self.path)
                 if node.data == self._data:
@@ -119,11 +119,12 @@ class LeaderElection:
         self._elected.set()
         log.info("controller %s is the leader", self.identity)
 
-    def _lose(self, why: str) -> None:
+    def _lose(self, why: str, expected: bool = False) -> None:
+        """Leadership is over; a warning unless this controller gave it up itself (``expected``: stopping)."""
         self._leader = False
         self._elected.clear()
         self._lost.set()
-        log.warning("controller %s lost leadership: %s", self.identity, why)
+        log.log(logging.INFO if expected else logging.WARNING, "controller %s lost leadership: %s", self.identity, why)
         for callback in list(self._loss_callbacks):
             try:
                 callback()

@@ -139,6 +139,10 @@ class ConditionalWriter(AppendSession):
             return True
         return False
 
+    def _holds_unacked(self) -> bool:
+        current = self._current
+        return current is not None and not current.future.done()
+
     def _on_failed(self, error: BaseException) -> None:
         current = self._current
         if current is not None and not current.future.done():

@@ -58,7 +58,7 @@ class AppendSession:
     :class:`~segment_store.client.conditional.ConditionalWriter`: setup, routing, reconnect, failure.
 
     Subclasses implement :meth:`_on_setup`, :meth:`_on_detached`, :meth:`_on_appended`,
-    :meth:`_on_session_reply` and :meth:`_on_failed`. Use from the event loop that opened it.
+    :meth:`_on_session_reply`, :meth:`_on_failed` and :meth:`_holds_unacked`. Use from the event loop that opened it.
     """
 
     def __init__(self, source: ConnectionSource, segment: str, writer_id: uuid.UUID, config: WriterConfig) -> None:
@@ -186,7 +186,12 @@ class AppendSession:
         self._state = SessionState.FAILED
         self._failure = error
         self._connected.set()  # wake waiters; they see the failure
-        _log.warning("writer %s on %s failed: %r", self.writer_id, self.segment, error)
+        if isinstance(error, ClientClosedError) and not self._holds_unacked():
+            # The client was closed under a session with nothing outstanding (e.g. a manager closed before
+            # its writers): nothing is lost, so this is no warning; one per segment would drown the log.
+            _log.debug("writer %s on %s ends with its closed client", self.writer_id, self.segment)
+        else:
+            _log.warning("writer %s on %s failed: %r", self.writer_id, self.segment, error)
         self._on_failed(error)
 
     async def _shutdown(self) -> None:
@@ -250,4 +255,8 @@ class AppendSession:
 
     def _on_failed(self, error: BaseException) -> None:
         """The session is over: fail every pending write with ``error``."""
+        raise NotImplementedError
+
+    def _holds_unacked(self) -> bool:
+        """Whether the session holds writes the server has not acknowledged (a failure now loses them)."""
         raise NotImplementedError

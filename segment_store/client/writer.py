@@ -419,6 +419,9 @@ class SegmentWriter(AppendSession):
     def _on_session_reply(self, reply: object) -> bool:
         return False
 
+    def _holds_unacked(self) -> bool:
+        return bool(self._inflight or self._pending)
+
     def _on_failed(self, error: BaseException) -> None:
         writes = [*self._inflight, *self._pending]
         self._inflight.clear()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
 import pytest
 from client_fakes import FakeNetwork, FakeStore
 
 from segment_store.client import (
+    ClientClosedError,
     ClientConfig,
     ConditionalCheckFailedError,
     ConnectionConfig,
@@ -18,6 +20,7 @@ from segment_store.client import (
     RetryPolicy,
     SegmentClient,
     SegmentIsSealedError,
+    SegmentWriter,
     WriterConfig,
 )
 from segment_store.client.session import SessionState
@@ -481,3 +484,41 @@ async def test_conditional_append_with_connection_lost_after_store_is_not_repeat
     assert store.events(SEGMENT) == [b"once"]
     assert writer.setups == 2
     await writer.close()
+
+
+async def _closed_under_writer(store: FakeStore, caplog: pytest.LogCaptureFixture) -> tuple[SegmentWriter, list[str]]:
+    """A writer that wrote one event (acknowledged unless the store holds acks), then its client closed (a
+    manager closed before its writers): the writer and the session's warnings."""
+    client, _network = _client(store)
+    writer = client.writer(SEGMENT)
+    ack = await writer.write(b"one")
+    if not store.hold_acks:
+        await asyncio.wait_for(ack, 1)
+    with caplog.at_level(logging.DEBUG, logger="segment_store.client.session"):
+        await client.pool.close()  # what closing the client that made the pool does
+        for _ in range(20):  # the lost connection, then the reconnect that finds the pool closed
+            await asyncio.sleep(0)
+    assert writer.state is SessionState.FAILED and isinstance(writer.failure, ClientClosedError)
+    if store.hold_acks:
+        with pytest.raises(ClientClosedError):
+            await ack
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    return writer, warnings
+
+
+async def test_client_closed_under_an_idle_writer_is_no_warning(caplog: pytest.LogCaptureFixture) -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    writer, warnings = await _closed_under_writer(store, caplog)
+    assert warnings == []
+    assert writer.unacked_events() == [] and store.events(SEGMENT) == [b"one"]
+    assert any("ends with its closed client" in r.getMessage() for r in caplog.records)
+
+
+async def test_client_closed_under_a_writer_with_unacked_events_warns(caplog: pytest.LogCaptureFixture) -> None:
+    store = FakeStore()
+    store.create(SEGMENT)
+    store.hold_acks = True
+    writer, warnings = await _closed_under_writer(store, caplog)
+    assert len(warnings) == 1 and "failed: ClientClosedError" in warnings[0]
+    assert writer.unacked_events() == [b"one"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from cluster_env import counts, read_assignment, register_host, wait_until, write_assignment
@@ -144,7 +145,10 @@ async def test_election_with_two_candidates_hands_over_when_leader_goes(zk: Memo
     await first.stop()
 
 
-async def test_election_with_resign_and_session_expiry(zk: MemoryCoordinationServer) -> None:
+async def test_election_with_resign_and_session_expiry(
+    zk: MemoryCoordinationServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="controller.cluster.election")
     s1, s2 = zk.connect(), zk.connect()
     first, second = LeaderElection(s1, "c1"), LeaderElection(s2, "c2")
     lost: list[str] = []
@@ -156,6 +160,8 @@ async def test_election_with_resign_and_session_expiry(zk: MemoryCoordinationSer
 
     await first.stop()  # resigns
     assert lost == ["c1"] and not first.is_leader
+    resigned = [r for r in caplog.records if "lost leadership: resigned" in r.getMessage()]
+    assert [r.levelno for r in resigned] == [logging.INFO]  # stopping is no warning
     await asyncio.wait_for(second.wait_elected(), 5)
 
     zk.expire(s2, reconnect=True)  # the leader's session expires; a new one opens
@@ -163,6 +169,8 @@ async def test_election_with_resign_and_session_expiry(zk: MemoryCoordinationSer
     await asyncio.wait_for(second.wait_elected(), 5)  # nobody else runs: it wins again on its new session
     assert second.terms == 2
     await asyncio.wait_for(first.wait_lost(), 1)
+    expired = [r for r in caplog.records if "lost leadership: ZooKeeper session lost" in r.getMessage()]
+    assert [r.levelno for r in expired] == [logging.WARNING]  # losing it is one
     await second.stop()
 
 
