@@ -496,7 +496,9 @@ async def _closed_under_writer(store: FakeStore, caplog: pytest.LogCaptureFixtur
         await asyncio.wait_for(ack, 1)
     with caplog.at_level(logging.DEBUG, logger="segment_store.client.session"):
         await client.pool.close()  # what closing the client that made the pool does
-        for _ in range(20):  # the lost connection, then the reconnect that finds the pool closed
+        for _ in range(1000):  # the lost connection, then the reconnect that finds the pool closed
+            if writer.state is SessionState.FAILED:
+                break
             await asyncio.sleep(0)
     assert writer.state is SessionState.FAILED and isinstance(writer.failure, ClientClosedError)
     if store.hold_acks:
