@@ -21,6 +21,17 @@ Following``) either starts at offset 0 (all its predecessors finished) or waits 
 always says exactly which bytes were consumed: for every key, either a segment and an offset in it, or a
 finished predecessor recorded in ``pending``. Nothing is read twice and nothing is skipped across scaling.
 
+A query's *initial offset* (what ``initialOffset`` answers) is where it was asked to start, not looked up yet::
+
+    {"scope": "demo", "stream": "events", "initial": {"kind": "latest", "option": "startingOffsets"}}
+
+Spark asks for it more than once (before it plans the first micro-batch, again when it runs it, and once more
+when a query restarts before its first micro-batch committed) and keeps only the first batch's end, so a
+start that depends on when it is looked up (``latest``, ``earliest`` after a truncation, a time, a cut with
+offset -1) must give the same JSON every time. The first ``latestOffset`` looks it up and answers the read
+state found, which becomes the first micro-batch's end and is kept in Spark's offset log; that first
+micro-batch reads nothing. A cut that names every offset is its own initial offset (no empty batch).
+
 A plain Pravega stream cut (``positions`` only, no ``pending``) is a valid state, so users pass stream cuts
 in the same JSON as ``startingOffsets`` / ``endingOffsets`` (``scope`` and ``stream`` may be left out; offset
 -1 means "the segment's current end"). :func:`offset_to_stream_cut` and :func:`stream_cut_to_offset` turn
@@ -52,6 +63,20 @@ MIB = 1024 * 1024
 
 class OffsetFormatError(ValueError):
     """A JSON offset or stream cut that is not a :class:`ReadState`; the message says what is wrong."""
+
+
+INITIAL = "initial"
+"""The key of a query's initial offset (see the module docstring)."""
+
+
+def initial_offset(scope: str, stream: str, start: Mapping[str, Any]) -> dict[str, Any]:
+    """A query's initial offset: where it starts (``start``: a JSON-able description), not looked up yet."""
+    return {"scope": scope, "stream": stream, INITIAL: dict(start)}
+
+
+def is_initial(offset: object) -> bool:
+    """True if ``offset`` is an initial offset of :func:`initial_offset` (not a read position)."""
+    return isinstance(offset, Mapping) and INITIAL in offset
 
 
 def _segment_key(key: object) -> int:
@@ -107,6 +132,11 @@ class ReadState:
         Raises OffsetFormatError."""
         if not isinstance(offset, Mapping):
             raise OffsetFormatError(f"expected a JSON object, got {type(offset).__name__}")
+        if INITIAL in offset:
+            raise OffsetFormatError(
+                f"it is a query's initial offset ({offset[INITIAL]!r}: where it was asked to start, looked up at "
+                "its first micro-batch), not a position in the stream"
+            )
         unknown = set(offset) - {"scope", "stream", "positions", "pending"}
         if unknown:
             raise OffsetFormatError(f"unknown field(s) {sorted(unknown)}")
@@ -322,6 +352,8 @@ __all__ = [
     "cut_at_timestamp",
     "head_cut",
     "head_offset",
+    "initial_offset",
+    "is_initial",
     "offset_to_stream_cut",
     "parse_cut_option",
     "stream_cut_to_offset",

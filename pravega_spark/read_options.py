@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from pravega_spark.offsets import ReadState, parse_cut_option
+from pravega_spark.offsets import INITIAL, OffsetFormatError, ReadState, initial_offset, parse_cut_option
 from pravega_spark.options_common import Options, SegstoreOptionError, StreamTarget
 
 PositionKind = Literal["earliest", "latest", "cut", "timestamp"]
@@ -59,6 +59,40 @@ class Position:
     @classmethod
     def latest(cls, option: str) -> Position:
         return cls("latest", option)
+
+    @property
+    def is_fixed(self) -> bool:
+        """True for a stream cut that names every offset (no -1): it means the same bytes whenever it is
+        looked up. ``earliest``, ``latest``, a time and a cut with -1 depend on when they are looked up."""
+        return self.kind == "cut" and self.cut is not None and all(o >= 0 for o in self.cut.positions.values())
+
+    def to_initial_offset(self, scope: str, stream: str) -> dict[str, Any]:
+        """The query's initial offset for this position, not looked up yet (:func:`~pravega_spark.offsets.
+        initial_offset`): the same JSON for the same options, whenever it is asked for."""
+        start: dict[str, Any] = {"kind": self.kind, "option": self.option}
+        if self.timestamp_ms is not None:
+            start["timestampMs"] = self.timestamp_ms
+        if self.cut is not None:
+            start["cut"] = self.cut.to_offset()
+        return initial_offset(scope, stream, start)
+
+    @classmethod
+    def from_initial_offset(cls, offset: Mapping[str, Any]) -> Position:
+        """The position an initial offset of :meth:`to_initial_offset` stands for. Raises OffsetFormatError."""
+        start = offset.get(INITIAL)
+        if not isinstance(start, Mapping) or start.get("kind") not in ("earliest", "latest", "cut", "timestamp"):
+            raise OffsetFormatError(f"not an initial offset of this source: {offset!r}")
+        kind = start["kind"]
+        option = str(start.get("option", "startingOffsets"))
+        if kind == "timestamp":
+            timestamp = start.get("timestampMs")
+            if isinstance(timestamp, bool) or not isinstance(timestamp, int) or timestamp < 0:
+                raise OffsetFormatError(f"initial offset: 'timestampMs' must be epoch ms, got {timestamp!r}")
+            return cls("timestamp", option, timestamp_ms=timestamp)
+        if kind == "cut":
+            cut = ReadState.from_offset(start.get("cut"), offset.get("scope"), offset.get("stream"), allow_end=True)
+            return cls("cut", option, cut=cut)
+        return cls(kind, option)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from pravega_spark.offsets import ReadState, StreamConnection, cut_at_timestamp, head_cut, tail_cut
+from pravega_spark.offsets import ReadState, StreamConnection, cut_at_timestamp, head_cut, is_initial, tail_cut
 from pravega_spark.options_common import SegstoreOptionError
 from pravega_spark.partition_reader import ARROW_SCHEMA, SegmentRangePartition, read_partition
 from pravega_spark.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, plan_ranges
@@ -229,14 +229,22 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadState.from_offset(offset, target.scope, target.stream)
 
     def initialOffset(self) -> dict[str, Any]:
+        """The same JSON on every call (Spark asks again when it runs the first micro-batch, and after a
+        restart before that batch committed): a fixed cut as it is, any other start unresolved; see
+        :mod:`pravega_spark.offsets`."""
         position = self.options.starting_or("latest")
-        return resolve_position(self._connect(), self.options, position).to_offset()
+        if position.is_fixed:
+            return resolve_position(self._connect(), self.options, position).to_offset()
+        target = self.options.target
+        return position.to_initial_offset(target.scope, target.stream)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_bytes_per_trigger
         return ReadAllAvailable() if limit is None else ReadMaxBytes(limit)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        if is_initial(start):  # the first micro-batch: look the start up; that batch reads nothing
+            return resolve_position(self._connect(), self.options, Position.from_initial_offset(start)).to_offset()
         max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else None
         cap = None if self._target is None else self._target.positions
         state = advance(
@@ -253,6 +261,9 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = ReadState.from_stream_cut(tail_cut(self._connect(), target.scope, target.stream))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        if is_initial(start):
+            self._state(end)  # the looked-up start: nothing before it is read
+            return []
         ranges = plan_ranges(
             self._state(start), self._state(end), self._catalog(), fail_on_data_loss=self.options.fail_on_data_loss
         )

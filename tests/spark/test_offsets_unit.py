@@ -4,6 +4,7 @@ a random scaling history stands in for the controller and the segment store."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -15,6 +16,7 @@ from controller_client.model import StreamCut
 from pravega_spark.offsets import (
     OffsetFormatError,
     ReadState,
+    is_initial,
     offset_to_stream_cut,
     parse_cut_option,
     stream_cut_to_offset,
@@ -29,7 +31,7 @@ from pravega_spark.planning import (
     advance,
     plan_ranges,
 )
-from pravega_spark.read_options import ReadOptions
+from pravega_spark.read_options import Position, ReadOptions
 from segment_store.protocol import ProtocolError, encode_events, frame_event, parse_events
 
 SCOPE, STREAM = "sc", "st"
@@ -367,3 +369,40 @@ def test_an_end_before_the_start_is_unreachable() -> None:
     stream.scale()
     with pytest.raises(UnreachableEndError, match="is open and not in the end position"):
         plan_ranges(stream.tail(), ReadState(SCOPE, STREAM, dict.fromkeys(tail.positions, 0)), stream)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"startingOffsets": "latest"},
+        {"startingOffsets": "earliest"},
+        {"startingTimestamp": "1700000000000"},
+        {"startingOffsets": '{"positions": {"0": -1, "1": 7}}'},
+    ],
+)
+def test_initial_offset_of_a_moving_start_is_the_same_json_every_time_and_stands_for_its_position(
+    options: dict[str, str],
+) -> None:
+    parsed = ReadOptions.parse({"scope": SCOPE, "stream": STREAM, **options})
+    position = parsed.starting_or("latest")
+    assert not position.is_fixed
+    first = position.to_initial_offset(SCOPE, STREAM)
+    again = ReadOptions.parse({"scope": SCOPE, "stream": STREAM, **options}).starting_or("latest")
+    assert json.dumps(first) == json.dumps(again.to_initial_offset(SCOPE, STREAM))
+    assert is_initial(first)
+    assert Position.from_initial_offset(json.loads(json.dumps(first))) == position
+
+
+def test_a_cut_naming_every_offset_is_fixed_and_initial_offsets_are_no_read_positions() -> None:
+    cut = ReadOptions.parse({"scope": SCOPE, "stream": STREAM, "startingOffsets": '{"positions": {"0": 3}}'})
+    assert cut.starting_or("latest").is_fixed
+    initial = Position.latest("startingOffsets").to_initial_offset(SCOPE, STREAM)
+    with pytest.raises(OffsetFormatError, match=r"initial offset .* not a position in the stream"):
+        ReadState.from_offset(initial)
+    with pytest.raises(OffsetFormatError, match="initial offset"):
+        offset_to_stream_cut(initial)
+    with pytest.raises(OffsetFormatError, match="not an initial offset"):
+        Position.from_initial_offset({"scope": SCOPE, "stream": STREAM, "initial": {"kind": "soon"}})
+    with pytest.raises(OffsetFormatError, match="timestampMs"):
+        Position.from_initial_offset({"scope": SCOPE, "stream": STREAM, "initial": {"kind": "timestamp"}})
