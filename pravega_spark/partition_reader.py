@@ -1,7 +1,8 @@
 """Executor side of the ``segstore`` source: read one segment range and yield Arrow record batches.
 
 A :class:`SegmentRangePartition` names a segment and a byte range ``[start, end)`` whose both ends are
-event boundaries (the driver plans them so, :mod:`pravega_spark.planning`). :func:`read_partition` yields
+event boundaries (the driver plans them so, :mod:`pravega_spark.planning`); a :class:`PackedPartition` holds
+several small ones, read in turn by one task. :func:`read_partition` yields
 ``pyarrow.RecordBatch`` es in the source's schema (:data:`ARROW_SCHEMA`), one row per event, in offset
 order, every event of the range exactly once:
 
@@ -85,6 +86,13 @@ class SegmentRangePartition(InputPartition):
     @property
     def segment_name(self) -> str:
         return qualified_segment_name(self.scope, self.stream, self.segment_id)
+
+
+@dataclass(frozen=True)
+class PackedPartition(InputPartition):
+    """Several small segment ranges read one after another by one task (planning packs them so)."""
+
+    parts: tuple[SegmentRangePartition, ...]
 
 
 # ---- framing -------------------------------------------------------------------------------------------------
@@ -262,11 +270,16 @@ def _conform(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def _from_tier2(partition: SegmentRangePartition, connection: Any, position: list[int]) -> Iterator[pa.RecordBatch]:
-    """The part of the range Tier-2 serves from here; ``position[0]`` follows what was yielded."""
+    """The part of the range Tier-2 serves from here; ``position[0]`` follows what was yielded.
+
+    Without ``tier2Location`` nothing is asked: the segment store's chunk listing carries no locations, so
+    the lookup (two round trips per range) could only answer "not from here", on every micro-batch."""
+    if partition.tier2_location is None:
+        return
     tier2 = _tier2_module()
     if tier2 is None:
         return
-    location = None if partition.tier2_location is None else tier2.Tier2Location.parse(partition.tier2_location)
+    location = tier2.Tier2Location.parse(partition.tier2_location)
     read = tier2.read_range(connection, partition.segment_name, position[0], partition.end, location=location)
     if read is None:
         return

@@ -297,6 +297,35 @@ def first_event_end(catalog: SegmentCatalog, segment: int, position: int, limit:
     return position + HEADER_SIZE + length
 
 
+PACK_BYTES = 4 * 1024 * 1024
+"""Ranges smaller than this are read together in one input partition, up to this many bytes in all."""
+
+
+def pack_ranges(ranges: Sequence[ReadRange], limit_bytes: int = PACK_BYTES) -> list[list[ReadRange]]:
+    """The ranges grouped into input partitions: a range of ``limit_bytes`` or more alone, smaller ones
+    together (in the given order) while their sum stays within ``limit_bytes``.
+
+    A Spark task has a fixed cost (~50-100 ms on a busy executor: scheduling, the Python worker, Arrow
+    back to the JVM) that dwarfs reading a few hundred KB, so the micro-batches of a live tail, a few KB
+    per segment, are read by one task instead of one per segment; a backlog still gets a task per segment.
+    """
+    groups: list[list[ReadRange]] = []
+    open_group: list[ReadRange] = []
+    open_bytes = 0
+    for r in ranges:
+        if r.size >= limit_bytes:
+            groups.append([r])
+            continue
+        if open_group and open_bytes + r.size > limit_bytes:
+            groups.append(open_group)
+            open_group, open_bytes = [], 0
+        open_group.append(r)
+        open_bytes += r.size
+    if open_group:
+        groups.append(open_group)
+    return groups
+
+
 def plan_ranges(
     start: ReadState, end: ReadState, catalog: SegmentCatalog, *, fail_on_data_loss: bool = True
 ) -> list[ReadRange]:

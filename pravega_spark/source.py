@@ -23,8 +23,8 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 
 from pravega_spark.offsets import ReadState, StreamConnection, cut_at_timestamp, head_cut, is_initial, tail_cut
 from pravega_spark.options_common import SegstoreOptionError
-from pravega_spark.partition_reader import ARROW_SCHEMA, SegmentRangePartition, read_partition
-from pravega_spark.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, plan_ranges
+from pravega_spark.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
+from pravega_spark.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, pack_ranges, plan_ranges
 from pravega_spark.read_options import Position, ReadOptions
 
 _log = logging.getLogger(__name__)
@@ -138,9 +138,11 @@ def resolve_position(connection: StreamConnection, options: ReadOptions, positio
 
 
 def _partitions(options: ReadOptions, ranges: Sequence[ReadRange]) -> list[InputPartition]:
+    """One input partition per group of :func:`~pravega_spark.planning.pack_ranges`."""
     target = options.target
-    return [
-        SegmentRangePartition(
+
+    def part(r: ReadRange) -> SegmentRangePartition:
+        return SegmentRangePartition(
             target.controller,
             target.scope,
             target.stream,
@@ -151,14 +153,21 @@ def _partitions(options: ReadOptions, ranges: Sequence[ReadRange]) -> list[Input
             options.controller_timeout_s,
             options.tier2_location,
         )
-        for r in ranges
+
+    return [
+        part(group[0]) if len(group) == 1 else PackedPartition(tuple(part(r) for r in group))
+        for group in pack_ranges(ranges)
     ]
 
 
 def _read(partition: InputPartition, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    if not isinstance(partition, SegmentRangePartition):
+    batches: Iterator[pa.RecordBatch]
+    if isinstance(partition, PackedPartition):
+        batches = (batch for part in partition.parts for batch in read_partition(part))
+    elif isinstance(partition, SegmentRangePartition):
+        batches = read_partition(partition)
+    else:
         return iter(())  # Spark's placeholder partition of an empty read
-    batches = read_partition(partition)
     if schema.equals(ARROW_SCHEMA):
         return batches
     return (batch.cast(schema) for batch in batches)

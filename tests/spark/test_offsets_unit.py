@@ -29,6 +29,7 @@ from pravega_spark.planning import (
     SegmentState,
     UnreachableEndError,
     advance,
+    pack_ranges,
     plan_ranges,
 )
 from pravega_spark.read_options import Position, ReadOptions
@@ -406,3 +407,12 @@ def test_a_cut_naming_every_offset_is_fixed_and_initial_offsets_are_no_read_posi
         Position.from_initial_offset({"scope": SCOPE, "stream": STREAM, "initial": {"kind": "soon"}})
     with pytest.raises(OffsetFormatError, match="timestampMs"):
         Position.from_initial_offset({"scope": SCOPE, "stream": STREAM, "initial": {"kind": "timestamp"}})
+
+
+def test_small_ranges_are_packed_into_one_partition_and_large_ones_stand_alone() -> None:
+    small = [ReadRange(s, 0, 100_000) for s in range(4)]
+    assert pack_ranges(small, limit_bytes=1_000_000) == [small]  # a live tail: one task
+    big = ReadRange(9, 0, 2_000_000)
+    grouped = pack_ranges([small[0], big, *small[1:]], limit_bytes=250_000)
+    assert grouped == [[big], [small[0], small[1]], [small[2], small[3]]]
+    assert sum(len(g) for g in grouped) == 5 and pack_ranges([]) == []

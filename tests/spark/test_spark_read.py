@@ -49,7 +49,7 @@ def test_batch_read_gives_every_event_once_with_its_segment_and_offset_across_sc
         e for e, _ in _events("a", 1500) + _events("b", 1500) + _events("c", 1500)
     )
     assert len({segment for segment, _, _ in got}) == 5  # 2 + split into 2 + merge of two into 1
-    assert df.rdd.getNumPartitions() == 5  # one input partition per segment range
+    assert df.rdd.getNumPartitions() == 1  # small segment ranges are read by one task (pack_ranges)
 
 
 def test_batch_read_between_stream_cuts(spark: Any, streams: Streams) -> None:

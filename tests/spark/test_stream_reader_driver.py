@@ -11,7 +11,7 @@ import pytest
 from conftest import Streams
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from pravega_spark.partition_reader import SegmentRangePartition
+from pravega_spark.partition_reader import PackedPartition, SegmentRangePartition
 from pravega_spark.read_options import ReadOptions
 from pravega_spark.source import SCHEMA, SegstoreStreamReader
 
@@ -28,7 +28,7 @@ def _events(prefix: str, count: int) -> list[tuple[bytes, str | None]]:
 
 def _read(reader: SegstoreStreamReader, start: dict[str, Any], end: dict[str, Any]) -> list[bytes]:
     partitions = reader.partitions(json.loads(json.dumps(start)), json.loads(json.dumps(end)))
-    assert all(isinstance(p, SegmentRangePartition) for p in partitions)
+    assert all(isinstance(p, SegmentRangePartition | PackedPartition) for p in partitions)
     return sorted(e.as_py() for p in partitions for batch in reader.read(p) for e in batch.column("event"))
 
 
