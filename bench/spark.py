@@ -78,6 +78,8 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 from benchlib import MB, filesystem_of, table  # noqa: E402
 from e2e_system import Standalone  # noqa: E402
+from spark_latency import COLUMNS as LATENCY_COLUMNS  # noqa: E402
+from spark_latency import LatencyCases, verdicts  # noqa: E402
 from spark_sources import SCHEMA_DDL, NumpySource, ProcessMeter, write_rows  # noqa: E402
 
 from pravega_spark.offsets import StreamConnection, tail_cut  # noqa: E402
@@ -98,6 +100,7 @@ class Bench:
         self.spark: Any = None
         self.meter: ProcessMeter | None = None
         self.rows: list[dict[str, Any]] = []
+        self.latency: list[dict[str, Any]] = []
         self.queries = 0
 
     # ---- set-up ------------------------------------------------------------------------------------------
@@ -277,7 +280,8 @@ class Bench:
         args = self.args
         info: dict[str, Any] = {}
         started = time.perf_counter()
-        info["parquet_bytes"] = write_rows(self.parquet_dir, args.rows, args.segments, EVENT_BYTES)
+        rows = 0 if args.latency_only else args.rows
+        info["parquet_bytes"] = write_rows(self.parquet_dir, rows, args.segments, EVENT_BYTES) if rows else 0
         info["generate_s"] = round(time.perf_counter() - started, 1)
         info["standalone_start_s"] = round(self.system.start(), 1)
         started = time.perf_counter()
@@ -287,6 +291,12 @@ class Bench:
         print(f"rows {args.rows:,} ({info['parquet_bytes'] / MB:.0f} MB Parquet); standalone ready in "
               f"{info['standalone_start_s']} s; Spark {self.spark.version} in {info['spark_start_s']} s",
               flush=True)  # fmt: skip
+        if args.latency_seconds > 0:
+            print(f"latency: {args.latency_seconds:g} s per case at {args.latency_rates} events/s", flush=True)
+            cases = LatencyCases(self.spark, self.system.uri, self.work, args.latency_seconds, args.segments)
+            self.latency = cases.run(args.latency_rates)
+        if args.latency_only:
+            return info
         repeats = args.repeats
         # warm-up (not recorded): JIT, Python worker daemon, first segstore connections
         self.query("warm-up", self.numpy(args.rows // 4, 16384))
@@ -329,6 +339,7 @@ class Bench:
         self.system.stop()
 
 
+SETTINGS = ("rows", "segments", "repeats", "batch_rows", "latency_seconds", "latency_rates")
 COLUMNS = [
     ("case", "case"),
     ("rows_per_s", "rows/s"),
@@ -356,6 +367,9 @@ def main() -> None:
         "--writes-only", action="store_true",
         help="only the source and write cases, the exactly-once write --repeats times (to work on the write path)",
     )  # fmt: skip
+    parser.add_argument("--latency-only", action="store_true", help="only the latency cases (spark_latency.py)")
+    parser.add_argument("--latency-seconds", type=float, help="per latency case (default 60, --quick 20; 0: none)")
+    parser.add_argument("--latency-rates", default="2000,20000", help="events/s of the latency cases")
     parser.add_argument("--rows", type=int, help="events per case (default 3,000,000)")
     parser.add_argument("--segments", type=int, default=4, help="segments of the written streams (default 4)")
     parser.add_argument("--repeats", type=int, help="runs of each read case, best kept (default 3)")
@@ -366,6 +380,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.writes_only and args.out == RESULTS / "spark.json":
         args.out = RESULTS / "spark-writes.json"
+    if args.latency_only and args.out == RESULTS / "spark.json":
+        args.out = RESULTS / "spark-latency.json"
+    if args.latency_seconds is None:
+        args.latency_seconds = 0 if args.writes_only else 20 if args.quick else 60
+    args.latency_rates = [int(r) for r in args.latency_rates.split(",")]
     args.rows = args.rows or (1_000_000 if args.quick else 3_000_000)
     args.repeats = args.repeats or (1 if args.quick else 3)
     args.batch_rows = [int(b) for b in args.batch_rows.split(",")]
@@ -393,16 +412,13 @@ def main() -> None:
         problems = bench.system.problems()
     total_s = time.perf_counter() - started
     load_after = os.getloadavg()
-    table("Spark <-> segstore, 100 B events (Trigger.AvailableNow, one micro-batch, local[2])", bench.rows, COLUMNS)
-    by_case = {r["case"]: r for r in bench.rows}
-    eo_writes = ", ".join(f"{r['rows_per_s']:,}" for r in bench.rows if r["case"] == "write exactlyOnce=true")
-    reads = "skipped (--writes-only)"
-    if not args.writes_only:
-        stream_read = max(by_case[c]["rows_per_s"] for c in by_case if c.startswith("read"))
-        batch_read = max(by_case[c]["rows_per_s"] for c in by_case if c.startswith("batch read"))
-        reads = f"best {stream_read:,} (streaming), {batch_read:,} (batch)"
-    print(f"\ntargets: read >= {READ_TARGET:,} rows/s: {reads}; "
-          f"exactly-once write >= {WRITE_TARGET:,} rows/s: {eo_writes}")  # fmt: skip
+    if bench.latency:
+        table("Live tail, end to end (append -> row in foreachBatch), default trigger, local[2]", bench.latency,
+              LATENCY_COLUMNS)  # fmt: skip
+        print("\n".join(verdicts(bench.latency)))
+    if bench.rows:
+        table("Spark <-> segstore, 100 B events (Trigger.AvailableNow, one micro-batch, local[2])", bench.rows, COLUMNS)
+        print_targets(bench.rows, args)
     for source, found in problems.items():
         if found["count"]:
             print(f"{source}: {found['count']} warnings/errors, first: {found['first'][:2]}")
@@ -420,19 +436,36 @@ def main() -> None:
         "quick": args.quick,
         "writes_only": args.writes_only,
         "measurement": "streaming queries with Trigger.AvailableNow (one micro-batch, fresh checkpoint); "
-        "'batch read' cases: batch queries into noop",
-        "settings": {k: getattr(args, k) for k in ("rows", "segments", "repeats", "batch_rows")},
-        "targets": {"read_rows_per_s": READ_TARGET, "exactly_once_write_rows_per_s": WRITE_TARGET},
+        "'batch read' cases: batch queries into noop; 'latency': live-tail queries (spark_latency.py)",
+        "settings": {k: getattr(args, k) for k in SETTINGS},
+        "targets": {
+            "read_rows_per_s": READ_TARGET,
+            "exactly_once_write_rows_per_s": WRITE_TARGET,
+            "latency": "segstore p50 <= 1.5x and p99 <= 2x the rate source's",
+        },
         "total_s": round(total_s, 1),
         "load_average_before": [round(v, 2) for v in load_before],
         "load_average_after": [round(v, 2) for v in load_after],
         **info,
+        "latency": bench.latency,
         "results": bench.rows,
         "problems": problems,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=2) + "\n")
     print(f"wrote {args.out}")
+
+
+def print_targets(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    by_case = {r["case"]: r for r in rows}
+    eo_writes = ", ".join(f"{r['rows_per_s']:,}" for r in rows if r["case"] == "write exactlyOnce=true")
+    reads = "skipped (--writes-only)"
+    if not args.writes_only:
+        stream_read = max(by_case[c]["rows_per_s"] for c in by_case if c.startswith("read"))
+        batch_read = max(by_case[c]["rows_per_s"] for c in by_case if c.startswith("batch read"))
+        reads = f"best {stream_read:,} (streaming), {batch_read:,} (batch)"
+    print(f"\ntargets: read >= {READ_TARGET:,} rows/s: {reads}; "
+          f"exactly-once write >= {WRITE_TARGET:,} rows/s: {eo_writes}")  # fmt: skip
 
 
 if __name__ == "__main__":
