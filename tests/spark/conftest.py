@@ -96,7 +96,9 @@ class Streams:
 
 
 @pytest.fixture(scope="session")
-def streams(standalone: StandaloneProcess) -> Iterator[Streams]:
+def streams(standalone: StandaloneProcess, spark_session: Any) -> Iterator[Streams]:
+    """Made after Spark's JVM is up: pyspark starts it with a preexec_fn, and a fork while this helper's
+    event-loop threads run can deadlock in the child."""
     helper = Streams(standalone)
     try:
         yield helper
