@@ -242,8 +242,9 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         restart before that batch committed): a fixed cut as it is, any other start unresolved; see
         :mod:`pravega_spark.offsets`."""
         position = self.options.starting_or("latest")
+        connection = self._connect()  # a wrong controller or a missing stream fails the query here
         if position.is_fixed:
-            return resolve_position(self._connect(), self.options, position).to_offset()
+            return resolve_position(connection, self.options, position).to_offset()
         target = self.options.target
         return position.to_initial_offset(target.scope, target.stream)
 

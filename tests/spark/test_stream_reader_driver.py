@@ -11,6 +11,7 @@ import pytest
 from conftest import Streams
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from pravega_spark.options_common import SegstoreOptionError
 from pravega_spark.partition_reader import PackedPartition, SegmentRangePartition
 from pravega_spark.read_options import ReadOptions
 from pravega_spark.source import SCHEMA, SegstoreStreamReader
@@ -77,5 +78,14 @@ def test_a_cut_naming_every_offset_is_read_from_the_first_micro_batch(streams: S
         assert "initial" not in initial
         end = reader.latestOffset(initial, ReadAllAvailable())
         assert _read(reader, reader.initialOffset(), end) == sorted(e for e, _ in _events("new", 10))
+    finally:
+        reader.stop()
+
+
+def test_a_missing_stream_fails_at_the_initial_offset_naming_the_option(streams: Streams) -> None:
+    reader = _reader(streams, "driver", "never-created")
+    try:
+        with pytest.raises(SegstoreOptionError, match="option 'stream': stream driver/never-created does not exist"):
+            reader.initialOffset()
     finally:
         reader.stop()
