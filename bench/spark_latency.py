@@ -15,7 +15,8 @@ Each case runs ``seconds`` at ``rate`` events/s with the default trigger (micro-
   as segstore's: what Spark's Python data source path costs with no I/O at all.
 
 Latency = the time the sink had the event minus its stamp, over the events stamped after the first fifth of the
-run (start-up: Python workers, first connections). ``batch ms``: the median micro-batch (``triggerExecution``)
+run (start-up: Python workers, first connections). ``1st row s``: from ``start()`` to the sink's first rows (the
+query's start-up). ``batch ms``: the median micro-batch (``triggerExecution``)
 after the first fifth of the batches; the other ``*_ms`` columns are medians of Spark's ``durationMs`` parts.
 """
 
@@ -137,6 +138,7 @@ def summarize(case: str, rate: int, seconds: float, started_us: int, sink: Stamp
         "p50_s": round(percentile(latencies, 50), 3) if latencies else None,
         "p99_s": round(percentile(latencies, 99), 3) if latencies else None,
         "max_s": round(latencies[-1], 3) if latencies else None,
+        "first_row_s": round((min(a for _, _, a in sink.rows) - started_us) / 1e6, 2) if sink.rows else None,
         "micro_batches": len(progress),
         "batch_ms": _median([p.durationMs.get("triggerExecution", 0) for p in steady]),
     }
@@ -258,6 +260,7 @@ COLUMNS = [
     ("p50_s", "p50 s"),
     ("p99_s", "p99 s"),
     ("max_s", "max s"),
+    ("first_row_s", "1st row s"),
     ("batch_ms", "batch ms"),
     ("latestOffset_ms", "latest ms"),
     ("walCommit_ms", "wal ms"),

@@ -145,6 +145,7 @@ def live_streams(streams: Streams) -> Iterator[list[str]]:
     yield names
 
 
+@pytest.mark.timeout(int(SECONDS * 2 + 300))
 def test_queries_tail_streams_that_are_written_and_scaled_and_restart_from_their_checkpoints(
     spark: Any, streams: Streams, live_streams: list[str], tmp_path: Path
 ) -> None:
