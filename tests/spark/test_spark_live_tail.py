@@ -121,9 +121,19 @@ def _scale_while(streams: Streams, names: list[str], stopping: threading.Event, 
         errors.append(error)
 
 
-def _first_batch_end(checkpoint: Path) -> StreamCut:
-    """The end of micro-batch 0 from the query's offset log: where a query started at ``latest`` begins."""
-    lines = (checkpoint / "offsets" / "0").read_text().splitlines()
+def _first_batch_end(checkpoint: Path, timeout_s: float = 120.0) -> StreamCut:
+    """The end of micro-batch 0 from the query's offset log: where a query started at ``latest`` begins. Read
+    as soon as Spark wrote it (Spark purges old entries of the log after 100 micro-batches)."""
+    entry = checkpoint / "offsets" / "0"
+    deadline = time.monotonic() + timeout_s
+    while not entry.exists():
+        assert time.monotonic() < deadline, f"no micro-batch 0 in {checkpoint} after {timeout_s:g} s"
+        time.sleep(0.05)
+    lines = entry.read_text().splitlines()
+    while len(lines) < 3:  # written but not complete yet
+        assert time.monotonic() < deadline, f"{entry} stays incomplete"
+        time.sleep(0.05)
+        lines = entry.read_text().splitlines()
     return offset_to_stream_cut(json.loads(lines[2]))
 
 
@@ -171,6 +181,7 @@ def test_queries_tail_streams_that_are_written_and_scaled_and_restart_from_their
     time.sleep(1.0)
     query_started = time.time()
     queries = {name: start(name) for name in live_streams}
+    latest_begins = _first_batch_end(checkpoints["latest"])
     stopping, scale_errors = threading.Event(), []
     scaler = threading.Thread(target=_scale_while, args=(streams, live_streams, stopping, scale_errors), daemon=True)
     scaler.start()
@@ -199,7 +210,7 @@ def test_queries_tail_streams_that_are_written_and_scaled_and_restart_from_their
         assert writer.error is None, f"{name}: {writer.error!r}"
 
     begins = {
-        "latest": _first_batch_end(checkpoints["latest"]),
+        "latest": latest_begins,
         "earliest": streams.manager.head_cut(SCOPE, "earliest"),
         "timestamp": streams.manager.cut_at_time(SCOPE, "timestamp", since_ms),
         "cut": cut,
