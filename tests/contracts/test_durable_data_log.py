@@ -1,8 +1,10 @@
 """Contract of the Tier-1 port, after Pravega's DurableDataLogTestBase.
 
 Run against the in-memory log, the file ledger log over the in-process coordination store
-(fast, no fsync), and the file ledger log over real ZooKeeper with fsync on. The file
-ledger logs use small ledgers so that the tests cross several rollovers.
+(fast, no fsync), the file ledger log over real ZooKeeper with fsync on, and the JetStream
+log on a real NATS server (one replica, in-process coordination store) and on a real
+3-node NATS cluster (three replicas, real ZooKeeper). The file ledger logs use small
+ledgers so that the tests cross several rollovers.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from segment_store.coordination.memory_store import MemoryCoordinationServer
 from segment_store.coordination.store import CoordinationStore
 from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
 from segment_store.tier1.file_ledger_log import FileLedgerLogFactory
+from segment_store.tier1.jetstream_log import JetStreamLogFactory
 from segment_store.tier1.log import (
     DataLogClosedError,
     DataLogNotInitializedError,
@@ -33,6 +36,8 @@ from segment_store.tier1.log import (
     WriteTooLongError,
 )
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
+from segment_store.tier1.nats_server import NatsCluster
+from jetstream_helpers import delete_streams, log_config
 
 TEST_TIMEOUT_S = 60.0
 MAX_APPEND = 16 * 1024
@@ -60,10 +65,15 @@ class Env:
 MakeEnv = Callable[[], AbstractAsyncContextManager[Env]]
 
 
-@pytest.fixture(params=["memory", "file-memstore", "file-zookeeper"])
+@pytest.fixture(params=["memory", "file-memstore", "file-zookeeper", "jetstream-r1", "jetstream-r3"])
 def make_env(request: pytest.FixtureRequest, tmp_path: Path) -> MakeEnv:
     kind: str = request.param
-    hosts: str | None = request.getfixturevalue("zk_chroot") if kind == "file-zookeeper" else None
+    hosts: str | None = request.getfixturevalue("zk_chroot") if kind in ("file-zookeeper", "jetstream-r3") else None
+    nats: NatsCluster | None = None
+    prefix = ""
+    if kind.startswith("jetstream"):
+        nats = request.getfixturevalue("nats_single" if kind == "jetstream-r1" else "nats_cluster")
+        prefix = request.getfixturevalue("stream_prefix")
 
     @asynccontextmanager
     async def env() -> AsyncIterator[Env]:
@@ -76,14 +86,20 @@ def make_env(request: pytest.FixtureRequest, tmp_path: Path) -> MakeEnv:
                 store = MemoryCoordinationServer().connect()
             else:
                 store = await KazooCoordinationStore.connect(hosts)
-            config = FileLedgerLogConfig(
-                root_dir=tmp_path / "tier1",
-                rollover_size_bytes=4 * MAX_APPEND,
-                max_append_length_bytes=MAX_APPEND,
-                max_batch_bytes=2 * MAX_APPEND,
-                fsync=hosts is not None,
-            )
-            factory = FileLedgerLogFactory(config, store)
+            if nats is not None:
+                replicas = len(nats.nodes)
+                factory = JetStreamLogFactory(
+                    log_config(nats.urls, prefix, replicas, max_append_length_bytes=MAX_APPEND), store
+                )
+            else:
+                config = FileLedgerLogConfig(
+                    root_dir=tmp_path / "tier1",
+                    rollover_size_bytes=4 * MAX_APPEND,
+                    max_append_length_bytes=MAX_APPEND,
+                    max_batch_bytes=2 * MAX_APPEND,
+                    fsync=hosts is not None,
+                )
+                factory = FileLedgerLogFactory(config, store)
         await factory.initialize()
         environment = Env(factory)
         try:
@@ -94,6 +110,8 @@ def make_env(request: pytest.FixtureRequest, tmp_path: Path) -> MakeEnv:
             await factory.close()
             if store is not None:
                 await store.close()
+            if nats is not None:
+                await delete_streams(nats.urls, prefix)
 
     return env
 
