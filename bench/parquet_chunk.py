@@ -135,9 +135,7 @@ def run_row_groups(repeat: int) -> list[dict[str, object]]:
     """Encode/decode speed and 64 KiB range-read latency per row-group size (100 B±50, lz4)."""
     text = corpus(8 * MIB)
     out: list[dict[str, object]] = []
-    print(
-        f"\n{'chunk':>5} {'row group':>9} {'groups':>6} {'enc MB/s':>8} {'dec MB/s':>8} {'64KiB rng ms':>12}"
-    )
+    print(f"\n{'chunk':>5} {'row group':>9} {'groups':>6} {'enc MB/s':>8} {'dec MB/s':>8} {'64KiB rng ms':>12}")
     for chunk in CHUNKS:
         data, _ = framed_events(chunk, 100, 50, text)
         for group in (256 << 10, MIB, 4 * MIB, chunk):
@@ -174,9 +172,7 @@ def run_frame_finder(repeat: int) -> list[dict[str, object]]:
         "100B±50 random": b"".join(
             header.pack(0, n) + rng.randbytes(n) for n in (rng.randint(50, 150) for _ in range(38_000))
         ),
-        "100B±50 zeros": b"".join(
-            header.pack(0, n) + bytes(n) for n in (rng.randint(50, 150) for _ in range(38_000))
-        ),
+        "100B±50 zeros": b"".join(header.pack(0, n) + bytes(n) for n in (rng.randint(50, 150) for _ in range(38_000))),
         "10KB text": framed_events(4 * MIB, 10_000, 0, text)[0],
     }
     out: list[dict[str, object]] = []

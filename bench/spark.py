@@ -90,6 +90,8 @@ SCOPE = "bench"
 RESULTS = REPO / "bench" / "results"
 READ_TARGET = 2_000_000
 WRITE_TARGET = 500_000
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace, work: Path) -> None:
         self.args = args

@@ -59,10 +59,7 @@ async def _write(uri: str, scope: str, stream: str, rate: int, seconds: float) -
             due = int(elapsed * rate) - written
             if due > 0:
                 stamp = time.time_ns() // 1000
-                events = [
-                    (stamped_event(stamp, n), f"key-{n % KEYS}")
-                    for n in range(written, written + due)
-                ]
+                events = [(stamped_event(stamp, n), f"key-{n % KEYS}") for n in range(written, written + due)]
                 await writer.write_events(events)
                 written += due
             await asyncio.sleep(0.001)

@@ -116,9 +116,7 @@ def resolve_position(connection: StreamConnection, options: ReadOptions, positio
         return ReadState.from_stream_cut(tail_cut(connection, scope, stream))
     if position.kind == "timestamp":
         assert position.timestamp_ms is not None
-        return ReadState.from_stream_cut(
-            cut_at_timestamp(connection, scope, stream, position.timestamp_ms)
-        )
+        return ReadState.from_stream_cut(cut_at_timestamp(connection, scope, stream, position.timestamp_ms))
     assert position.cut is not None
     positions = dict(position.cut.positions)
     for segment, offset in positions.items():

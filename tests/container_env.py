@@ -24,8 +24,9 @@ SMALL = ContainerConfig(
         checkpoint_commit_count=50,
         checkpoint_total_commit_length_bytes=256 * 1024,
     ),
-    writer=WriterConfig(flush_threshold_bytes=64 * 1024, flush_max_age_s=0.05, retry_min_delay_s=0.01,
-                        retry_max_delay_s=0.05),
+    writer=WriterConfig(
+        flush_threshold_bytes=64 * 1024, flush_max_age_s=0.05, retry_min_delay_s=0.01, retry_max_delay_s=0.05
+    ),
     cache=CacheConfig(max_bytes=64 * 1024 * 1024),
 )
 

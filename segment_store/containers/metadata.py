@@ -49,9 +49,19 @@ class SegmentMetadata:
         """An independent copy (its own attributes dict); what ``dataclasses.replace`` gives, 5x cheaper
         (the metadata updater copies a segment for nearly every append it takes)."""
         return SegmentMetadata(
-            self.segment_id, self.name, self.segment_type, self.start_offset, self.length, self.storage_length,
-            self.sealed, self.sealed_in_storage, self.merged, self.deleted, self.created_ms,
-            self.last_modified_ms, dict(self.attributes),
+            self.segment_id,
+            self.name,
+            self.segment_type,
+            self.start_offset,
+            self.length,
+            self.storage_length,
+            self.sealed,
+            self.sealed_in_storage,
+            self.merged,
+            self.deleted,
+            self.created_ms,
+            self.last_modified_ms,
+            dict(self.attributes),
         )
 
     @property
@@ -67,28 +77,50 @@ class SegmentMetadata:
 
     def info(self) -> SegmentInfo:
         return SegmentInfo(
-            name=self.name, segment_id=self.segment_id, segment_type=self.segment_type,
-            start_offset=self.start_offset, length=self.length, storage_length=self.storage_length,
-            sealed=self.sealed, deleted=not self.live, last_modified_ms=self.last_modified_ms,
+            name=self.name,
+            segment_id=self.segment_id,
+            segment_type=self.segment_type,
+            start_offset=self.start_offset,
+            length=self.length,
+            storage_length=self.storage_length,
+            sealed=self.sealed,
+            deleted=not self.live,
+            last_modified_ms=self.last_modified_ms,
             attributes=dict(self.attributes),
         )
 
     def to_json(self) -> dict:
         return {
-            "id": self.segment_id, "name": self.name, "type": int(self.segment_type), "start": self.start_offset,
-            "length": self.length, "storage_length": self.storage_length, "sealed": self.sealed,
-            "sealed_in_storage": self.sealed_in_storage, "merged": self.merged, "deleted": self.deleted,
-            "created_ms": self.created_ms, "modified_ms": self.last_modified_ms,
+            "id": self.segment_id,
+            "name": self.name,
+            "type": int(self.segment_type),
+            "start": self.start_offset,
+            "length": self.length,
+            "storage_length": self.storage_length,
+            "sealed": self.sealed,
+            "sealed_in_storage": self.sealed_in_storage,
+            "merged": self.merged,
+            "deleted": self.deleted,
+            "created_ms": self.created_ms,
+            "modified_ms": self.last_modified_ms,
             "attributes": [[str(k), v] for k, v in self.attributes.items()],
         }
 
     @classmethod
     def from_json(cls, d: dict) -> SegmentMetadata:
         return cls(
-            segment_id=d["id"], name=d["name"], segment_type=SegmentType(d["type"]), start_offset=d["start"],
-            length=d["length"], storage_length=d["storage_length"], sealed=d["sealed"],
-            sealed_in_storage=d["sealed_in_storage"], merged=d["merged"], deleted=d["deleted"],
-            created_ms=d["created_ms"], last_modified_ms=d["modified_ms"],
+            segment_id=d["id"],
+            name=d["name"],
+            segment_type=SegmentType(d["type"]),
+            start_offset=d["start"],
+            length=d["length"],
+            storage_length=d["storage_length"],
+            sealed=d["sealed"],
+            sealed_in_storage=d["sealed_in_storage"],
+            merged=d["merged"],
+            deleted=d["deleted"],
+            created_ms=d["created_ms"],
+            last_modified_ms=d["modified_ms"],
             attributes={int(k): v for k, v in d["attributes"]},
         )
 
@@ -177,7 +209,10 @@ class ContainerMetadata:
             segments.update(overrides)
         next_id = max([self.next_segment_id, *(s + 1 for s in segments)])
         doc = {
-            "version": 1, "container": self.container_id, "epoch": self.epoch, "next_segment_id": next_id,
+            "version": 1,
+            "container": self.container_id,
+            "epoch": self.epoch,
+            "next_segment_id": next_id,
             "segments": [s.to_json() for s in segments.values()],
         }
         return json.dumps(doc, separators=(",", ":")).encode()

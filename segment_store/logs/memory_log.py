@@ -40,8 +40,10 @@ class InMemoryOperationLog:
             return 0
         # deque has no bisect; sequence numbers are dense enough that an estimate usually lands exactly
         guess = after_sequence - ops[0].sequence_number + 1
-        if 0 <= guess <= len(ops) and (guess == 0 or ops[guess - 1].sequence_number <= after_sequence) and (
-            guess == len(ops) or ops[guess].sequence_number > after_sequence
+        if (
+            0 <= guess <= len(ops)
+            and (guess == 0 or ops[guess - 1].sequence_number <= after_sequence)
+            and (guess == len(ops) or ops[guess].sequence_number > after_sequence)
         ):
             return guess
         return bisect.bisect_right([o.sequence_number for o in ops], after_sequence)

@@ -47,9 +47,7 @@ from segment_store.logs.operations import (
 )
 
 
-def resolve_attribute_updates(
-    segment: SegmentMetadata, updates: tuple[AttributeUpdate, ...]
-) -> dict[int, int]:
+def resolve_attribute_updates(segment: SegmentMetadata, updates: tuple[AttributeUpdate, ...]) -> dict[int, int]:
     """The new values ``updates`` give, validated against ``segment``'s attributes; raises, changing nothing."""
     result: dict[int, int] = {}
     for u in updates:
@@ -150,9 +148,16 @@ class MetadataUpdater:
         op.created_ms = op.created_ms or self._clock_ms()
         self._next_id += 1
         segment = SegmentMetadata(
-            segment_id=op.segment_id, name=op.name, segment_type=op.segment_type, start_offset=op.start_offset,
-            length=op.length, storage_length=op.storage_length, sealed=op.sealed, created_ms=op.created_ms,
-            last_modified_ms=op.created_ms, attributes=dict(op.attributes),
+            segment_id=op.segment_id,
+            name=op.name,
+            segment_type=op.segment_type,
+            start_offset=op.start_offset,
+            length=op.length,
+            storage_length=op.storage_length,
+            sealed=op.sealed,
+            created_ms=op.created_ms,
+            last_modified_ms=op.created_ms,
+            attributes=dict(op.attributes),
         )
         self._pending[op.segment_id] = segment
         self._pending_names[op.name] = op.segment_id
@@ -233,9 +238,15 @@ class MetadataUpdater:
         elif isinstance(op, MapSegmentOperation):
             meta.add(
                 SegmentMetadata(
-                    segment_id=op.segment_id, name=op.name, segment_type=op.segment_type,
-                    start_offset=op.start_offset, length=op.length, storage_length=op.storage_length,
-                    sealed=op.sealed, created_ms=op.created_ms, last_modified_ms=op.created_ms,
+                    segment_id=op.segment_id,
+                    name=op.name,
+                    segment_type=op.segment_type,
+                    start_offset=op.start_offset,
+                    length=op.length,
+                    storage_length=op.storage_length,
+                    sealed=op.sealed,
+                    created_ms=op.created_ms,
+                    last_modified_ms=op.created_ms,
                     attributes=dict(op.attributes),
                 )
             )

@@ -73,8 +73,13 @@ class MapSegmentOperation(SegmentOperation):
         name = self.name.encode("utf-8")
         return [
             self._FIXED.pack(
-                self.segment_id, int(self.segment_type), self.start_offset, self.length, self.storage_length,
-                self.created_ms, self.sealed,
+                self.segment_id,
+                int(self.segment_type),
+                self.start_offset,
+                self.length,
+                self.storage_length,
+                self.created_ms,
+                self.sealed,
             ),
             _U16.pack(len(name)),
             name,
@@ -274,8 +279,15 @@ def _read_map(r: _Reader, seq: int) -> Operation:
     except UnicodeDecodeError as exc:
         raise OperationSerializationError("segment name is not UTF-8") from exc
     return MapSegmentOperation(
-        segment_id=segment_id, name=name, segment_type=SegmentType(segment_type), start_offset=start, length=length,
-        storage_length=storage_length, sealed=bool(sealed), created_ms=created_ms, attributes=r.attributes(),
+        segment_id=segment_id,
+        name=name,
+        segment_type=SegmentType(segment_type),
+        start_offset=start,
+        length=length,
+        storage_length=storage_length,
+        sealed=bool(sealed),
+        created_ms=created_ms,
+        attributes=r.attributes(),
         sequence_number=seq,
     )
 
@@ -284,8 +296,13 @@ def _read_append(r: _Reader, seq: int) -> Operation:
     segment_id, offset, expected, ingest, data_length = r.unpack(AppendOperation._FIXED)
     updates = r.updates()
     return AppendOperation(
-        segment_id=segment_id, offset=offset, expected_offset=expected, ingest_time_ms=ingest,
-        attribute_updates=updates, data=bytes(r.take(data_length)), sequence_number=seq,
+        segment_id=segment_id,
+        offset=offset,
+        expected_offset=expected,
+        ingest_time_ms=ingest,
+        attribute_updates=updates,
+        data=bytes(r.take(data_length)),
+        sequence_number=seq,
     )
 
 
@@ -302,8 +319,12 @@ def _read_truncate(r: _Reader, seq: int) -> Operation:
 def _read_merge(r: _Reader, seq: int) -> Operation:
     target, source, target_offset, length = r.unpack(MergeOperation._FIXED)
     return MergeOperation(
-        segment_id=target, source_id=source, target_offset=target_offset, length=length,
-        attribute_updates=r.updates(), sequence_number=seq,
+        segment_id=target,
+        source_id=source,
+        target_offset=target_offset,
+        length=length,
+        attribute_updates=r.updates(),
+        sequence_number=seq,
     )
 
 

@@ -31,8 +31,7 @@ def _encode_parts(command: WireCommand) -> list[Buffer]:
     length = sum(len(p) for p in parts)
     if length > MAX_FRAME_PAYLOAD:
         raise ProtocolError(
-            f"{type(command).__name__} payload of {length} bytes exceeds the "
-            f"{MAX_FRAME_PAYLOAD}-byte frame limit"
+            f"{type(command).__name__} payload of {length} bytes exceeds the {MAX_FRAME_PAYLOAD}-byte frame limit"
         )
     parts[0] = HEADER.pack(command.TYPE_CODE, length)
     return parts
@@ -162,9 +161,7 @@ class FrameDecoder:
 
     def _header_error(self, type_code: int, length: int) -> ProtocolError:
         if length < 0 or length > self._max:
-            return ProtocolError(
-                f"frame of type {type_code} declares {length} payload bytes; allowed 0..{self._max}"
-            )
+            return ProtocolError(f"frame of type {type_code} declares {length} payload bytes; allowed 0..{self._max}")
         return ProtocolError(f"unknown wire command type code {type_code}")
 
     def _check_header(self, type_code: int, length: int) -> int:

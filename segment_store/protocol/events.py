@@ -109,9 +109,7 @@ class EventParser:
         if type_code != EVENT_TYPE_CODE:
             raise ProtocolError(f"event at segment offset {offset} has type code {type_code}, expected 0")
         if length < 0 or length > self._max:
-            raise ProtocolError(
-                f"event at segment offset {offset} has length {length}; allowed 0..{self._max}"
-            )
+            raise ProtocolError(f"event at segment offset {offset} has length {length}; allowed 0..{self._max}")
         return HEADER_SIZE + length
 
     def _emit(self, data: bytes) -> None:
@@ -167,9 +165,7 @@ def parse_events(data: Buffer, start_offset: int = 0) -> list[SegmentEvent]:
     parser.feed(data)
     events = list(parser)
     if parser.pending_bytes:
-        raise ProtocolError(
-            f"{parser.pending_bytes} trailing byte(s) at offset {parser.offset} are a partial event"
-        )
+        raise ProtocolError(f"{parser.pending_bytes} trailing byte(s) at offset {parser.offset} are a partial event")
     return events
 
 

@@ -172,9 +172,7 @@ class Plan:
                 env[f"d{i}"] = kind.decode
                 read_lines.append(f"    v{i} = d{i}(v{i})")
 
-    def _optional_fixed(
-        self, i: int, opt: Opt, kind: Fixed, env: dict[str, Any], read_lines: list[str]
-    ) -> None:
+    def _optional_fixed(self, i: int, opt: Opt, kind: Fixed, env: dict[str, Any], read_lines: list[str]) -> None:
         env[f"s{i}"] = kind.struct
         env[f"default{i}"] = opt.default
         read_lines += [

@@ -204,8 +204,12 @@ class ConnectionAppends:
         self._send(DataAppended(append.writer_id, append.event_number, state.last_acked, append.request_id, end))
 
     def _failed_duplicate(self, append: Append) -> None:
-        log.warning("writer %s on %s: event number %s is below the stored one; closing",
-                    append.writer_id, append.segment, append.event_number)
+        log.warning(
+            "writer %s on %s: event number %s is below the stored one; closing",
+            append.writer_id,
+            append.segment,
+            append.event_number,
+        )
         self._send(InvalidEventNumber(append.writer_id, append.request_id, "", append.event_number))
         self._close()
 
@@ -261,4 +265,3 @@ class ConnectionAppends:
         for append in self._queue:
             self._bytes_changed(-len(append.data))
         self._queue.clear()
-

@@ -53,7 +53,6 @@ from segment_store.server.requests import RequestHandler
 log = logging.getLogger(__name__)
 
 
-
 class FlowTracker:
     """Unacknowledged append bytes of every connection together; pauses and resumes connections."""
 
@@ -113,9 +112,7 @@ class ServerConnection(asyncio.Protocol):
         self._transport = transport
         self.peer = str(transport.get_extra_info("peername"))
         transport.set_write_buffer_limits(high=self._config.write_buffer_high_bytes)
-        self._appends = ConnectionAppends(
-            self._registry, self.send, self.send_frame, self.close, self._bytes_changed
-        )
+        self._appends = ConnectionAppends(self._registry, self.send, self.send_frame, self.close, self._bytes_changed)
         self._tracker.connections.add(self)
         loop = asyncio.get_running_loop()
         self._last_activity = loop.time()
@@ -267,7 +264,9 @@ class ServerConnection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         pause = (
-            self._over_watermark or self._write_paused or self._tracker.paused
+            self._over_watermark
+            or self._write_paused
+            or self._tracker.paused
             or len(self._waiting) > self._config.max_queued_requests
         )
         if pause and not self._reading_paused:

@@ -74,8 +74,14 @@ def error_reply(exc: BaseException, request_id: int, segment: str, offset: int =
         return TableSegmentNotEmpty(request_id, segment, "")
     if isinstance(
         exc,
-        InvalidOffsetError | BadOffsetError | SegmentTypeMismatchError | TooLargeError | InvalidTableKeyError
-        | TableValueTooLongError | TableBatchTooLargeError | ValueError,
+        InvalidOffsetError
+        | BadOffsetError
+        | SegmentTypeMismatchError
+        | TooLargeError
+        | InvalidTableKeyError
+        | TableValueTooLongError
+        | TableBatchTooLargeError
+        | ValueError,
     ):
         return ErrorMessage(request_id, segment, f"{type(exc).__name__}: {exc}", _ILLEGAL)
     if isinstance(exc, ContainerOfflineError | ThrottledTimeoutError):

@@ -175,7 +175,13 @@ class RequestHandler:
     async def _segment_info(self, c: GetStreamSegmentInfo) -> WireCommand:
         info = await self._container(c.segment_name).get_info(c.segment_name)  # missing: NoSuchSegment, as Java
         return StreamSegmentInfo(
-            c.request_id, c.segment_name, True, info.sealed, info.deleted, info.last_modified_ms, info.length,
+            c.request_id,
+            c.segment_name,
+            True,
+            info.sealed,
+            info.deleted,
+            info.last_modified_ms,
+            info.length,
             info.start_offset,
         )
 
@@ -196,10 +202,13 @@ class RequestHandler:
         return SegmentCreated(c.request_id, name)
 
     async def _update_policy(self, c: UpdateSegmentPolicy) -> WireCommand:
-        await self._container(c.segment).update_attributes(c.segment, [
-            AttributeUpdate(SCALE_POLICY_TYPE, AttributeUpdateType.REPLACE, int(c.scale_type)),
-            AttributeUpdate(SCALE_POLICY_RATE, AttributeUpdateType.REPLACE, c.target_rate),
-        ])
+        await self._container(c.segment).update_attributes(
+            c.segment,
+            [
+                AttributeUpdate(SCALE_POLICY_TYPE, AttributeUpdateType.REPLACE, int(c.scale_type)),
+                AttributeUpdate(SCALE_POLICY_RATE, AttributeUpdateType.REPLACE, c.target_rate),
+            ],
+        )
         return SegmentPolicyUpdated(c.request_id, c.segment)
 
     async def _seal(self, c: SealSegment) -> WireCommand:
@@ -266,9 +275,10 @@ class RequestHandler:
         container = self._container(c.segment)
         info = await container.get_info(c.segment)
         chunks = [] if info.storage_length == 0 else await container.storage.chunks(c.segment)
-        return StorageChunksListed(c.request_id, tuple(
-            WireChunkInfo(ch.length, ch.length, ch.start_offset, ch.chunk_name, True) for ch in chunks
-        ))
+        return StorageChunksListed(
+            c.request_id,
+            tuple(WireChunkInfo(ch.length, ch.length, ch.start_offset, ch.chunk_name, True) for ch in chunks),
+        )
 
     async def _offset_at_time(self, c: LocateOffsetAtTime) -> WireCommand:
         offset = await self._container(c.segment).offset_at_time(c.segment, c.timestamp_ms)
@@ -299,7 +309,8 @@ class RequestHandler:
     async def _read_table(self, c: ReadTable) -> WireCommand:
         found = await self._table(c.segment).get(c.segment, [k.data for k in c.keys])
         entries = tuple(
-            WireEntry(WireKey(k.data, NOT_EXISTS), WireValue(b"")) if e is None
+            WireEntry(WireKey(k.data, NOT_EXISTS), WireValue(b""))
+            if e is None
             else WireEntry(WireKey(e.key, e.version), WireValue(e.value))
             for k, e in zip(c.keys, found, strict=True)
         )
@@ -331,7 +342,11 @@ class RequestHandler:
                 folded.pop(e.key, None)
                 folded[e.key] = WireEntry(WireKey(e.key, e.version), WireValue(e.value))
         return TableEntriesDeltaRead(
-            c.request_id, c.segment, tuple(folded.values()), delta.should_clear, delta.reached_end,
+            c.request_id,
+            c.segment,
+            tuple(folded.values()),
+            delta.should_clear,
+            delta.reached_end,
             delta.last_position,
         )
 
@@ -344,4 +359,3 @@ class RequestHandler:
 
 def invalid_request(request_id: int, segment: str, message: str) -> WireCommand:
     return ErrorMessage(request_id, segment, message, ErrorMessageCode.ILLEGAL_ARGUMENT_EXCEPTION)
-

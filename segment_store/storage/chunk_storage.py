@@ -144,9 +144,7 @@ def check_read_range(name: str, offset: int, length: int, chunk_length: int) -> 
     if offset < 0 or length < 0:
         raise ChunkRangeError(name, f"negative offset {offset} or length {length}")
     if offset + length > chunk_length:
-        raise ChunkRangeError(
-            name, f"range [{offset}, {offset + length}) is beyond the chunk length {chunk_length}"
-        )
+        raise ChunkRangeError(name, f"range [{offset}, {offset + length}) is beyond the chunk length {chunk_length}")
 
 
 @runtime_checkable

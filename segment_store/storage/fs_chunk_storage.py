@@ -306,9 +306,7 @@ class FsChunkStorage:
                 os.mkdir(new_dir)
             except FileExistsError:
                 if not new_dir.is_dir():
-                    raise InvalidChunkNameError(
-                        name, f"{new_dir.name!r} is a chunk, not a directory"
-                    ) from None
+                    raise InvalidChunkNameError(name, f"{new_dir.name!r} is a chunk, not a directory") from None
                 continue
             except NotADirectoryError:
                 raise InvalidChunkNameError(name, "a parent of the chunk name is a chunk") from None

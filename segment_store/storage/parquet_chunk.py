@@ -181,9 +181,7 @@ def encode(
     if len(buf) >= MAX_CHUNK_BYTES:
         raise ValueError(f"chunk of {len(buf)} bytes is not below {MAX_CHUNK_BYTES} (int32 binary offsets)")
     if row_group_bytes < 1 or raw_row_bytes < 1:
-        raise ValueError(
-            f"row_group_bytes ({row_group_bytes}) and raw_row_bytes ({raw_row_bytes}) must be >= 1"
-        )
+        raise ValueError(f"row_group_bytes ({row_group_bytes}) and raw_row_bytes ({raw_row_bytes}) must be >= 1")
     arr = np.frombuffer(buf, dtype=np.uint8)
     size = arr.size
     starts, framed_end = find_frames(buf, arr) if framing == "events" else (_EMPTY, 0)
@@ -481,9 +479,7 @@ def _rebuild_batch(events: pa.BinaryArray, framed: pa.BooleanArray) -> memoryvie
     headers[:, 1] = np.diff(ev_offsets)[is_framed]
     hdr_offsets = np.zeros(rows + 1, dtype=np.int32)
     np.cumsum(is_framed * np.int32(HEADER_BYTES), out=hdr_offsets[1:])
-    header_array = pa.Array.from_buffers(
-        pa.binary(), rows, [None, pa.py_buffer(hdr_offsets), pa.py_buffer(headers)]
-    )
+    header_array = pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(hdr_offsets), pa.py_buffer(headers)])
     joined = pc.binary_join_element_wise(header_array, events, pa.scalar(b"", pa.binary()))
     out_offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32, count=rows + 1, offset=joined.offset * 4)
     return memoryview(joined.buffers()[2])[out_offsets[0] : out_offsets[-1]]

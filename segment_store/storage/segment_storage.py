@@ -94,9 +94,7 @@ class SegmentStorage(Protocol):
     async def info(self, name: str) -> StorageSegmentInfo:
         """Raises SegmentNotExistsError."""
 
-    async def write(
-        self, name: str, offset: int, data: Sequence[BufferLike], ingest_times: IngestPairs | int
-    ) -> int:
+    async def write(self, name: str, offset: int, data: Sequence[BufferLike], ingest_times: IngestPairs | int) -> int:
         """Append ``data`` (buffers back to back) at ``offset`` (== current length) as new chunk(s).
 
         Event segments must be given whole events (the caller cuts at append boundaries).

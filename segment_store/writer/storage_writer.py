@@ -316,7 +316,8 @@ class StorageWriter:
         self._forget_idle()
         now = self._clock()
         due = [
-            a for a in self._busy.values()
+            a
+            for a in self._busy.values()
             if a.pending and (a.due_in(now) == 0.0 or (force_until >= 0 and (a.lowest_sequence or 0) <= force_until))
         ]
         if not due:

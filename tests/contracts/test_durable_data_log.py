@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jetstream_helpers import delete_streams, log_config
 
 from segment_store.coordination.kazoo_store import KazooCoordinationStore
 from segment_store.coordination.memory_store import MemoryCoordinationServer
@@ -37,7 +38,6 @@ from segment_store.tier1.log import (
 )
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
 from segment_store.tier1.nats_server import NatsCluster
-from jetstream_helpers import delete_streams, log_config
 
 TEST_TIMEOUT_S = 60.0
 MAX_APPEND = 16 * 1024

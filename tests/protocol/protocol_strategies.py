@@ -76,9 +76,7 @@ def for_record(cls: type[Any]) -> st.SearchStrategy[Any]:
 def _batch_merged() -> st.SearchStrategy[SegmentsBatchMerged]:
     pairs = st.lists(st.tuples(texts, st.integers(*INT_RANGES["q"])), max_size=4)
     return st.builds(
-        lambda req, target, p: SegmentsBatchMerged(
-            req, target, tuple(a for a, _ in p), tuple(b for _, b in p)
-        ),
+        lambda req, target, p: SegmentsBatchMerged(req, target, tuple(a for a, _ in p), tuple(b for _, b in p)),
         st.integers(*INT_RANGES["q"]),
         texts,
         pairs,

@@ -85,9 +85,7 @@ def test_assemble_with_partial_event_inside_header() -> None:
 def test_assemble_with_partial_event_and_no_whole_events() -> None:
     e1 = event(b"only")
     stream = (
-        SETUP
-        + frame(3, uid(W), frame(-2, e1[:5]))
-        + frame(4, uid(W), i32(0), blob(e1[5:]), i32(1), i64(1), i64(1))
+        SETUP + frame(3, uid(W), frame(-2, e1[:5])) + frame(4, uid(W), i32(0), blob(e1[5:]), i32(1), i64(1), i64(1))
     )
     assert bytes(assemble(stream)[1].data) == e1  # type: ignore[union-attr]
 
@@ -105,9 +103,7 @@ def test_assemble_with_java_block_and_padding() -> None:
 
 def test_assemble_with_java_session_flush_block() -> None:
     whole = event(b"") + event(b"z")
-    stream = (
-        SETUP + frame(3, uid(W), whole) + frame(4, uid(W), i32(len(whole)), i32(0), i32(2), i64(4), i64(5))
-    )
+    stream = SETUP + frame(3, uid(W), whole) + frame(4, uid(W), i32(len(whole)), i32(0), i32(2), i64(4), i64(5))
     assert assemble(stream)[1] == Append(SEG, W, 4, 2, whole, None, 5)
 
 
@@ -196,9 +192,7 @@ END = AppendBlockEnd(W, 11, b"", 1, 1, 1)
         ((), PartialEvent(b"x"), "PartialEvent outside an append block"),
     ],
 )
-def test_assemble_with_out_of_order_frames(
-    before: tuple[WireCommand, ...], command: WireCommand, message: str
-) -> None:
+def test_assemble_with_out_of_order_frames(before: tuple[WireCommand, ...], command: WireCommand, message: str) -> None:
     assembler = _setup(*before)
     with pytest.raises(ProtocolError, match=message):
         assembler.process(command)

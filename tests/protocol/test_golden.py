@@ -126,9 +126,7 @@ CASES: list[tuple[str, WireCommand, bytes]] = [
     ("list_storage_chunks", ListStorageChunks(SEG, "", 9), frame(-5, utf(SEG_RAW), utf(b""), i64(9))),
     (
         "storage_chunks_listed",
-        StorageChunksListed(
-            REQ, (ChunkInfo(10, 8, -1, SEG, True), ChunkInfo(MAX_LONG, 0, MIN_LONG, "", False))
-        ),
+        StorageChunksListed(REQ, (ChunkInfo(10, 8, -1, SEG, True), ChunkInfo(MAX_LONG, 0, MIN_LONG, "", False))),
         frame(
             -6,
             i64(REQ),

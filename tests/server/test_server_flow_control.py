@@ -42,9 +42,11 @@ async def start(server: ServerConfig, container: ContainerConfig | None = None) 
 async def test_unacknowledged_appends_pause_the_connection_and_resume(tmp_path: object) -> None:
     server = ServerConfig(port=0, connection_high_watermark_bytes=256 * KIB, connection_low_watermark_bytes=128 * KIB)
     container = ContainerConfig(
-        max_append_bytes=64 * KIB, max_unflushed_bytes=128 * KIB,
-        writer=WriterConfig(flush_threshold_bytes=64 * KIB, flush_max_age_s=0.01, retry_min_delay_s=0.01,
-                            retry_max_delay_s=0.02),
+        max_append_bytes=64 * KIB,
+        max_unflushed_bytes=128 * KIB,
+        writer=WriterConfig(
+            flush_threshold_bytes=64 * KIB, flush_max_age_s=0.01, retry_min_delay_s=0.01, retry_max_delay_s=0.02
+        ),
     )
     service = await start(server, container)
     chunks = service.chunks

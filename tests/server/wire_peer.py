@@ -35,6 +35,7 @@ class WirePeer:
 
     async def receive(self, timeout: float = 10.0) -> WireCommand:
         """The next reply; raises ConnectionError if the server closed the connection."""
+
         async def next_reply() -> WireCommand:
             while not self.pending:
                 data = await self.reader.read(1 << 20)

@@ -83,9 +83,7 @@ _payload = st.one_of(
     raw_row=st.integers(1, 2000),
     seed=st.integers(0, 2**32),
 )
-def test_encode_with_arbitrary_bytes_round_trips(
-    data: bytes, row_group: int, raw_row: int, seed: int
-) -> None:
+def test_encode_with_arbitrary_bytes_round_trips(data: bytes, row_group: int, raw_row: int, seed: int) -> None:
     for framing in ("raw", "events"):
         encoded = encode(data, T0, framing, row_group_bytes=row_group, raw_row_bytes=raw_row)
         assert_exact(encoded, data, random.Random(seed))
@@ -119,9 +117,7 @@ def test_encode_with_arbitrary_events_round_trips(
 
 @settings(max_examples=200, deadline=None)
 @given(payloads=st.lists(_payload, max_size=200), tail=_tails, repeat=st.integers(1, 60))
-def test_find_frames_with_arbitrary_events_matches_walk(
-    payloads: list[bytes], tail: bytes, repeat: int
-) -> None:
+def test_find_frames_with_arbitrary_events_matches_walk(payloads: list[bytes], tail: bytes, repeat: int) -> None:
     data = frames(payloads * repeat) + tail
     found, end = find_frames(data)
     walked, walk_end = walk_frames(data)

@@ -32,7 +32,7 @@ def promised_lines(example: str) -> list[re.Pattern[str]]:
 
 
 def test_promised_lines_with_wildcards_and_remarks() -> None:
-    (pattern,) = promised_lines('print(x)   # 1000 b\'order-...\' (the first)')
+    (pattern,) = promised_lines("print(x)   # 1000 b'order-...' (the first)")
     assert pattern.fullmatch("1000 b'order-17'") and not pattern.fullmatch("999 b'order-1'")
     assert promised_lines("x = 1  # not a print") == []
 

@@ -216,7 +216,7 @@ async def test_restart_with_flushed_and_unflushed_data_recovers_everything(env: 
     for name, data in expected.items():
         info = await c2.get_info(name)
         assert info.length == len(data)
-        assert await read_all(c2, name) == bytes(data)[info.start_offset:]
+        assert await read_all(c2, name) == bytes(data)[info.start_offset :]
     assert (await c2.get_info("seg-0")).sealed
     assert (await c2.get_info("seg-1")).start_offset == 100
 
@@ -262,8 +262,11 @@ async def test_tier1_truncates_after_flush_and_recovery_reads_tier2(env: Contain
 
 async def test_tier2_outage_throttles_appends_and_catches_up(env: ContainerEnv) -> None:
     config = ContainerConfig(
-        durable_log=SMALL.durable_log, writer=SMALL.writer, cache=SMALL.cache,
-        max_append_bytes=16 * 1024, max_unflushed_bytes=64 * 1024,
+        durable_log=SMALL.durable_log,
+        writer=SMALL.writer,
+        cache=SMALL.cache,
+        max_append_bytes=16 * 1024,
+        max_unflushed_bytes=64 * 1024,
     )
     c = await env.start(config=config)
     await c.create_segment("s")
@@ -298,8 +301,11 @@ async def test_tier1_failure_takes_container_offline(env: ContainerEnv) -> None:
 
 async def test_reads_with_small_cache_come_back_from_tier2(env: ContainerEnv) -> None:
     config = ContainerConfig(
-        durable_log=SMALL.durable_log, writer=SMALL.writer,
-        cache=type(SMALL.cache)(max_bytes=256 * 1024), max_append_bytes=64 * 1024, max_unflushed_bytes=200 * 1024,
+        durable_log=SMALL.durable_log,
+        writer=SMALL.writer,
+        cache=type(SMALL.cache)(max_bytes=256 * 1024),
+        max_append_bytes=64 * 1024,
+        max_unflushed_bytes=200 * 1024,
     )
     c = await env.start(config=config)
     await c.create_segment("s")
@@ -317,7 +323,9 @@ async def test_reads_with_small_cache_come_back_from_tier2(env: ContainerEnv) ->
 async def test_containers_sharing_a_cache_throttle_together_and_resume_when_one_evicts(env: ContainerEnv) -> None:
     budget = CacheBudget(CacheConfig(max_bytes=256 * 1024))
     config = ContainerConfig(
-        durable_log=SMALL.durable_log, writer=SMALL.writer, max_append_bytes=64 * 1024,
+        durable_log=SMALL.durable_log,
+        writer=SMALL.writer,
+        max_append_bytes=64 * 1024,
         max_unflushed_bytes=16 * 1024 * 1024,  # only the cache throttles here
     )
     busy = await env.start(0, config, budget)
@@ -325,6 +333,7 @@ async def test_containers_sharing_a_cache_throttle_together_and_resume_when_one_
     await busy.create_segment("s")
     await quiet.create_segment("t")
     with env.chunks.outage():  # nothing reaches Tier-2, so nothing in the cache may be evicted
+
         async def fill() -> int:
             for i in range(100):  # ~660 KB, one after the other
                 await busy.append("s", events(b"%d" % i, 600))
@@ -362,9 +371,14 @@ async def test_registry_containers_share_one_cache_budget() -> None:
 
 
 async def test_create_with_deleted_namesake_waits_for_its_tier2_removal(env: ContainerEnv) -> None:
-    c = await env.start(config=ContainerConfig(
-        durable_log=SMALL.durable_log, writer=SMALL.writer, cache=SMALL.cache, namesake_removal_timeout_s=0.3,
-    ))
+    c = await env.start(
+        config=ContainerConfig(
+            durable_log=SMALL.durable_log,
+            writer=SMALL.writer,
+            cache=SMALL.cache,
+            namesake_removal_timeout_s=0.3,
+        )
+    )
     await c.create_segment("s")
     await c.append("s", b"old")
     await c.flush_to_storage()

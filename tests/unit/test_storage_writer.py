@@ -46,9 +46,10 @@ async def assert_tier2_exact(c: SegmentContainer, name: str, expected: bytes) ->
     assert info.length == len(expected)
     chunks = await c.storage.chunks(name)
     assert sum(ch.length for ch in chunks) == len(expected) - info.start_offset or info.start_offset > 0
-    assert await c.storage.read(name, info.start_offset, len(expected) - info.start_offset) == expected[
-        info.start_offset:
-    ]
+    assert (
+        await c.storage.read(name, info.start_offset, len(expected) - info.start_offset)
+        == expected[info.start_offset :]
+    )
     segment = await c.get_info(name)
     assert segment.storage_length == segment.length == len(expected)
 

@@ -370,9 +370,7 @@ class SegmentsBatchMerged(WireCommand):
 
     def write_fields(self, out: list[Buffer]) -> None:
         if len(self.sources) != len(self.new_target_write_offset):
-            raise ProtocolError(
-                f"{len(self.sources)} sources but {len(self.new_target_write_offset)} offsets"
-            )
+            raise ProtocolError(f"{len(self.sources)} sources but {len(self.new_target_write_offset)} offsets")
         I64.write(self.request_id, out)
         UTF.write(self.target, out)
         I32.write(len(self.sources), out)
