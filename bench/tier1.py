@@ -1,54 +1,62 @@
-"""Throughput of the file ledger log (Tier-1) with fsync on.
+"""Throughput and latency of the Tier-1 logs, side by side in one run: the file ledger log (fsync on) and the
+JetStream log on one NATS server (R1) and on a 3-node NATS cluster (R3), all on this machine.
 
-Cases (each on a fresh log):
+Cases (each on a fresh log of each backend):
 
-* ``append 1 MiB xN``: 1 MiB entries, N (``--frames-in-flight``, default 8 and 32) of them
-  outstanding (the durable log keeps several data frames in flight); MB/s acknowledged;
-* ``append 4 KiB xN``: 4 KiB entries with 1, 8 and 64 outstanding; acknowledged entries/s
-  and the append latency (call to acknowledgement) p50/p99;
-* ``recovery read``: a new instance initializes over the first 1 MiB log (fencing it and
-  scanning its open ledger; the time is shown apart) and reads it all; MB/s of the read,
-  warm (page cache) and cold (the ledger files' pages dropped with
-  ``posix_fadvise(DONTNEED)`` first; the second initialize has no open ledger to scan).
+* ``100 B xN``: 100-byte entries, N (``--small-in-flight``, default 256) outstanding: acknowledged entries/s
+  (the per-entry cost: the durable log packs events into frames, but a slow Tier-1 shows here first);
+* ``10 KB x32``: 10,000-byte entries, 32 outstanding: MB/s;
+* ``1 MiB x8``: 1 MiB entries (a full data frame), 8 outstanding: MB/s;
+* ``100 B at R/s``: 100-byte entries issued at a fixed rate (``--rate``, default 10,000/s) for
+  ``--seconds``: latency from the call to the acknowledgement, p50/p99;
+* ``recovery read``: a new instance initializes over the 1 MiB log (fencing the writer) and reads it all:
+  MB/s of the read (init time shown apart). The file log's read is warm (page cache).
 
-The ownership check before each acknowledgement reads the metadata from ZooKeeper
-(``--store zookeeper``, an embedded server on loopback, the default) or from the
-in-process store (``--store memory``, shows the cost of the check). Prints a table and
-writes JSON (default ``bench/results/tier1.json``).
+Metadata (epochs, ownership) lives in an embedded ZooKeeper. The NATS servers run with JetStream's default
+``sync_interval`` (acknowledged = stored by a quorum, fsync'd within 2 minutes); ``--nats-sync always``
+makes them fsync before every acknowledgement. Prints a table and writes JSON
+(default ``bench/results/tier1.json``).
 
-    python bench/tier1.py [--store zookeeper|memory] [--seconds 3] [--total-mib 1024] [--out PATH]
+    python bench/tier1.py [--backends file jetstream-r1 jetstream-r3] [--seconds 3] [--total-mib 256]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from benchlib import percentile, table
+
 from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.memory_store import MemoryCoordinationServer
 from segment_store.coordination.store import CoordinationStore
 from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-from segment_store.tier1.file_ledger_log import FileLedgerLog
-from segment_store.tier1.log import LogAddress
+from segment_store.tier1.file_ledger_log import FileLedgerLogFactory
+from segment_store.tier1.jetstream_config import JetStreamLogConfig
+from segment_store.tier1.jetstream_log import JetStreamLogFactory
+from segment_store.tier1.log import DurableDataLog, DurableDataLogFactory, LogAddress
+from segment_store.tier1.nats_server import NatsCluster
 
 MIB = 1024 * 1024
+BACKENDS = ("file", "jetstream-r1", "jetstream-r3")
+Outcome = tuple[int, float, list[float]]  # acknowledged entries, seconds, latencies (s)
 
 
 @dataclass(frozen=True)
 class Result:
+    backend: str
     case: str
     entries: int
     seconds: float
@@ -59,13 +67,8 @@ class Result:
 
 
 @asynccontextmanager
-async def coordination(kind: str, data_dir: Path) -> AsyncIterator[CoordinationStore]:
-    if kind == "memory":
-        store: CoordinationStore = MemoryCoordinationServer().connect()
-        yield store
-        await store.close()
-        return
-    server = EmbeddedZooKeeper(ZooKeeperConfig(data_dir=data_dir / "zookeeper", port=free_port()))
+async def zookeeper(root: Path) -> AsyncIterator[CoordinationStore]:
+    server = EmbeddedZooKeeper(ZooKeeperConfig(data_dir=root / "zookeeper", port=free_port()))
     await asyncio.to_thread(server.start)
     try:
         store = await KazooCoordinationStore.connect(server.connect_string)
@@ -77,9 +80,30 @@ async def coordination(kind: str, data_dir: Path) -> AsyncIterator[CoordinationS
         await asyncio.to_thread(server.stop)
 
 
+@asynccontextmanager
+async def backend(
+    kind: str, root: Path, store: CoordinationStore, nats_sync: str
+) -> AsyncIterator[DurableDataLogFactory]:
+    factory: DurableDataLogFactory
+    with contextlib.ExitStack() as stack:
+        if kind == "file":
+            factory = FileLedgerLogFactory(FileLedgerLogConfig(root_dir=root / "tier1", fsync=True), store)
+        else:
+            size = 1 if kind == "jetstream-r1" else 3
+            cluster = NatsCluster.on_free_ports(root / kind, size, sync_interval=nats_sync)
+            await asyncio.to_thread(cluster.start)
+            stack.callback(cluster.stop)
+            factory = JetStreamLogFactory(JetStreamLogConfig(servers=tuple(cluster.urls), replicas=size), store)
+        await factory.initialize()
+        try:
+            yield factory
+        finally:
+            await factory.close()
+
+
 async def append_window(
-    log: FileLedgerLog, payload: bytes, in_flight: int, *, seconds: float | None, count: int | None
-) -> tuple[int, float, list[float]]:
+    log: DurableDataLog, payload: bytes, in_flight: int, *, seconds: float | None, count: int | None
+) -> Outcome:
     """Keep ``in_flight`` appends outstanding until ``seconds`` pass or ``count`` are acknowledged."""
     loop = asyncio.get_running_loop()
     latencies: list[float] = []
@@ -110,116 +134,146 @@ async def append_window(
     return done_count, loop.time() - start, latencies
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000
+async def append_at_rate(log: DurableDataLog, payload: bytes, rate: float, seconds: float) -> Outcome:
+    """Issue appends on a fixed schedule (``rate`` per second, in ticks of 1 ms); latencies call -> ack."""
+    loop = asyncio.get_running_loop()
+    latencies: list[float] = []
+    futures: list[asyncio.Future[LogAddress]] = []
+
+    def record(began: float, _: asyncio.Future[LogAddress]) -> None:
+        latencies.append(loop.time() - began)
+
+    start = loop.time()
+    issued = 0
+    while (now := loop.time()) - start < seconds:
+        due = int((now - start) * rate)
+        while issued < due:
+            future = log.append(payload)
+            future.add_done_callback(functools.partial(record, now))
+            futures.append(future)
+            issued += 1
+        await asyncio.sleep(0.001)
+    for future in await asyncio.gather(*futures, return_exceptions=True):
+        if isinstance(future, BaseException):
+            raise future
+    return issued, loop.time() - start, latencies
 
 
-async def run_cases(args: argparse.Namespace, root: Path) -> list[Result]:
+def summarize(kind: str, case: str, size: int, outcome: Outcome) -> Result:
+    entries, elapsed, latencies = outcome
+    ordered = sorted(latencies)
+    return Result(
+        kind, case, entries, round(elapsed, 2), round(entries * size / elapsed / 1e6, 1), round(entries / elapsed),
+        round(percentile(ordered, 50) * 1000, 2), round(percentile(ordered, 99) * 1000, 2),
+    )  # fmt: skip
+
+
+async def run_backend(kind: str, args: argparse.Namespace, root: Path, store: CoordinationStore) -> list[Result]:
     results: list[Result] = []
-    async with coordination(args.store, root) as store:
-        config = FileLedgerLogConfig(root_dir=root / "tier1", fsync=True)
+    log_ids = iter(range(1000))
+    async with backend(kind, root, store, args.nats_sync) as factory:
 
-        for frames in args.frames_in_flight:
-            log = FileLedgerLog(f"big-{frames}", config, store)
+        async def fresh() -> DurableDataLog:
+            log = factory.create_log(next(log_ids))
             await log.initialize()
-            entries, elapsed, lat = await append_window(
-                log, os.urandom(MIB), frames, seconds=None, count=args.total_mib
-            )
-            results.append(
-                Result(
-                    f"append 1 MiB x{frames}",
-                    entries,
-                    elapsed,
-                    entries * MIB / elapsed / 1e6,
-                    entries / elapsed,
-                    percentile(lat, 0.5),
-                    percentile(lat, 0.99),
-                )
-            )
+            return log
+
+        async def case(name: str, size: int, run: Callable[[DurableDataLog], Awaitable[Outcome]]) -> None:
+            log = await fresh()
+            result = summarize(kind, name, size, await run(log))
+            results.append(result)
+            print(f"  {kind:<13} {name:<18} {result.entries_per_s:>9} entries/s {result.mb_per_s:>7} MB/s  "
+                  f"p50 {result.p50_ms} ms  p99 {result.p99_ms} ms", flush=True)  # fmt: skip
             await log.close()
 
-        for in_flight in (1, 8, 64):
-            small = FileLedgerLog(f"small-{in_flight}", config, store)
-            await small.initialize()
-            entries, elapsed, lat = await append_window(
-                small, os.urandom(4096), in_flight, seconds=args.seconds, count=None
-            )
-            results.append(
-                Result(
-                    f"append 4 KiB x{in_flight}",
-                    entries,
-                    elapsed,
-                    entries * 4096 / elapsed / 1e6,
-                    entries / elapsed,
-                    statistics.median(lat) * 1000,
-                    percentile(lat, 0.99),
-                )
-            )
-            await small.close()
+        small, rate = args.small_in_flight, args.rate
+        await case(
+            f"100 B x{small}",
+            100,
+            lambda log: append_window(log, os.urandom(100), small, seconds=args.seconds, count=None),
+        )
+        await case(
+            "10 KB x32",
+            10_000,
+            lambda log: append_window(log, os.urandom(10_000), 32, seconds=args.seconds, count=None),
+        )
+        big_id = next(log_ids)
+        big = factory.create_log(big_id)
+        await big.initialize()
+        outcome = await append_window(big, os.urandom(MIB), 8, seconds=None, count=args.total_mib)
+        results.append(summarize(kind, "1 MiB x8", MIB, outcome))
+        await case(f"100 B at {rate:,.0f}/s", 100, lambda log: append_at_rate(log, os.urandom(100), rate, args.seconds))
 
-        big = f"big-{args.frames_in_flight[0]}"
-        for label, cold in (("warm", False), ("cold", True)):
-            if cold:
-                drop_page_cache(root / "tier1" / big)
-            reader = FileLedgerLog(big, config, store)
-            began = time.perf_counter()
-            await reader.initialize()
-            initialized = time.perf_counter()
-            count = size = 0
-            async for item in reader.read():
-                count += 1
-                size += len(item.payload)
-            elapsed = time.perf_counter() - initialized
-            init_ms = 1000 * (initialized - began)
-            results.append(
-                Result(
-                    f"recovery read {label} (init {init_ms:.0f} ms)",
-                    count,
-                    elapsed,
-                    size / elapsed / 1e6,
-                    count / elapsed,
-                )
+        reader = factory.create_log(big_id)
+        began = time.perf_counter()
+        await reader.initialize()
+        initialized = time.perf_counter()
+        count = size = 0
+        async for item in reader.read():
+            count += 1
+            size += len(item.payload)
+        elapsed = time.perf_counter() - initialized
+        results.append(
+            Result(
+                kind,
+                f"recovery read (init {1000 * (initialized - began):.0f} ms)",
+                count,
+                round(elapsed, 2),
+                round(size / elapsed / 1e6, 1),
+                round(count / elapsed),
             )
-            await reader.close()
+        )
+        await reader.close()
+        await big.close()
     return results
 
 
-def drop_page_cache(directory: Path) -> None:
-    for path in directory.iterdir():
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-def print_table(results: list[Result]) -> None:
-    print(f"{'case':<40} {'entries':>8} {'s':>6} {'MB/s':>8} {'entries/s':>10} {'p50 ms':>7} {'p99 ms':>7}")
-    for r in results:
-        p50 = f"{r.p50_ms:7.2f}" if r.p50_ms is not None else f"{'-':>7}"
-        p99 = f"{r.p99_ms:7.2f}" if r.p99_ms is not None else f"{'-':>7}"
-        print(f"{r.case:<40} {r.entries:>8} {r.seconds:>6.2f} {r.mb_per_s:>8.1f} {r.entries_per_s:>10.0f} {p50} {p99}")
+async def run_all(args: argparse.Namespace, root: Path) -> list[Result]:
+    results: list[Result] = []
+    async with zookeeper(root) as store:
+        for kind in args.backends:
+            results += await run_backend(kind, args, root, store)
+    return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--store", choices=["zookeeper", "memory"], default="zookeeper")
-    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each 4 KiB case")
-    parser.add_argument("--total-mib", type=int, default=1024, help="data written in each 1 MiB case")
-    parser.add_argument("--frames-in-flight", type=int, nargs="+", default=[8, 32])
+    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
+    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each timed case")
+    parser.add_argument("--total-mib", type=int, default=256, help="data written in the 1 MiB case")
+    parser.add_argument("--small-in-flight", type=int, default=256, help="100 B entries outstanding")
+    parser.add_argument("--rate", type=float, default=10_000, help="entries/s of the fixed-rate case")
+    parser.add_argument("--nats-sync", default="default", help="the NATS servers' sync_interval (default|always|10s)")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the logs (default: a temp dir)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "tier1.json")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="tier1-bench-") as tmp:
-        results = asyncio.run(run_cases(args, Path(tmp)))
-    print_table(results)
+        results = asyncio.run(run_all(args, Path(tmp)))
+    table(
+        "Tier-1 logs (entries/s, MB/s of payload, latency call -> acknowledgement)",
+        [asdict(r) for r in results],
+        [("backend", "backend"), ("case", "case"), ("entries", "entries"), ("seconds", "s"), ("mb_per_s", "MB/s"),
+         ("entries_per_s", "entries/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms")],
+    )  # fmt: skip
+    file_small = next((r for r in results if r.backend == "file" and r.case.startswith("100 B x")), None)
+    r3_small = next((r for r in results if r.backend == "jetstream-r3" and r.case.startswith("100 B x")), None)
+    r3_rate = next((r for r in results if r.backend == "jetstream-r3" and " at " in r.case), None)
+    verdicts = {}
+    if file_small and r3_small:
+        ratio = r3_small.entries_per_s / file_small.entries_per_s
+        verdicts["r3_vs_file_100B"] = round(ratio, 2)
+        print(f"\nJetStream R3 / file ledger, 100 B entries/s: {ratio:.2f} (target >= 0.5)")
+    if r3_rate and r3_rate.p99_ms is not None:
+        verdicts["r3_p99_ms_at_rate"] = r3_rate.p99_ms
+        print(f"JetStream R3 p99 at {args.rate:,.0f}/s: {r3_rate.p99_ms} ms (target <= 20 ms)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "benchmark": "tier1",
-        "store": args.store,
+        "nats_sync": args.nats_sync,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "verdicts": verdicts,
         "results": [asdict(r) for r in results],
     }
     args.out.write_text(json.dumps(report, indent=2) + "\n")

