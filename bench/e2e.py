@@ -108,10 +108,11 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchlib import MB, filesystem_of
+from benchlib import MB, filesystem_of, table
 from e2e_common import (
     EVENT_BYTES,
     FRAME_HEADER,
@@ -133,6 +134,7 @@ from profiles import cprofile_top, py_spy, pyspy_top
 
 from controller_client import ControllerClient, EventStreamWriter, ScalingPolicy, StreamConfiguration, StreamManager
 from segment_store.client.config import ClientConfig
+from segment_store.tier1.nats_server import NatsCluster
 
 FALL_RATIO = 0.8
 PROFILE_TOP = 12
@@ -356,9 +358,42 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
 
 
 # ---- driver ----------------------------------------------------------------------------------------------
-def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
+@contextlib.contextmanager
+def tier1_flags(backend: str, nats_dir: Path) -> Iterator[tuple[str, ...]]:
+    """The standalone's Tier-1 flags for ``backend``; JetStream backends get NATS servers started here."""
+    if backend == "file":
+        yield ()
+        return
+    sizes = {"jetstream-r1": 1, "jetstream-r3": 3}
+    if backend not in sizes:
+        raise SystemExit(f"--tier1: unknown backend {backend!r} (file, jetstream-r1, jetstream-r3)")
+    cluster = NatsCluster.on_free_ports(nats_dir, sizes[backend])
+    cluster.start()
+    try:
+        yield ("--tier1", "jetstream", "--nats", cluster.servers, "--tier1-replicas", str(sizes[backend]))
+    finally:
+        cluster.stop()
+
+
+def compare_tier1(by_tier1: dict[str, dict[str, Any]]) -> None:
+    """One row per Tier-1 backend: our client's median events/s (fewest segments) and latencies."""
+    rows = []
+    for backend, found in by_tier1.items():
+        medians = found.get("ours_median_events_per_s", {})
+        row: dict[str, Any] = {"tier1": backend, "events_per_s": next(iter(medians.values()), "-")}
+        for latency in found.get("latency", []):
+            if latency.get("client") == "ours":
+                row[f"p50_w{latency['window']}"] = latency["p50_ms"]
+                row[f"p99_w{latency['window']}"] = latency["p99_ms"]
+        rows.append(row)
+    columns = [("tier1", "tier1"), ("events_per_s", "ours events/s")]
+    columns += [(key, key.replace("_w", " ms, window ")) for key in rows[0] if key.startswith("p")]
+    table("Tier-1 backends compared (our client, 100 B events)", rows, columns)
+
+
+def run(args: argparse.Namespace, data_dir: Path, extra_args: tuple[str, ...] = ()) -> dict[str, Any]:
     only = set(args.only.split(",")) if args.only else {"official", "ours"}
-    system = Standalone(data_dir)
+    system = Standalone(data_dir, extra_args)
     results: dict[str, Any] = {"throughput": [], "latency": [], "rounds": args.rounds}
     try:
         results["standalone_start_s"] = round(system.start(), 1)
@@ -434,6 +469,12 @@ def main() -> None:
     )
     parser.add_argument("--only", help="comma-separated: official,ours")
     parser.add_argument(
+        "--tier1",
+        default="file",
+        help="comma-separated Tier-1 backends to run the whole bench on, one after another: file (fsync'd "
+        "ledgers), jetstream-r1 (one NATS server), jetstream-r3 (a 3-node NATS cluster) (default file)",
+    )
+    parser.add_argument(
         "--profile",
         nargs="?",
         const="worse",
@@ -462,10 +503,20 @@ def main() -> None:
         print(f"warning: load average {load_before[0]:.2f} before starting; something else uses the CPUs", flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    backends = args.tier1.split(",")
+    by_tier1: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-e2e-", dir=args.dir) as tmp:
         args.work = Path(tmp)
-        results = run(args, args.work / "data")
-    report(results, EVENT_BYTES, FALL_RATIO)
+        for backend in backends:
+            print(f"\n== Tier-1: {backend}", flush=True)
+            with tier1_flags(backend, args.work / f"nats-{backend}") as flags:
+                by_tier1[backend] = run(args, args.work / f"data-{backend}", flags)
+    for backend, found in by_tier1.items():
+        print(f"\n== Tier-1: {backend}")
+        report(found, EVENT_BYTES, FALL_RATIO)
+    results: dict[str, Any] = by_tier1[backends[0]] if len(backends) == 1 else {"by_tier1": by_tier1}
+    if len(backends) > 1:
+        compare_tier1(by_tier1)
     total_s = time.perf_counter() - started
     load_after = os.getloadavg()
     print(f"\ntotal {total_s:.0f} s; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
@@ -483,6 +534,7 @@ def main() -> None:
         "only",
         "profile",
         "no_cprofile",
+        "tier1",
     )
     document = {
         "benchmark": "e2e",

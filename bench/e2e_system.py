@@ -47,8 +47,10 @@ def machine_busy_s() -> float:
 class Standalone:
     """``segstore standalone`` on ``data_dir`` and free ports; ``start`` waits for its ready line."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
         self.data_dir = data_dir
+        self.extra_args = extra_args
+        """More ``segstore standalone`` flags (``--tier1 jetstream --nats ...``)."""
         self.controller_port = free_port()
         self.segmentstore_port = free_port()
         self.proc: subprocess.Popen[str] | None = None
@@ -70,7 +72,7 @@ class Standalone:
     def start(self, timeout_s: float = 180.0) -> float:
         command = [sys.executable, "-m", "segment_store.cli", "standalone", "--data-dir", str(self.data_dir),
                    "--controller-port", str(self.controller_port),
-                   "--segmentstore-port", str(self.segmentstore_port)]  # fmt: skip
+                   "--segmentstore-port", str(self.segmentstore_port), *self.extra_args]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         started = time.perf_counter()
         self.proc = subprocess.Popen(

@@ -1,0 +1,55 @@
+"""``docker-compose.yml`` describes a shared-nothing cluster that fits together (no Docker engine here, so the
+file is checked, not run): each segment store has its own volume and Tier-1 on the three NATS nodes, whose
+configurations the real ``nats-server`` accepts, route to each other and take a full data frame."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from segment_store.tier1.jetstream_config import parse_servers
+from segment_store.tier1.jetstream_records import HEADER_ROOM
+from segment_store.tier1.nats_server import find_nats_server
+from segment_store.tier1.tier1_config import Tier1Config
+
+COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
+
+
+def compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def test_segment_stores_share_no_volume_and_use_jetstream() -> None:
+    document = compose()
+    stores = {name: s for name, s in document["services"].items() if name.startswith("segmentstore")}
+    assert len(stores) == 3
+    volumes = [tuple(service["volumes"]) for service in stores.values()]
+    assert len(set(volumes)) == 3 and all(len(v) == 1 for v in volumes), "a segment store shares a volume"
+    for service in stores.values():
+        assert "--cluster" in service["command"]
+        environment = {k: str(v) for k, v in service["environment"].items()}
+        tier1 = Tier1Config.from_env(environment)
+        assert tier1.backend == "jetstream" and tier1.effective_replicas == 3
+        assert environment["SEGSTORE_TIER2_BACKEND"] == "s3"
+
+
+def test_nats_configurations_are_valid_routed_and_fit_a_frame(tmp_path: Path) -> None:
+    document = compose()
+    urls = parse_servers(document["x-segmentstore"]["environment"]["SEGSTORE_NATS"])
+    listens, routes = [], []
+    for name, config in document["configs"].items():
+        content = config["content"]
+        path = tmp_path / f"{name}.conf"
+        path.write_text(content)
+        checked = subprocess.run([find_nats_server(), "-c", str(path), "-t"], capture_output=True, text=True)
+        assert checked.returncode == 0, f"{name}: {checked.stdout}{checked.stderr}"
+        listens.append(re.search(r"^listen: (\S+)$", content, re.MULTILINE)[1])  # type: ignore[index]
+        routes.append(re.search(r"routes: \[(.*)\]", content)[1])  # type: ignore[index]
+        payload = re.search(r"max_payload: (\d+)MB", content)
+        assert payload and int(payload[1]) * 1024 * 1024 >= 1024 * 1024 + 8 * 1024 + HEADER_ROOM
+    assert sorted(f"nats://{listen}" for listen in listens) == sorted(urls)
+    assert len(set(routes)) == 1 and routes[0].count("nats-route://") == 3
