@@ -23,6 +23,9 @@ class ConnectionConfig:
     """Default wait for the reply of a request (tail reads pass their own, longer wait)."""
     keepalive_interval_ms: int = 10_000
     """Period of ``KeepAlive`` frames; below the server's idle timeout. 0 disables them."""
+    silent_peer_timeout_ms: int = 30_000
+    """A connection on which nothing arrives for this long (the server echoes every ``KeepAlive``) is dropped
+    as dead: a frozen or unreachable segment store, whose containers move elsewhere. Needs keep-alives; 0 never."""
     delegation_token: str = ""
     """Token sent with every request that carries one (empty: no authentication)."""
 
@@ -33,6 +36,10 @@ class ConnectionConfig:
             raise ValueError("request_timeout_ms: must be positive")
         if self.keepalive_interval_ms < 0:
             raise ValueError("keepalive_interval_ms: must not be negative")
+        if self.silent_peer_timeout_ms < 0:
+            raise ValueError("silent_peer_timeout_ms: must not be negative")
+        if self.silent_peer_timeout_ms and self.silent_peer_timeout_ms < 2 * self.keepalive_interval_ms:
+            raise ValueError("silent_peer_timeout_ms: must be at least two keep-alive intervals (or 0)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,8 @@ with no task switch per reply:
 * any other reply goes to the one-shot future of its ``request_id`` (:meth:`Connection.request`), or
   else to the session registered under that request id (failures of appends carry the request id the
   session's blocks were sent with);
-* ``Hello`` completes the handshake; ``KeepAlive`` echoes are dropped.
+* ``Hello`` completes the handshake; ``KeepAlive`` echoes are dropped (they only prove the peer alive:
+  a connection on which nothing arrives for ``silent_peer_timeout_ms`` is aborted as dead).
 
 Acknowledgements are most of what a connection carrying many append sessions reads (one per block), so
 whole ``DataAppended`` frames of registered writers at the front of the unread bytes are taken straight
@@ -120,6 +121,7 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._keepalive: asyncio.Task[None] | None = None
+        self._heard = True  # something arrived since the keep-alive task last looked
         self._loop = loop
         self._cork = FrameCork(self._send_out, loop.call_soon)  # frames written in this turn of the loop
 
@@ -134,6 +136,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._error is not None:
             return
+        self._heard = True
         decoder = self._decoder
         if not decoder.buffered_bytes:
             start = self._take_acks(data)
@@ -223,9 +226,21 @@ class Connection(asyncio.Protocol):
         return self.wire_version
 
     async def _keep_alive(self, interval_s: float) -> None:
+        """Send ``KeepAlive`` every ``interval_s``; abort once nothing arrived for ``silent_peer_timeout_ms``
+        (the server echoes each one, so a live server is never silent for two intervals)."""
         frame = encode(KeepAlive())
+        timeout_ms = self.config.silent_peer_timeout_ms
+        limit = -(-timeout_ms // self.config.keepalive_interval_ms) if timeout_ms else 0  # whole intervals
+        silent = 0
         while self._error is None:
             await asyncio.sleep(interval_s)
+            if self._heard:
+                self._heard, silent = False, 0
+            else:
+                silent += 1
+                if limit and silent >= limit:
+                    self.abort(f"nothing from the segment store for {silent * interval_s:.1f}s (frozen or cut off)")
+                    return
             if self._error is None and self._transport is not None:
                 self._write(frame)
 

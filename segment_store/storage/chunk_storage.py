@@ -176,8 +176,9 @@ class ChunkStorage(Protocol):
 
         Raises:
             ChunkAlreadyExistsError: ``name`` exists; nothing was changed.
-            InvalidChunkNameError: bad name, or (filesystem, memory) ``name`` is a directory
-                prefix of an existing chunk or has an existing chunk as a directory prefix.
+            InvalidChunkNameError: bad name, or (filesystem, memory, S3-compatible stores with
+                directories such as SeaweedFS) ``name`` is a directory prefix of an existing chunk
+                or has an existing chunk as a directory prefix.
             ChunkStorageUnavailableError: outage; no chunk is visible under ``name`` unless
                 the write completed before the failure was reported (check with :meth:`exists`).
         """

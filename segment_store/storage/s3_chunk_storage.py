@@ -241,7 +241,12 @@ class S3ChunkStorage:
             else:
                 self._multipart(name, key, views, size)
         except Exception as exc:
-            raise map_s3_error(name, exc) from exc
+            error = map_s3_error(name, exc)
+            if isinstance(error, ChunkAlreadyExistsError) and not self.exists(name):
+                # Refused, yet no such object: a store with real directories (SeaweedFS) refuses a key that
+                # names a directory of other keys, as the filesystem backend does.
+                raise InvalidChunkNameError(name, "it names a directory of other chunks on this S3 store") from exc
+            raise error from exc
         return ChunkInfo(name, size)
 
     def _multipart(self, name: str, key: str, views: list[memoryview], size: int) -> None:
@@ -333,20 +338,23 @@ class S3ChunkStorage:
         return True
 
     def list(self, prefix: str = "") -> Iterator[str]:
-        """Keys under ``prefix + prefix`` in S3's (UTF-8 byte) order, page by page (1,000 keys per call)."""
+        """Keys under ``prefix + prefix`` in UTF-8 byte order (1,000 keys per S3 call).
+
+        AWS S3 lists in that order, but not every S3-compatible store does (SeaweedFS walks its directory
+        tree: ``a/b`` before ``a-b``), so the whole listing is read, then sorted.
+        """
         paginator = self._client.get_paginator("list_objects_v2")
-        pages = iter(paginator.paginate(Bucket=self._bucket, Prefix=self._prefix + prefix))
-        while True:
-            try:
-                page = next(pages)
-            except StopIteration:
-                return
-            except Exception as exc:
-                raise map_s3_error(prefix, exc) from exc
-            for item in page.get("Contents", ()):
-                name = item["Key"][len(self._prefix) :]
-                if name and not name.endswith("/"):  # "folder" markers made by consoles are not chunks
-                    yield name
+        names: list[str] = []
+        try:
+            for page in paginator.paginate(Bucket=self._bucket, Prefix=self._prefix + prefix):
+                for item in page.get("Contents", ()):
+                    name = item["Key"][len(self._prefix) :]
+                    if name and not name.endswith("/"):  # "folder" markers made by consoles are not chunks
+                        names.append(name)
+        except Exception as exc:
+            raise map_s3_error(prefix, exc) from exc
+        names.sort(key=lambda name: name.encode("utf-8", "surrogatepass"))
+        yield from names
 
     # -- deletes --------------------------------------------------------------------------
 

@@ -180,6 +180,35 @@ async def test_keepalive_with_short_interval_sends_keepalives() -> None:
     await connection.wait_closed()
 
 
+async def test_keepalive_with_silent_peer_aborts_the_connection() -> None:
+    """A segment store that stops answering (frozen, cut off) is dropped: pending requests fail retriably."""
+    config = ConnectionConfig(keepalive_interval_ms=10, silent_peer_timeout_ms=30)
+    connection, peer = await _connected(config=config)
+    pending = asyncio.ensure_future(connection.request(GetStreamSegmentInfo(41, "s", ""), StreamSegmentInfo))
+    await connection.wait_closed()
+    assert not connection.is_open
+    with pytest.raises(ConnectionLostError, match="nothing from the segment store") as info:
+        await pending
+    assert info.value.retriable
+    assert len(peer.sent(KeepAlive)) >= 2
+
+
+async def test_keepalive_with_echoing_peer_keeps_the_connection() -> None:
+    config = ConnectionConfig(keepalive_interval_ms=10, silent_peer_timeout_ms=50)
+    connection, peer = await _connected(config=config)
+    for _ in range(12):  # 120 ms, well past the 50 ms of silence allowed
+        await asyncio.sleep(0.01)
+        peer.reply(KeepAlive())
+    assert connection.is_open
+    connection.close()
+    await connection.wait_closed()
+
+
+def test_silent_peer_timeout_needs_two_keepalive_intervals() -> None:
+    with pytest.raises(ValueError, match="silent_peer_timeout_ms"):
+        ConnectionConfig(keepalive_interval_ms=1000, silent_peer_timeout_ms=1500)
+
+
 def _count_writes(peer: FakePeer) -> list[int]:
     """The number of commands in each transport write, from now on."""
     writes: list[int] = []

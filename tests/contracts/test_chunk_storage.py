@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from s3_fixtures import CREDENTIALS, new_s3_storage, s3_server_fixture  # noqa: F401 (a fixture)
+from seaweedfs_fixtures import seaweed_server  # noqa: F401 (a fixture)
 
 from segment_store.errors import RetriableError
 from segment_store.storage.chunk_storage import (
@@ -38,12 +39,17 @@ from segment_store.storage.s3_chunk_storage import S3ChunkStorage
 Factory = Callable[[Path, pytest.FixtureRequest], ChunkStorage]
 
 
-def s3_backend(tmp: Path, request: pytest.FixtureRequest) -> ChunkStorage:
-    """A fresh bucket on the module's moto server; outside readers get credentials from the environment."""
+def s3_backend(tmp: Path, request: pytest.FixtureRequest, server_fixture: str = "s3_server") -> ChunkStorage:
+    """A fresh bucket on the module's S3 server (moto by default); outside readers take credentials from the env."""
     monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", CREDENTIALS["access_key_id"])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", CREDENTIALS["secret_access_key"])
-    return new_s3_storage(request.getfixturevalue("s3_server"))
+    return new_s3_storage(request.getfixturevalue(server_fixture))
+
+
+def seaweedfs_backend(tmp: Path, request: pytest.FixtureRequest) -> ChunkStorage:
+    """A fresh bucket on the module's SeaweedFS server (a real S3-compatible server, not a mock)."""
+    return s3_backend(tmp, request, "seaweed_server")
 
 
 BACKENDS = [
@@ -51,6 +57,7 @@ BACKENDS = [
     pytest.param(lambda tmp, _: MemoryChunkStorage(), id="memory"),
     pytest.param(lambda tmp, _: FaultyChunkStorage(FsChunkStorage(tmp / "tier2")), id="faulty-fs"),
     pytest.param(s3_backend, id="s3"),
+    pytest.param(seaweedfs_backend, id="s3-seaweedfs"),
 ]
 
 INVALID_NAMES = [
@@ -170,7 +177,15 @@ def test_delete_with_existing_chunk(storage: ChunkStorage) -> None:
     assert list(storage.list()) == []
 
 
-def test_write_chunk_after_delete_with_same_name(storage: ChunkStorage) -> None:
+def test_write_chunk_after_delete_with_same_name(storage: ChunkStorage, request: pytest.FixtureRequest) -> None:
+    if request.node.callspec.id.endswith("s3-seaweedfs"):
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="SeaweedFS 4.48 keeps the empty directory 'a' after 'a/b' is deleted, and refuses a chunk "
+                "named 'a' for good (segstore's chunk names never name a directory of other chunks)",
+            )
+        )
     storage.write_chunk("a/b", b"first")
     storage.delete("a/b")
     storage.write_chunk("a", b"file where a directory was")
@@ -214,8 +229,12 @@ def test_write_chunk_with_longest_names(storage: ChunkStorage) -> None:
 
 def test_write_chunk_with_name_clashing_with_directory_raises(storage: ChunkStorage) -> None:
     storage.write_chunk("p/q", b"1")
-    if isinstance(storage, S3ChunkStorage):  # no directories in S3: both are chunks (the port allows it)
-        storage.write_chunk("p", b"2")
+    if isinstance(storage, S3ChunkStorage):
+        try:  # no directories in AWS S3: both are chunks (the port allows it)
+            storage.write_chunk("p", b"2")
+        except InvalidChunkNameError:  # a store with directories (SeaweedFS) refuses it, as the filesystem does
+            assert list(storage.list()) == ["p/q"]
+            return
         assert (storage.read_all("p"), storage.read_all("p/q")) == (b"2", b"1")
         return
     with pytest.raises(InvalidChunkNameError):
