@@ -2,9 +2,10 @@
 
 ZooKeeper (the session's server, a chroot per test), ``segstore controller``, three ``segstore segmentstore
 --cluster`` processes each with its **own** data dir, Tier-1 on a 3-node NATS JetStream cluster (R3), Tier-2
-on an S3 endpoint (moto). Each process is started and stopped by its pid; a segment store can be killed,
-have its disk wiped, be started again on the same address with an empty disk, or be paused (SIGSTOP) and
-resumed. Logs (stderr) go to ``<base>/logs/<name>.log``, outside the data dirs, so a wiped host keeps its log.
+on an S3 endpoint (moto, or SeaweedFS: a real S3-compatible server). Each process is started and stopped by
+its pid; a segment store can be killed, have its disk wiped, be started again on the same address with an
+empty disk, or be paused (SIGSTOP) and resumed. Logs (stderr) go to ``<base>/logs/<name>.log``, outside the
+data dirs, so a wiped host keeps its log.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from s3_fixtures import CREDENTIALS, MotoServer
+from seaweedfs_fixtures import SeaweedServer
 
 from segment_store.coordination.zookeeper_server import free_port
 from segment_store.tier1.nats_server import NatsCluster
@@ -31,7 +33,7 @@ SESSION_TIMEOUT_MS = 2_000
 class SharedNothingCluster:
     base: Path
     zookeeper: str
-    s3: MotoServer
+    s3: MotoServer | SeaweedServer
     nats: NatsCluster
     bucket: str
     segment_stores: int = 3

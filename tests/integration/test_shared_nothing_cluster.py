@@ -1,7 +1,7 @@
 """A shared-nothing cluster under faults: no host's loss loses an acknowledged event.
 
 ZooKeeper, ``segstore controller``, three ``segstore segmentstore --cluster`` processes each with its own data
-dir, Tier-1 on a 3-node NATS JetStream cluster (R3), Tier-2 on S3 (a moto server). Writers of our client
+dir, Tier-1 on a 3-node NATS JetStream cluster (R3), Tier-2 on S3 (a moto server, and SeaweedFS). Writers of our client
 library write numbered events under 20 routing keys to an 8-segment stream while the test breaks something:
 
 - kill -9 of a segment store and the loss of its disk (its data dir deleted): its containers move to the
@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from s3_fixtures import MotoServer, s3_server_fixture  # noqa: F401 (a fixture)
+from s3_fixtures import s3_server_fixture  # noqa: F401 (a fixture)
+from seaweedfs_fixtures import seaweed_server  # noqa: F401 (a fixture)
 from shared_nothing import SESSION_TIMEOUT_MS, SharedNothingCluster
 
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
@@ -38,11 +39,13 @@ SEGMENTS = 8
 _buckets = itertools.count()
 
 
-@pytest.fixture
-def cluster(zk_chroot: str, s3_server: MotoServer, tmp_path: Path) -> Iterator[SharedNothingCluster]:
+@pytest.fixture(params=["moto", "seaweedfs"])
+def cluster(zk_chroot: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SharedNothingCluster]:
+    """The cluster, its Tier-2 on moto or on SeaweedFS (a real S3-compatible server)."""
+    s3 = request.getfixturevalue("s3_server" if request.param == "moto" else "seaweed_server")
     nats = NatsCluster.on_free_ports(tmp_path / "nats", 3)
     nats.start()
-    system = SharedNothingCluster(tmp_path / "hosts", zk_chroot, s3_server, nats, bucket=f"sn-{next(_buckets)}")
+    system = SharedNothingCluster(tmp_path / "hosts", zk_chroot, s3, nats, bucket=f"sn-{next(_buckets)}")
     try:
         system.start()
         yield system
