@@ -11,6 +11,7 @@ data dirs, so a wiped host keeps its log.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -57,16 +58,23 @@ class SharedNothingCluster:
             "AWS_DEFAULT_REGION": CREDENTIALS["region"],
         }
 
-    def _spawn(self, name: str, *args: str) -> subprocess.Popen[str]:
+    def _spawn(self, name: str, *args: str, delay_s: float = 0.0) -> subprocess.Popen[str]:
+        """A ``segstore`` process; with a delay, started by a shell after sleeping (so it starts on time even while
+        this process is blocked: the official client holds the GIL while a write waits)."""
         logs = self.base / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "segment_store.cli", *args, "--log-level", "warning"]
+        if delay_s:
+            command = ["sh", "-c", f"sleep {delay_s}; exec {shlex.join(command)}"]
         with open(logs / f"{name}.log", "a") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "segment_store.cli", *args, "--log-level", "warning"],
-                stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO_ROOT, env=self._env(),
-            )  # fmt: skip
+                command, stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO_ROOT, env=self._env()
+            )
         self.processes[name] = process
         return process
+
+    def wait_ready(self, name: str) -> None:
+        self._ready(name, self.processes[name])
 
     @staticmethod
     def _ready(name: str, process: subprocess.Popen[str]) -> None:
@@ -85,7 +93,7 @@ class SharedNothingCluster:
         for name in names:
             self._ready(name, self.processes[name])
 
-    def launch_segmentstore(self, name: str) -> subprocess.Popen[str]:
+    def launch_segmentstore(self, name: str, delay_s: float = 0.0) -> subprocess.Popen[str]:
         """Start segment store ``name`` on its address (its data dir as it is: maybe empty)."""
         return self._spawn(
             name, "segmentstore", "--cluster", "--zookeeper", self.zookeeper, "--data-dir", str(self.data_dir(name)),
@@ -93,6 +101,7 @@ class SharedNothingCluster:
             "--zookeeper-session-timeout-ms", str(SESSION_TIMEOUT_MS),
             "--tier1", "jetstream", "--nats", self.nats.servers,
             "--tier2", "s3", "--s3-endpoint", self.s3.endpoint, "--s3-bucket", self.bucket, "--s3-create-bucket",
+            delay_s=delay_s,
         )  # fmt: skip
 
     def restart_segmentstore(self, name: str) -> None:

@@ -156,3 +156,41 @@ def test_zombie_segment_store_paused_past_its_session(cluster: SharedNothingClus
             await asyncio.sleep(3 * SESSION_TIMEOUT_MS / 1000)  # its session expires; its containers move
 
     asyncio.run(under_load(cluster, fault))
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("cluster", ["moto"], indirect=True)
+def test_official_client_with_kill_9_of_a_segment_store_and_a_fresh_disk(cluster: SharedNothingCluster) -> None:
+    """The official Pravega client writes while a segment store is killed and its disk lost; a replacement host
+    comes up on its address with an empty disk (the official client retries the address ``getURI`` gave it
+    until it answers, as Pravega's segment stores restart under a supervisor)."""
+    import pravega_client  # the official Pravega client (a test dependency)
+    manager = pravega_client.StreamManager(cluster.controller_uri)
+    manager.create_scope("official")
+    manager.create_stream("official", "orders", SEGMENTS)
+    writer = manager.create_writer("official", "orders", 200)
+    written: list[str] = []
+    for i in range(6000):
+        event = f"k{i % KEYS:02d}:{i // KEYS:05d}"
+        writer.write_event(event, f"key-{i % KEYS}")
+        written.append(event)
+        if i == 3000:
+            cluster.kill("ss1")
+            cluster.wipe("ss1")
+            cluster.launch_segmentstore("ss1", delay_s=4.0)
+    writer.flush()  # returns once every event is acknowledged
+    cluster.wait_ready("ss1")
+    reader = manager.create_reader_group("audit", "official", "orders").create_reader("r")
+    events: list[str] = []
+
+    async def consume() -> None:
+        while len(events) < len(written):
+            segment_slice = await reader.get_segment_slice_async()
+            events.extend(e.data().decode() for e in segment_slice)
+            reader.release_segment(segment_slice)
+
+    try:
+        asyncio.run(asyncio.wait_for(consume(), 120))
+    finally:
+        reader.reader_offline()
+    check(events, len(written))
