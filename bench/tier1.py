@@ -93,7 +93,8 @@ async def backend(
             cluster = NatsCluster.on_free_ports(root / kind, size, sync_interval=nats_sync)
             await asyncio.to_thread(cluster.start)
             stack.callback(cluster.stop)
-            factory = JetStreamLogFactory(JetStreamLogConfig(servers=tuple(cluster.urls), replicas=size), store)
+            config = JetStreamLogConfig(servers=tuple(cluster.urls), replicas=size, metadata_root=f"/bench/{kind}")
+            factory = JetStreamLogFactory(config, store)
         await factory.initialize()
         try:
             yield factory

@@ -105,9 +105,11 @@ from segment_store.tier1.jetstream_config import JetStreamLogConfig
 from segment_store.tier1.jetstream_metadata import JetStreamLogMetadata
 from segment_store.tier1.jetstream_records import (
     HEADER_ROOM,
+    LENGTH_BYTES,
     RecordFilter,
     data_headers,
     fence_headers,
+    group_body,
     parse_record,
 )
 from segment_store.tier1.log import (
@@ -129,6 +131,8 @@ from segment_store.tier1.owner_identity import machine_identity
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+MAX_GROUP = 4096
+"""Most appends in one record (a group of tiny appends is bounded by count, not only by bytes)."""
 ERR_INSUFFICIENT_RESOURCES = 10023
 ERR_STREAM_NAME_IN_USE = 10058
 
@@ -198,7 +202,7 @@ class JetStreamLog:
         self._next_index = 0
         self._queue: deque[_Append] = deque()  # accepted, not yet published
         self._outstanding: deque[_Append] = deque()  # accepted, not yet completed; call order
-        self._published: dict[int, _Append] = {}  # by the sequence it must get; awaiting JetStream's answer
+        self._published: dict[int, list[_Append]] = {}  # by the sequence their record must get; awaiting answers
         self._acked: LogAddress | None = None
         self._recovered: LogAddress | None = None  # last entry ``read`` found before this instance's own
         self._inbox = ""
@@ -387,18 +391,20 @@ class JetStreamLog:
                     await self._work.wait()
                 if self._state is not _State.OPEN:
                     return
-                item = self._queue.popleft()
-                if self._next_index > MAX_ENTRY_ID:
+                group = self._take_group()
+                if self._next_index + len(group) - 1 > MAX_ENTRY_ID:
                     raise DataLogWriteError(f"log {self.name}: epoch {epoch} wrote {MAX_ENTRY_ID + 1} entries; reopen")
                 previous = self._last_seq
                 sequence = previous + 1
-                item.address = LogAddress(ledger_id=sequence, entry_id=self._next_index, epoch=epoch)
-                self._published[sequence] = item
+                first = self._next_index
+                for offset, item in enumerate(group):
+                    item.address = LogAddress(ledger_id=sequence, entry_id=first + offset, epoch=epoch)
+                self._published[sequence] = group
                 self._last_seq = sequence
-                self._next_index += 1
-                await client.publish(
-                    subject, item.data, f"{inbox}.{sequence}", data_headers(epoch, item.address.entry_id, previous)
-                )
+                self._next_index += len(group)
+                body = group_body([item.data for item in group])
+                headers = data_headers(epoch, first, previous, len(group))
+                await client.publish(subject, body, f"{inbox}.{sequence}", headers)
         except DurableDataLogError as exc:
             self._fail(exc)
         except JetStreamUnavailableError as exc:
@@ -407,28 +413,43 @@ class JetStreamLog:
             self._fail(_wrap(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
             raise
 
+    def _take_group(self) -> list[_Append]:
+        """The queued appends that go out as the next record (group commit): at least one, then as many as fit
+        in one record of ``max_append_length_bytes`` (each costs its length prefix)."""
+        queue = self._queue
+        group = [queue.popleft()]
+        size = len(group[0].data) + LENGTH_BYTES
+        limit = self._config.max_append_length_bytes
+        while queue and len(group) < MAX_GROUP:
+            size += len(queue[0].data) + LENGTH_BYTES
+            if size > limit:
+                break
+            group.append(queue.popleft())
+        return group
+
     async def _on_answer(self, msg: Msg) -> None:
         """JetStream's answer to one published entry (any order); completes entries at the head in call order."""
         try:
             sequence = int(msg.subject.rsplit(".", 1)[1])
         except ValueError:
             return
-        item = self._published.pop(sequence, None)
-        if item is None:
+        group = self._published.pop(sequence, None)
+        if group is None:
             return
+        error: JetStreamError | None = None
         headers = msg.headers
         if headers and STATUS in headers:  # e.g. 503: no stream leader to store it
-            item.error = JetStreamUnavailableError(f"entry at {sequence}: status {headers[STATUS]}")
+            error = JetStreamUnavailableError(f"record {sequence}: status {headers[STATUS]}")
         else:
             try:
                 stored = parse_ack(msg.data)
             except JetStreamRequestError as exc:
-                item.error = exc
+                error = exc
             else:
-                if stored == sequence:
-                    item.stored = True
-                else:
-                    item.error = JetStreamRequestError(f"entry stored at {stored}, not at {sequence}")
+                if stored != sequence:
+                    error = JetStreamRequestError(f"record stored at {stored}, not at {sequence}")
+        for item in group:
+            item.stored, item.error = error is None, error
         self._complete_head()
 
     def _complete_head(self) -> None:
@@ -503,7 +524,7 @@ class JetStreamLog:
         if self._state is _State.CLOSED:
             raise DataLogClosedError(f"log {self.name} is closed")
         truncation = self._keeper.metadata.truncation
-        start = truncation.ledger_id + 1 if truncation is not None else 1
+        start = truncation.ledger_id if truncation is not None else 1  # the record holding it may be kept
         end = max(self._fence_seq, self._acked.ledger_id if self._acked is not None else 0)
         records = RecordFilter(truncation)
         try:
@@ -529,10 +550,10 @@ class JetStreamLog:
                 if message.sequence != sequence:
                     raise DataLogCorruptedError(f"log {self.name}: record {sequence} of {self._stream} is missing")
                 record = parse_record(message.sequence, message.headers, message.data)
-                if records.accept(record):
+                for address, payload in records.accept(record):
                     if sequence <= self._fence_seq:
-                        self._recovered = record.address
-                    yield ReadItem(record.address, record.payload)
+                        self._recovered = address
+                    yield ReadItem(address, payload)
                 sequence += 1
             if own is not self._acked:  # appended while reading: readable up to the last acknowledged entry
                 own = self._acked
@@ -576,8 +597,8 @@ class JetStreamLog:
             except DurableDataLogError as exc:
                 self._fail(exc)  # the metadata version we hold is no longer trustworthy
                 raise
-            try:
-                await self._client.purge_below(self._stream, upto.ledger_id + 1)
+            try:  # the record holding ``upto`` stays (it may hold later entries); readers skip its first ones
+                await self._client.purge_below(self._stream, upto.ledger_id)
             except StreamMissingError as exc:
                 raise DataLogCorruptedError(f"log {self.name}: its stream {self._stream} is missing") from exc
             except JetStreamError as exc:  # the metadata moved on; the next truncation purges this part too

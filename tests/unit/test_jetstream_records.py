@@ -26,6 +26,7 @@ from segment_store.tier1.jetstream_records import (
     RecordFilter,
     data_headers,
     fence_headers,
+    group_body,
     parse_record,
 )
 from segment_store.tier1.log import DataLogCorruptedError, LogAddress
@@ -35,21 +36,36 @@ def fence(sequence: int, epoch: int) -> Record:
     return parse_record(sequence, fence_headers(epoch), b"")
 
 
-def data(sequence: int, epoch: int, index: int) -> Record:
-    return parse_record(sequence, data_headers(epoch, index, sequence - 1), f"{epoch}/{index}".encode())
+def data(sequence: int, epoch: int, index: int, count: int = 1) -> Record:
+    entries = [f"{epoch}/{index + i}".encode() for i in range(count)]
+    return parse_record(sequence, data_headers(epoch, index, sequence - 1, count), group_body(entries))
 
 
 def accepted(records: list[Record], start: LogAddress | None = None) -> list[tuple[int, int]]:
     keep = RecordFilter(start)
-    return [(r.epoch, r.index) for r in records if keep.accept(r)]
+    return [(address.epoch, address.entry_id) for r in records for address, _ in keep.accept(r)]
 
 
 def test_parse_record_with_data_and_fence_headers() -> None:
     record = parse_record(7, data_headers(3, 5, 6), b"x")
-    assert (record.kind, record.epoch, record.index, record.payload) == (KIND_DATA, 3, 5, b"x")
-    assert record.address == LogAddress(ledger_id=7, entry_id=5, epoch=3)
+    assert (record.kind, record.epoch, record.index, record.count, record.body) == (KIND_DATA, 3, 5, 1, b"x")
+    assert record.entries() == [(LogAddress(ledger_id=7, entry_id=5, epoch=3), b"x")]
     assert data_headers(3, 5, 6)[EXPECTED_LAST_SEQUENCE] == "6"
     assert parse_record(1, fence_headers(2), b"").kind == KIND_FENCE
+
+
+def test_group_record_holds_its_entries_in_order() -> None:
+    entries = [b"", b"a", b"bc" * 1000]
+    record = parse_record(9, data_headers(2, 10, 8, count=3), group_body(entries))
+    assert record.entries() == [(LogAddress(9, 10 + i, 2), entry) for i, entry in enumerate(entries)]
+    assert group_body([b"only"]) == b"only"  # one entry: the body is the entry
+
+
+@pytest.mark.parametrize("body", [b"", b"\x00\x00\x00\x05abc", group_body([b"a", b"b"]) + b"x", group_body([b"a"] * 3)])
+def test_group_record_that_does_not_parse(body: bytes) -> None:
+    record = parse_record(9, data_headers(2, 0, 8, count=2), body)
+    with pytest.raises(DataLogCorruptedError, match="does not parse"):
+        record.entries()
 
 
 @pytest.mark.parametrize(
@@ -86,6 +102,19 @@ def test_filter_starting_after_a_truncation_point() -> None:
     start = LogAddress(ledger_id=10, entry_id=4, epoch=2)
     records = [data(11, 1, 9), data(12, 2, 5), data(13, 2, 7), fence(14, 3), data(15, 3, 0)]
     assert accepted(records, start) == [(2, 5), (3, 0)]
+
+
+def test_filter_starting_inside_the_group_holding_the_truncation_point() -> None:
+    start = LogAddress(ledger_id=10, entry_id=4, epoch=2)  # entries 3..6 are one record; 3 and 4 were discarded
+    assert accepted([data(10, 2, 3, count=4), data(11, 2, 7, count=2)], start) == [(2, 5), (2, 6), (2, 7), (2, 8)]
+    whole = LogAddress(ledger_id=10, entry_id=6, epoch=2)  # the record's last entry: nothing of it is left
+    assert accepted([data(10, 2, 3, count=4), data(11, 2, 7)], whole) == [(2, 7)]
+    assert accepted([data(11, 2, 7)], whole) == [(2, 7)]  # the record itself purged
+
+
+def test_filter_with_groups_and_a_break() -> None:
+    records = [fence(1, 1), data(2, 1, 0, count=3), data(3, 1, 3, count=2), data(4, 1, 6), data(5, 1, 7)]
+    assert accepted(records) == [(1, 0), (1, 1), (1, 2), (1, 3), (1, 4)]
 
 
 def test_metadata_round_trip_and_forward_only_truncation() -> None:
