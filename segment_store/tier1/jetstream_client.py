@@ -109,18 +109,22 @@ def parse_ack(data: bytes) -> int:
 class JetStreamClient:
     """One NATS connection and the JetStream calls of the Tier-1 logs (see module docstring)."""
 
-    def __init__(self, connection: Client, request_timeout_s: float) -> None:
+    def __init__(self, connection: Client, request_timeout_s: float, closing: list[bool] | None = None) -> None:
         self._nc = connection
         self._jsm = connection.jsm(timeout=request_timeout_s)
         self._timeout = request_timeout_s
+        self._closing = closing if closing is not None else [False]  # shared with the connection's callbacks
 
     @classmethod
     async def connect(cls, servers: tuple[str, ...], *, timeout_s: float, request_timeout_s: float,
                       name: str = "segstore-tier1") -> JetStreamClient:  # fmt: skip
         """Connect to any of ``servers`` (reconnecting forever after); raises :class:`JetStreamUnavailableError`."""
 
+        closing = [False]
+
         async def disconnected() -> None:
-            _log.warning("NATS connection lost; reconnecting")
+            if not closing[0]:
+                _log.warning("NATS connection lost; reconnecting")
 
         async def reconnected() -> None:
             _log.info("NATS connection back")
@@ -143,7 +147,7 @@ class JetStreamClient:
                 )
         except _UNAVAILABLE as exc:
             raise JetStreamUnavailableError(f"cannot connect to NATS at {','.join(servers)}: {exc!r}") from exc
-        return cls(connection, request_timeout_s)
+        return cls(connection, request_timeout_s, closing)
 
     @property
     def max_payload(self) -> int:
@@ -252,6 +256,7 @@ class JetStreamClient:
         return messages
 
     async def close(self) -> None:
+        self._closing[0] = True
         try:
             await self._nc.close()
         except _UNAVAILABLE as exc:
