@@ -98,6 +98,7 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
 
     from segment_store.containers.config import ContainerConfig
     from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
+    from segment_store.errors import SegstoreError
     from segment_store.reading.cache import CacheConfig
     from segment_store.server.config import ServerConfig
     from segment_store.server.gc_policy import settle_after_start
@@ -155,7 +156,11 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
                 tier1=tier1,
                 tier2=Tier2Config.from_cli(args),
             )
-            service = await SegmentStoreService.start_durable(config)
+            try:
+                service = await SegmentStoreService.start_durable(config)
+            except SegstoreError as exc:  # a dependency is unreachable or refuses us: say which, exit 1
+                print(f"segstore segmentstore: cannot start: {type(exc).__name__}: {exc}", file=sys.stderr)
+                return 1
         settle_after_start()  # the process's own: see gc_policy
         host, port = service.endpoint
         where = (

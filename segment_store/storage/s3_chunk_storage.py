@@ -217,6 +217,9 @@ class S3ChunkStorage:
             kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
         try:
             self._client.create_bucket(**kwargs)
+        except botocore.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "BucketAlreadyOwnedByYou":  # created meanwhile by us
+                raise map_s3_error(self._bucket, exc) from exc
         except Exception as exc:
             raise map_s3_error(self._bucket, exc) from exc
 

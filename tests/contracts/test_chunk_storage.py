@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from s3_fixtures import CREDENTIALS, new_s3_storage, s3_server_fixture  # noqa: F401 (a fixture)
-from seaweedfs_fixtures import seaweed_server  # noqa: F401 (a fixture)
+from seaweedfs_fixtures import seaweed_server_fixture  # noqa: F401 (a fixture)
 
 from segment_store.errors import RetriableError
 from segment_store.storage.chunk_storage import (

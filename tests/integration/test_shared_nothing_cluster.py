@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from s3_fixtures import s3_server_fixture  # noqa: F401 (a fixture)
-from seaweedfs_fixtures import seaweed_server  # noqa: F401 (a fixture)
+from seaweedfs_fixtures import seaweed_server_fixture  # noqa: F401 (a fixture)
 from shared_nothing import SESSION_TIMEOUT_MS, SharedNothingCluster
 
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager

@@ -10,6 +10,7 @@ import botocore.exceptions
 import pyarrow.parquet as pq
 import pytest
 from s3_fixtures import CREDENTIALS, MotoServer, new_s3_storage, s3_server_fixture  # noqa: F401 (a fixture)
+from seaweedfs_fixtures import SeaweedServer, seaweed_server_fixture  # noqa: F401 (a fixture)
 
 from segment_store.storage import parquet_chunk
 from segment_store.storage.chunk_storage import (
@@ -139,6 +140,24 @@ def test_missing_bucket_is_a_configuration_error(s3_server: MotoServer) -> None:
     with pytest.raises(ChunkStorageError) as caught:
         storage.read_all("x")
     assert not isinstance(caught.value, ChunkNotFoundError | ChunkStorageUnavailableError)
+
+
+def test_bucket_created_by_another_process_meanwhile_is_fine(seaweed_server: SeaweedServer) -> None:
+    """Segment stores starting together with ``--s3-create-bucket`` race to create the bucket; SeaweedFS (like AWS
+    outside us-east-1) answers the losers ``BucketAlreadyOwnedByYou``, which means the bucket is there."""
+    client = seaweed_server.client()
+    client.create_bucket(Bucket="raced")
+    storage = S3ChunkStorage(client, "raced")
+    missing = botocore.exceptions.ClientError({"Error": {"Code": "404", "Message": "Not Found"}}, "HeadBucket")
+
+    def not_yet(**_: Any) -> None:  # this process looked before the other created it
+        raise missing
+
+    storage._client = PartCounter(client)
+    storage._client.head_bucket = not_yet  # type: ignore[method-assign]
+    storage.check_bucket(create=True)
+    storage.write_chunk("works", b"1")
+    assert storage.read_all("works") == b"1"
 
 
 def test_read_ranges_past_the_end_raise_range_error(s3_server: MotoServer) -> None:
