@@ -7,13 +7,12 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import pravega_client  # the official Pravega client: a test dependency (pyproject), never skipped
 import pytest
 from official_client import assert_each_key_in_order, official_read
 from standalone_process import StandaloneProcess
 
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
-
-pravega_client = pytest.importorskip("pravega_client")
 
 pytestmark = pytest.mark.slow
 

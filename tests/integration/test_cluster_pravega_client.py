@@ -22,11 +22,10 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pravega_client  # the official Pravega client: a test dependency (pyproject), never skipped
 import pytest
 
 from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, free_port
-
-pravega_client = pytest.importorskip("pravega_client")
 
 pytestmark = pytest.mark.slow
 

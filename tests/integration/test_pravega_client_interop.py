@@ -9,11 +9,10 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+import pravega_client  # the official Pravega client: a test dependency (pyproject), never skipped
 import pytest
 from official_client import assert_each_key_in_order, official_read
 from standalone_process import StandaloneProcess
-
-pravega_client = pytest.importorskip("pravega_client")
 
 pytestmark = pytest.mark.slow
 

@@ -165,6 +165,7 @@ def test_official_client_with_kill_9_of_a_segment_store_and_a_fresh_disk(cluster
     comes up on its address with an empty disk (the official client retries the address ``getURI`` gave it
     until it answers, as Pravega's segment stores restart under a supervisor)."""
     import pravega_client  # the official Pravega client (a test dependency)
+
     manager = pravega_client.StreamManager(cluster.controller_uri)
     manager.create_scope("official")
     manager.create_stream("official", "orders", SEGMENTS)

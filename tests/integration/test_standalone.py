@@ -7,11 +7,10 @@ import os
 import signal
 from pathlib import Path
 
+import pravega_client  # the official Pravega client: a test dependency (pyproject), never skipped
 import pytest
 from official_client import official_read
 from standalone_process import StandaloneProcess
-
-pravega_client = pytest.importorskip("pravega_client")
 
 pytestmark = pytest.mark.slow
 

@@ -7,11 +7,10 @@ import asyncio
 import time
 from pathlib import Path
 
+import pravega_client  # the official Pravega client: a test dependency (pyproject), never skipped
 import pytest
 from s3_fixtures import CREDENTIALS, MotoServer, s3_server_fixture  # noqa: F401
 from standalone_process import StandaloneProcess
-
-pravega_client = pytest.importorskip("pravega_client")
 
 pytestmark = pytest.mark.slow
 
