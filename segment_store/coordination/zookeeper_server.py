@@ -19,17 +19,16 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from segment_store.child_process import kill_child, kill_orphan, log_tail, stop_child
 from segment_store.errors import SegstoreError
 
 _DEBIAN_ZK_JARS = "/usr/share/java"
@@ -202,18 +201,12 @@ class EmbeddedZooKeeper:
 
         Only a live process whose command line runs ZooKeeper with this data dir's ``zoo.cfg`` is killed.
         """
-        try:
-            pid = int(self._pid_path.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            return
         conf = str(self.config.data_dir / "zoo.cfg").encode()
-        if b"org.apache.zookeeper.server.ZooKeeperServerMain" in cmdline and conf in cmdline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + self.config.stop_grace_s
-            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
+        kill_orphan(
+            self._pid_path,
+            lambda cmdline: b"org.apache.zookeeper.server.ZooKeeperServerMain" in cmdline and conf in cmdline,
+            self.config.stop_grace_s,
+        )
 
     def is_serving(self) -> bool:
         """True once the server answers ``ruok`` and reports a mode (it serves requests)."""
@@ -223,31 +216,17 @@ class EmbeddedZooKeeper:
         return "Mode:" in four_letter_word(host, port, "srvr", timeout_s=1.0)
 
     def _log_tail(self, lines: int = 30) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return "<no log>"
+        return log_tail(self.log_path, lines)
 
     def stop(self) -> None:
         """Stop the server process by its pid; idempotent."""
-        proc, self._process = self._process, None
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=self.config.stop_grace_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=self.config.stop_grace_s)
+        process, self._process = self._process, None
+        stop_child(process, self.config.stop_grace_s)
 
     def kill(self) -> None:
         """SIGKILL the server (crash simulation); the data dir stays as it was."""
-        proc, self._process = self._process, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=self.config.stop_grace_s)
+        process, self._process = self._process, None
+        kill_child(process, self.config.stop_grace_s)
 
     def __enter__(self) -> EmbeddedZooKeeper:
         self.start()

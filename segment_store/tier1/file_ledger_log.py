@@ -105,6 +105,8 @@ from segment_store.tier1.log import (
     LogAddress,
     ReadItem,
     WriteTooLongError,
+    complete_append,
+    with_cause,
 )
 from segment_store.tier1.log_metadata import LedgerRecord, LogMetadata
 from segment_store.tier1.metadata_keeper import MetadataKeeper
@@ -132,18 +134,7 @@ class _Append:
 
 
 def _settle(item: _Append, error: BaseException | None) -> None:
-    if item.future.done():  # the caller cancelled it; the entry's fate is unchanged
-        return
-    if error is None:
-        assert item.address is not None
-        item.future.set_result(item.address)
-    else:
-        item.future.set_exception(error)
-
-
-def _wrap(error: DurableDataLogError, cause: BaseException) -> DurableDataLogError:
-    error.__cause__ = cause
-    return error
+    complete_append(item.future, item.address, error)
 
 
 class FileLedgerLog:
@@ -378,11 +369,11 @@ class FileLedgerLog:
         except DurableDataLogError as exc:
             self._fail(exc)
         except OSError as exc:
-            self._fail(_wrap(DataLogWriteError(f"log {self.name}: write failed: {exc}"), exc))
+            self._fail(with_cause(DataLogWriteError(f"log {self.name}: write failed: {exc}"), exc))
         except CoordinationError as exc:
-            self._fail(_wrap(DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}"), exc))
+            self._fail(with_cause(DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}"), exc))
         except Exception as exc:
-            self._fail(_wrap(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
+            self._fail(with_cause(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
             raise
 
     async def _rollover(self, old: LedgerWriter) -> LedgerWriter:
@@ -432,9 +423,9 @@ class FileLedgerLog:
         except DurableDataLogError as exc:
             self._fail(exc)
         except CoordinationError as exc:
-            self._fail(_wrap(DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}"), exc))
+            self._fail(with_cause(DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}"), exc))
         except Exception as exc:
-            self._fail(_wrap(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
+            self._fail(with_cause(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
             raise
 
     def _lease_expired(self, loop: asyncio.AbstractEventLoop, lease: float) -> bool:
@@ -458,11 +449,11 @@ class FileLedgerLog:
             self._fail(exc)
             return
         except CoordinationError as exc:
-            self._fail(_wrap(DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}"), exc))
+            self._fail(with_cause(DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}"), exc))
             return
         except Exception as exc:
             _log.exception("log %s: lease renewal failed", self.name)
-            self._fail(_wrap(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
+            self._fail(with_cause(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
             return
         self._renewed(started)
 

@@ -125,6 +125,8 @@ from segment_store.tier1.log import (
     LogAddress,
     ReadItem,
     WriteTooLongError,
+    complete_append,
+    with_cause,
 )
 from segment_store.tier1.metadata_keeper import MetadataKeeper
 from segment_store.tier1.owner_identity import machine_identity
@@ -158,18 +160,7 @@ class _Append:
 
 
 def _settle(item: _Append, error: BaseException | None) -> None:
-    if item.future.done():  # the caller cancelled it; the entry's fate is unchanged
-        return
-    if error is None:
-        assert item.address is not None
-        item.future.set_result(item.address)
-    else:
-        item.future.set_exception(error)
-
-
-def _wrap(error: DurableDataLogError, cause: BaseException) -> DurableDataLogError:
-    error.__cause__ = cause
-    return error
+    complete_append(item.future, item.address, error)
 
 
 class JetStreamLog:
@@ -408,9 +399,9 @@ class JetStreamLog:
         except DurableDataLogError as exc:
             self._fail(exc)
         except JetStreamUnavailableError as exc:
-            self._fail(_wrap(DataLogNotAvailableError(f"log {self.name}: {exc}"), exc))
+            self._fail(with_cause(DataLogNotAvailableError(f"log {self.name}: {exc}"), exc))
         except Exception as exc:
-            self._fail(_wrap(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
+            self._fail(with_cause(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
             raise
 
     def _take_group(self) -> list[_Append]:
@@ -485,7 +476,7 @@ class JetStreamLog:
                 error = DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}")
             else:
                 error = DataLogWriteError(f"log {self.name}: stream {self._stream} refused an entry: {cause}")
-        self._fail(_wrap(error, cause))
+        self._fail(with_cause(error, cause))
 
     async def _watch_loop(self) -> None:
         """Fail the log when the oldest unacknowledged entry waits longer than ``ack_timeout_s``."""

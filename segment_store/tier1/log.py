@@ -201,3 +201,26 @@ class DurableDataLogFactory(Protocol):
     async def close(self) -> None:
         """Release shared resources (not the logs' own; close those first)."""
         ...
+
+
+# -- helpers of the implementations ---------------------------------------------------------
+
+
+def complete_append(
+    future: asyncio.Future[LogAddress], address: LogAddress | None, error: BaseException | None
+) -> None:
+    """Complete an append's future with its address, or fail it; a future the caller cancelled is left alone
+    (cancelling does not withdraw the entry)."""
+    if future.done():
+        return
+    if error is None:
+        assert address is not None
+        future.set_result(address)
+    else:
+        future.set_exception(error)
+
+
+def with_cause(error: DurableDataLogError, cause: BaseException) -> DurableDataLogError:
+    """``error`` with ``cause`` as its ``__cause__`` (for errors built before they are raised)."""
+    error.__cause__ = cause
+    return error

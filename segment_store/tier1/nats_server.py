@@ -24,10 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
 import subprocess
 import sysconfig
 import time
@@ -37,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from segment_store.child_process import kill_child, kill_orphan, log_tail, stop_child
 from segment_store.coordination.zookeeper_server import free_port, port_is_free
 from segment_store.errors import SegstoreError
 
@@ -217,44 +215,25 @@ class EmbeddedNatsServer:
 
     def _kill_orphan(self) -> None:
         """Kill a server a crashed owner left running on this data dir (only one running this config file)."""
-        try:
-            pid = int(self._pid_path.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            return
-        if str(self._config_path).encode() in cmdline and any(part.endswith(b"nats-server") for part in cmdline):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + self.config.stop_grace_s
-            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
+        conf = str(self._config_path).encode()
+        kill_orphan(
+            self._pid_path,
+            lambda cmdline: conf in cmdline and any(part.endswith(b"nats-server") for part in cmdline),
+            self.config.stop_grace_s,
+        )
 
     def _log_tail(self, lines: int = 30) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return "<no log>"
+        return log_tail(self.log_path, lines)
 
     def stop(self) -> None:
         """Stop the server process by its pid (SIGTERM, then SIGKILL); idempotent."""
-        proc, self._process = self._process, None
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=self.config.stop_grace_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=self.config.stop_grace_s)
+        process, self._process = self._process, None
+        stop_child(process, self.config.stop_grace_s)
 
     def kill(self) -> None:
         """SIGKILL the server (crash simulation); its store stays as it was."""
-        proc, self._process = self._process, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=self.config.stop_grace_s)
+        process, self._process = self._process, None
+        kill_child(process, self.config.stop_grace_s)
 
     def __enter__(self) -> EmbeddedNatsServer:
         self.start()

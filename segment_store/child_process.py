@@ -1,0 +1,62 @@
+"""Child server processes started by segstore itself (ZooKeeper, NATS): stop them by pid, find orphans, read logs.
+
+Invariants: :func:`stop_child` sends SIGTERM, then SIGKILL after ``grace_s``, and returns once the process is
+gone (or was already); :func:`kill_child` is a crash (SIGKILL) and also waits; :func:`kill_orphan` kills only a
+live process whose command line holds every given marker (a server a crashed owner left running on the same
+data directory), never another process that reused the pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+
+def stop_child(process: subprocess.Popen[bytes] | None, grace_s: float) -> None:
+    """SIGTERM, then SIGKILL after ``grace_s``; waits for the process to end. None or ended: nothing to do."""
+    if process is None or process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=grace_s)
+
+
+def kill_child(process: subprocess.Popen[bytes] | None, grace_s: float) -> None:
+    """SIGKILL (a crash) and wait for the process to end."""
+    if process is not None and process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=grace_s)
+
+
+def kill_orphan(pid_path: Path, is_ours: Callable[[Sequence[bytes]], bool], grace_s: float) -> None:
+    """Kill the process named in ``pid_path`` if it still runs and ``is_ours(its command line)``; wait for it."""
+    try:
+        pid = int(pid_path.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return
+    if not is_ours(cmdline):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + grace_s
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file, or ``<no log>``."""
+    with contextlib.suppress(OSError):
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    return "<no log>"
