@@ -28,9 +28,12 @@ every group synced within half a lease of it, so under load ZooKeeper sees about
 checks per second per log, not one per group.
 *New owner* ``initialize``: (a) reads the metadata and CASes it to epoch ``e+1`` with
 its owner id and lease (event B; a CAS lost to the old owner's own rollover or truncation
-is retried on the fresh record, one lost to another initializer fails); (a') unless the
-old owner's process is known dead (same machine and pid namespace, its pid gone), waits
-the old owner's ``L`` (its own clock) after B; (b) reads every
+is retried on the fresh record, one lost to another initializer fails); (a') waits, after
+B, the longest ``L`` among the owners of the ledgers still open (each ledger records the
+owner that created it and its lease, so an owner fenced by one that died before
+recovering its ledger, or that ran with no lease, is still waited for), skipping an owner
+whose process is known dead (same machine and pid namespace, its pid gone); leases are
+measured on a clock that counts suspended time (``CLOCK_BOOTTIME``); (b) reads every
 open ledger from the start up to its last whole entry ``n``; (c) creates its own ledger
 file (synced, directory synced) and CASes the metadata: old ledger closed at ``n``, new
 ledger open.
@@ -110,7 +113,7 @@ from segment_store.tier1.log import (
 )
 from segment_store.tier1.log_metadata import LedgerRecord, LogMetadata
 from segment_store.tier1.metadata_keeper import MetadataKeeper
-from segment_store.tier1.owner_identity import machine_identity, owner_is_gone
+from segment_store.tier1.owner_identity import boot_clock, machine_identity, owner_is_gone
 from segment_store.tier1.serial_worker import SerialWorker
 
 _log = logging.getLogger(__name__)
@@ -137,6 +140,25 @@ def _settle(item: _Append, error: BaseException | None) -> None:
     complete_append(item.future, item.address, error)
 
 
+def lease_to_wait(previous: LogMetadata) -> int:
+    """How long (ms) a new owner must wait after its fence before it reads the open ledgers of ``previous``
+    (the record it replaced): the longest lease among the owners of those ledgers that may still be alive.
+
+    Each open ledger names the owner that created it and the lease it acknowledges under, so an owner fenced
+    by someone who died before recovering its ledger (or who ran with no lease) is still waited for. A ledger
+    from an older record names no owner: then the record's owner and lease stand for it."""
+    wait = 0
+    for ledger in previous.ledgers:
+        if not ledger.is_open:
+            continue
+        owner, lease = (
+            (ledger.owner, ledger.lease_ms) if ledger.owner is not None else (previous.owner, previous.lease_ms)
+        )
+        if lease > 0 and not owner_is_gone(owner):
+            wait = max(wait, lease)
+    return wait
+
+
 class FileLedgerLog:
     """``DurableDataLog`` over ledger files and a coordination store (see module docstring)."""
 
@@ -147,9 +169,11 @@ class FileLedgerLog:
         store: CoordinationStore,
         *,
         storage: LedgerStorage | None = None,
+        clock: Callable[[], float] = boot_clock,
     ) -> None:
         if not name or "/" in name or name.startswith("."):
             raise ValueError(f"invalid log name {name!r}")
+        self._clock = clock  # leases are measured on it: by default it counts time the machine spent suspended
         self.name = name
         self._config = config
         self._store = store
@@ -231,10 +255,12 @@ class FileLedgerLog:
         keeper = self._keeper
         previous = await keeper.acquire()  # (a) the fence
         self._epoch = keeper.metadata.epoch
-        if previous is not None and previous.lease_ms > 0 and not owner_is_gone(previous.owner):
-            # (a') the old owner may still acknowledge under its lease: let it run out first
-            _log.info("log %s: waiting %d ms for the lease of %s", self.name, previous.lease_ms, previous.owner)
-            await asyncio.sleep(previous.lease_ms / 1000)
+        fenced_at = self._clock()
+        wait_ms = lease_to_wait(previous) if previous is not None else 0
+        if wait_ms:  # (a') owners of open ledgers may still acknowledge under their leases: let them run out
+            _log.info("log %s: waiting %d ms for the leases of the open ledgers' owners", self.name, wait_ms)
+            while (left := fenced_at + wait_ms / 1000 - self._clock()) > 0:
+                await asyncio.sleep(left)
         metadata = keeper.metadata
         for ledger in metadata.ledgers:
             if ledger.is_open:  # (b) recover what the previous owner wrote
@@ -392,7 +418,6 @@ class FileLedgerLog:
         return new
 
     async def _confirm_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         try:
             while True:
                 while self._written is None or (self._acked is not None and self._written <= self._acked):
@@ -404,16 +429,16 @@ class FileLedgerLog:
                     return
                 target = self._written
                 lease = self._keeper.lease_ms / 2000  # half the lease: room for clocks that run at other rates
-                if self._lease_expired(loop, lease) and self._renewal is not None and not self._renewal.done():
+                if self._lease_expired(lease) and self._renewal is not None and not self._renewal.done():
                     await asyncio.shield(self._renewal)  # a renewal in flight may cover ``target``
                     if self._state is not _State.OPEN:
                         return
-                if self._lease_expired(loop, lease):
-                    started = loop.time()  # after ``target`` was synced
+                if self._lease_expired(lease):
+                    started = self._clock()  # after ``target`` was synced
                     await self._keeper.check_owner(self._epoch)
                     self._renewed(started)
                 elif self._renewal is None or self._renewal.done():
-                    self._renew_if_halfway(loop, lease)
+                    self._renew_if_halfway(lease)
                 if self._state is not _State.OPEN:
                     return
                 self._acked = target
@@ -428,12 +453,12 @@ class FileLedgerLog:
             self._fail(with_cause(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
             raise
 
-    def _lease_expired(self, loop: asyncio.AbstractEventLoop, lease: float) -> bool:
-        return self._lease_start is None or loop.time() - self._lease_start >= lease
+    def _lease_expired(self, lease: float) -> bool:
+        return self._lease_start is None or self._clock() - self._lease_start >= lease
 
-    def _renew_if_halfway(self, loop: asyncio.AbstractEventLoop, lease: float) -> None:
-        if self._lease_start is not None and loop.time() - self._lease_start >= lease / 2:
-            self._renewal = loop.create_task(self._renew(), name=f"tier1-lease-{self.name}")
+    def _renew_if_halfway(self, lease: float) -> None:
+        if self._lease_start is not None and self._clock() - self._lease_start >= lease / 2:
+            self._renewal = asyncio.get_running_loop().create_task(self._renew(), name=f"tier1-lease-{self.name}")
 
     def _renewed(self, started: float) -> None:
         if self._lease_start is None or started > self._lease_start:
@@ -442,7 +467,7 @@ class FileLedgerLog:
     async def _renew(self) -> None:
         """Renew the lease in the background, halfway through it, so acknowledgements under load do not wait
         for ZooKeeper; a failure fails the log as the confirmer's own check would."""
-        started = asyncio.get_running_loop().time()
+        started = self._clock()
         try:
             await self._keeper.check_owner(self._epoch)
         except DurableDataLogError as exc:

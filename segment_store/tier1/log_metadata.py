@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from typing import Any
 
 from segment_store.tier1.log import DataLogCorruptedError, LogAddress
 
@@ -24,11 +25,14 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True, slots=True)
 class LedgerRecord:
-    """One ledger of the log: its id, the epoch that created it, and its end if closed."""
+    """One ledger of the log: its id, the epoch that created it, and its end if closed; who created it and the
+    ownership lease it acknowledged under (None/0 in records written before they were kept)."""
 
     ledger_id: int
     epoch: int
     last_entry: int | None = None
+    owner: str | None = None
+    lease_ms: int = 0
 
     @property
     def is_open(self) -> bool:
@@ -89,8 +93,8 @@ class LogMetadata:
         return replace(self, ledgers=ledgers)
 
     def with_new_ledger(self) -> tuple[LogMetadata, LedgerRecord]:
-        """Append an open ledger created by the current epoch; returns it too."""
-        record = LedgerRecord(self.next_ledger_id, self.epoch)
+        """Append an open ledger created by the current epoch's owner (with its lease); returns it too."""
+        record = LedgerRecord(self.next_ledger_id, self.epoch, None, self.owner, self.lease_ms)
         updated = replace(self, ledgers=(*self.ledgers, record), next_ledger_id=self.next_ledger_id + 1)
         return updated, record
 
@@ -136,7 +140,7 @@ class LogMetadata:
             "owner": self.owner,
             "next_ledger_id": self.next_ledger_id,
             "truncation": list(self.truncation) if self.truncation is not None else None,
-            "ledgers": [[ledger.ledger_id, ledger.epoch, ledger.last_entry] for ledger in self.ledgers],
+            "ledgers": [_ledger_document(ledger) for ledger in self.ledgers],
         }
         if self.lease_ms:
             document["lease_ms"] = self.lease_ms
@@ -155,11 +159,22 @@ class LogMetadata:
                 owner=str(document["owner"]),
                 next_ledger_id=int(document["next_ledger_id"]),
                 truncation=(int(truncation[0]), int(truncation[1])) if truncation is not None else None,
-                ledgers=tuple(
-                    LedgerRecord(int(lid), int(epoch), None if last is None else int(last))
-                    for lid, epoch, last in document["ledgers"]
-                ),
+                ledgers=tuple(_parse_ledger(item) for item in document["ledgers"]),
                 lease_ms=int(document.get("lease_ms", 0)),
             )
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise DataLogCorruptedError(f"unreadable log metadata: {exc}") from exc
+
+
+def _ledger_document(ledger: LedgerRecord) -> list[object]:
+    fields: list[object] = [ledger.ledger_id, ledger.epoch, ledger.last_entry]
+    if ledger.owner is not None:
+        fields += [ledger.owner, ledger.lease_ms]
+    return fields
+
+
+def _parse_ledger(item: list[Any]) -> LedgerRecord:
+    ledger_id, epoch, last = item[:3]
+    owner = str(item[3]) if len(item) > 3 else None
+    lease_ms = int(item[4]) if len(item) > 4 else 0
+    return LedgerRecord(int(ledger_id), int(epoch), None if last is None else int(last), owner, lease_ms)

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
+
+
+def boot_clock() -> float:
+    """Seconds on a clock that keeps counting while the machine is suspended (``CLOCK_BOOTTIME``; monotonic where
+    there is none). Ownership leases are measured on it: a lease must not stand still while its owner sleeps."""
+    return time.clock_gettime(_BOOT_CLOCK)
+
+
+_BOOT_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 
 
 def machine_identity() -> str:
