@@ -1,0 +1,105 @@
+"""The coalesced linearized reads of the ZooKeeper store, made deterministic: a client whose replies the test holds.
+
+A round sends one ``sync`` and the ``get`` of every path asked for before it started. The race that matters: a
+read asked for while a round is in flight must not be answered by that round (its sync may predate a write
+the reader saw complete), so it waits for the next round, whose sync follows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from segment_store.coordination.kazoo_store import _LinearizedReads
+from segment_store.coordination.store import Versioned
+
+
+@dataclass
+class HeldReply:
+    """A kazoo IAsyncResult whose outcome the test decides (``rawlink`` callbacks run when it is set)."""
+
+    links: list[Any] = field(default_factory=list)
+    value: Any = None
+    exception: BaseException | None = None
+    done: bool = False
+
+    def rawlink(self, callback: Any) -> None:
+        self.links.append(callback)
+        if self.done:
+            callback(self)
+
+    def successful(self) -> bool:
+        return self.exception is None
+
+    def set(self, value: Any) -> None:
+        self.value, self.done = value, True
+        for callback in self.links:
+            callback(self)
+
+
+@dataclass
+class Stat:
+    version: int
+
+
+class HeldClient:
+    """Records every request in order; replies wait until the test releases them."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, HeldReply]] = []
+
+    def sync_async(self, path: str) -> HeldReply:
+        reply = HeldReply()
+        self.sent.append(("sync", path, reply))
+        return reply
+
+    def get_async(self, path: str) -> HeldReply:
+        reply = HeldReply()
+        self.sent.append(("get", path, reply))
+        return reply
+
+
+async def settle() -> None:
+    """Let the loop run what the released replies scheduled (call_soon_threadsafe, then the round's task)."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_read_asked_during_a_round_waits_for_the_next_round() -> None:
+    client = HeldClient()
+    reads = _LinearizedReads(client)  # type: ignore[arg-type]
+    first = asyncio.create_task(reads.read("/log"))
+    await settle()
+    assert [(kind, path) for kind, path, _ in client.sent] == [("sync", "/log"), ("get", "/log")]
+    late = asyncio.create_task(reads.read("/log"))  # asked after round 1's sync was sent
+    also = asyncio.create_task(reads.read("/other"))
+    await settle()
+    assert len(client.sent) == 2, "a read asked during a round joined it"
+    client.sent[0][2].set(None)
+    client.sent[1][2].set((b"epoch 1", Stat(1)))
+    await settle()
+    assert await first == Versioned(b"epoch 1", 1)
+    assert not late.done()
+    round_two = client.sent[2:]
+    assert [(kind, path) for kind, path, _ in round_two] == [("sync", "/log"), ("get", "/log"), ("get", "/other")]
+    round_two[0][2].set(None)
+    round_two[1][2].set((b"epoch 2", Stat(2)))
+    round_two[2][2].set((b"x", Stat(0)))
+    assert await late == Versioned(b"epoch 2", 2)  # served by a sync sent after it asked
+    assert await also == Versioned(b"x", 0)
+
+
+async def test_reads_asked_together_share_one_sync() -> None:
+    client = HeldClient()
+    reads = _LinearizedReads(client)  # type: ignore[arg-type]
+    tasks = [asyncio.create_task(reads.read(f"/log-{i % 3}")) for i in range(9)]
+    await settle()
+    kinds = [kind for kind, _, _ in client.sent]
+    assert kinds == ["sync", "get", "get", "get"]
+    client.sent[0][2].set(None)
+    for index, (_, path, reply) in enumerate(client.sent[1:]):
+        reply.set((path.encode(), Stat(index)))
+    results = await asyncio.gather(*tasks)
+    assert [r.data for r in results] == [f"/log-{i % 3}".encode() for i in range(9)]
+    assert len(client.sent) == 4
