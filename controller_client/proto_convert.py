@@ -38,6 +38,7 @@ from controller_client.model import (
     StreamCut,
     TxnState,
     segment_number,
+    validate_stream_name,
 )
 from controller_client.proto import Controller_pb2 as pb
 
@@ -84,8 +85,17 @@ def scope_info_to_proto(scope: str) -> pb.ScopeInfo:
     return pb.ScopeInfo(scope=scope)
 
 
+def _name(value: str, where: str) -> str:
+    """A scope or stream name as the model allows it (system names, starting with ``_``, included)."""
+    _text(value, where)
+    try:
+        return validate_stream_name(value, internal=True)
+    except InvalidModelError as exc:
+        raise _fail(where, str(exc).partition(": ")[2]) from exc
+
+
 def scope_info_from_proto(msg: pb.ScopeInfo, where: str = "ScopeInfo") -> str:
-    return _text(msg.scope, f"{where}.scope")
+    return _name(msg.scope, f"{where}.scope")
 
 
 def stream_info_to_proto(scope: str, stream: str) -> pb.StreamInfo:
@@ -94,8 +104,8 @@ def stream_info_to_proto(scope: str, stream: str) -> pb.StreamInfo:
 
 
 def stream_info_from_proto(msg: pb.StreamInfo, where: str = "StreamInfo") -> tuple[str, str]:
-    """``(scope, stream)``; both must be non-empty."""
-    return _text(msg.scope, f"{where}.scope"), _text(msg.stream, f"{where}.stream")
+    """``(scope, stream)``; both must be valid names."""
+    return _name(msg.scope, f"{where}.scope"), _name(msg.stream, f"{where}.stream")
 
 
 # ---- stream configuration --------------------------------------------------------------------------------------

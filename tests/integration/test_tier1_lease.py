@@ -74,13 +74,16 @@ def test_zombie_cut_off_from_zookeeper_is_stopped_by_its_lease(
     acks = tmp_path / "acks.txt"
     zombie = subprocess.Popen(
         [sys.executable, __file__, proxy.address + chroot, str(tmp_path), str(acks)],
-        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), cwd=REPO_ROOT,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests")])), cwd=REPO_ROOT,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 30
         while not (acks.exists() and acks.read_text().count("ACK") >= 200):
-            assert zombie.poll() is None and time.monotonic() < deadline, "the zombie did not start appending"
+            if zombie.poll() is not None:
+                output = zombie.stdout.read() if zombie.stdout else b""
+                raise AssertionError(f"the zombie exited before appending: {output!r}")
+            assert time.monotonic() < deadline, "the zombie did not start appending"
             time.sleep(0.05)
         proxy.freeze()  # the zombie's ZooKeeper traffic stops; it keeps its files and its lease
 
