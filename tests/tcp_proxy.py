@@ -56,6 +56,10 @@ class FreezableProxy:
         self._ready.set()
         self._loop.run_forever()
         self._server.close()
+        pending = asyncio.all_tasks(self._loop)
+        for task in pending:  # the connections' pumps: end them before the loop goes
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         with contextlib.suppress(Exception):
             self._loop.run_until_complete(self._server.wait_closed())
         self._loop.close()
