@@ -45,7 +45,7 @@ from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKe
 from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
 from segment_store.tier1.file_ledger_log import FileLedgerLogFactory
 from segment_store.tier1.jetstream_config import JetStreamLogConfig
-from segment_store.tier1.jetstream_log import JetStreamLogFactory
+from segment_store.tier1.jetstream_factory import JetStreamLogFactory
 from segment_store.tier1.log import DurableDataLog, DurableDataLogFactory, LogAddress
 from segment_store.tier1.nats_server import NatsCluster
 

@@ -144,7 +144,7 @@ class SegmentStoreService:
         from segment_store.storage.fs_chunk_storage import FsChunkStorage
         from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
         from segment_store.tier1.file_ledger_log import FileLedgerLogFactory
-        from segment_store.tier1.jetstream_log import JetStreamLogFactory
+        from segment_store.tier1.jetstream_factory import JetStreamLogFactory
 
         assert config.data_dir is not None and config.zookeeper is not None
         store = await KazooCoordinationStore.connect(

@@ -111,9 +111,9 @@ from segment_store.tier1.log import (
     complete_append,
     with_cause,
 )
-from segment_store.tier1.log_metadata import LedgerRecord, LogMetadata
+from segment_store.tier1.log_metadata import LedgerRecord, LogMetadata, lease_to_wait
 from segment_store.tier1.metadata_keeper import MetadataKeeper
-from segment_store.tier1.owner_identity import boot_clock, machine_identity, owner_is_gone
+from segment_store.tier1.owner_identity import boot_clock, machine_identity
 from segment_store.tier1.serial_worker import SerialWorker
 
 _log = logging.getLogger(__name__)
@@ -138,25 +138,6 @@ class _Append:
 
 def _settle(item: _Append, error: BaseException | None) -> None:
     complete_append(item.future, item.address, error)
-
-
-def lease_to_wait(previous: LogMetadata) -> int:
-    """How long (ms) a new owner must wait after its fence before it reads the open ledgers of ``previous``
-    (the record it replaced): the longest lease among the owners of those ledgers that may still be alive.
-
-    Each open ledger names the owner that created it and the lease it acknowledges under, so an owner fenced
-    by someone who died before recovering its ledger (or who ran with no lease) is still waited for. A ledger
-    from an older record names no owner: then the record's owner and lease stand for it."""
-    wait = 0
-    for ledger in previous.ledgers:
-        if not ledger.is_open:
-            continue
-        owner, lease = (
-            (ledger.owner, ledger.lease_ms) if ledger.owner is not None else (previous.owner, previous.lease_ms)
-        )
-        if lease > 0 and not owner_is_gone(owner):
-            wait = max(wait, lease)
-    return wait
 
 
 class FileLedgerLog:

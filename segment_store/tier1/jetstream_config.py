@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from nats.js import api
+
 from segment_store.coordination.store import validate_path
+from segment_store.tier1.jetstream_records import HEADER_ROOM
 
 MIB = 1024 * 1024
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -93,3 +96,21 @@ class JetStreamLogConfig:
 
     def subject(self, log_name: str) -> str:
         return f"{self.subject_prefix}.{log_name}"
+
+
+def stream_config(config: JetStreamLogConfig, log_name: str) -> api.StreamConfig:
+    """The JetStream stream of log ``log_name``: file storage, ``replicas`` copies, one subject, messages up to a
+    full data frame plus headers, direct gets (pipelined recovery reads), no single-message deletes."""
+    return api.StreamConfig(
+        name=config.stream_name(log_name),
+        description=f"segstore Tier-1 log {log_name}",
+        subjects=[config.subject(log_name)],
+        storage=api.StorageType.FILE,
+        num_replicas=config.replicas,
+        retention=api.RetentionPolicy.LIMITS,
+        discard=api.DiscardPolicy.OLD,
+        max_msg_size=config.max_append_length_bytes + HEADER_ROOM,
+        allow_direct=True,
+        deny_delete=True,
+        deny_purge=False,
+    )

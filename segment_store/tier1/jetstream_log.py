@@ -87,7 +87,6 @@ from typing import TypeVar
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js import api
 
 from segment_store.coordination.store import CoordinationError, CoordinationStore, CoordinationUnavailableError
 from segment_store.tier1.jetstream_client import (
@@ -101,10 +100,9 @@ from segment_store.tier1.jetstream_client import (
     StreamState,
     parse_ack,
 )
-from segment_store.tier1.jetstream_config import JetStreamLogConfig
+from segment_store.tier1.jetstream_config import JetStreamLogConfig, stream_config
 from segment_store.tier1.jetstream_metadata import JetStreamLogMetadata
 from segment_store.tier1.jetstream_records import (
-    HEADER_ROOM,
     LENGTH_BYTES,
     RecordFilter,
     data_headers,
@@ -274,28 +272,13 @@ class JetStreamLog:
         await keeper.check_owner(self._epoch)  # (c)
         self._fence_seq = self._last_seq = fence
 
-    def _stream_config(self) -> api.StreamConfig:
-        return api.StreamConfig(
-            name=self._stream,
-            description=f"segstore Tier-1 log {self.name}",
-            subjects=[self._subject],
-            storage=api.StorageType.FILE,
-            num_replicas=self._config.replicas,
-            retention=api.RetentionPolicy.LIMITS,
-            discard=api.DiscardPolicy.OLD,
-            max_msg_size=self._config.max_append_length_bytes + HEADER_ROOM,
-            allow_direct=True,
-            deny_delete=True,
-            deny_purge=False,
-        )
-
     async def _create_stream(self) -> None:
         """Create the stream of a brand-new log (before its metadata); retries while the cluster elects leaders."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._config.stream_ready_timeout_s
         while True:
             try:
-                await self._client.create_stream(self._stream_config())
+                await self._client.create_stream(stream_config(self._config, self.name))
                 break
             except JetStreamUnavailableError:
                 if loop.time() >= deadline:
@@ -614,53 +597,3 @@ class JetStreamLog:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self._unsubscribe()
-
-
-class JetStreamLogFactory:
-    """``DurableDataLogFactory`` of JetStream logs named ``container-<id>``, over one NATS connection.
-
-    The coordination store is shared and owned by the caller (the composition root); the
-    NATS connection is this factory's.
-    """
-
-    def __init__(self, config: JetStreamLogConfig, store: CoordinationStore) -> None:
-        self._config = config
-        self._store = store
-        self._client: JetStreamClient | None = None
-
-    @property
-    def config(self) -> JetStreamLogConfig:
-        return self._config
-
-    async def initialize(self) -> None:
-        """Connect to NATS; raises DataLogNotAvailableError, DataLogInitializationError (``max_payload`` too small)."""
-        if self._client is not None:
-            return
-        config = self._config
-        try:
-            client = await JetStreamClient.connect(
-                config.servers, timeout_s=config.connect_timeout_s, request_timeout_s=config.request_timeout_s
-            )
-        except JetStreamUnavailableError as exc:
-            raise DataLogNotAvailableError(str(exc)) from exc
-        needed = config.max_append_length_bytes + HEADER_ROOM
-        if client.max_payload < needed:
-            await client.close()
-            raise DataLogInitializationError(
-                f"NATS server {client.connected_url} accepts messages of at most {client.max_payload} bytes; "
-                f"the Tier-1 log needs {needed} (a data frame plus headers): set max_payload: 2MB in the "
-                "server configuration"
-            )
-        self._client = client
-
-    def create_log(self, log_id: int) -> JetStreamLog:
-        if log_id < 0:
-            raise ValueError(f"log_id must be >= 0, got {log_id}")
-        if self._client is None:
-            raise DataLogNotInitializedError("the JetStream log factory is not initialized")
-        return JetStreamLog(f"container-{log_id}", self._config, self._store, self._client)
-
-    async def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()

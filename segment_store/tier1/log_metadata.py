@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from segment_store.tier1.log import DataLogCorruptedError, LogAddress
+from segment_store.tier1.owner_identity import owner_is_gone
 
 FORMAT_VERSION = 1
 
@@ -178,3 +179,22 @@ def _parse_ledger(item: list[Any]) -> LedgerRecord:
     owner = str(item[3]) if len(item) > 3 else None
     lease_ms = int(item[4]) if len(item) > 4 else 0
     return LedgerRecord(int(ledger_id), int(epoch), None if last is None else int(last), owner, lease_ms)
+
+
+def lease_to_wait(previous: LogMetadata) -> int:
+    """How long (ms) a new owner must wait after its fence before it reads the open ledgers of ``previous``
+    (the record it replaced): the longest lease among the owners of those ledgers that may still be alive.
+
+    Each open ledger names the owner that created it and the lease it acknowledges under, so an owner fenced
+    by someone who died before recovering its ledger (or who ran with no lease) is still waited for. A ledger
+    from an older record names no owner: then the record's owner and lease stand for it."""
+    wait = 0
+    for ledger in previous.ledgers:
+        if not ledger.is_open:
+            continue
+        owner, lease = (
+            (ledger.owner, ledger.lease_ms) if ledger.owner is not None else (previous.owner, previous.lease_ms)
+        )
+        if lease > 0 and not owner_is_gone(owner):
+            wait = max(wait, lease)
+    return wait

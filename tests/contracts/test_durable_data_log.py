@@ -25,7 +25,7 @@ from segment_store.coordination.memory_store import MemoryCoordinationServer
 from segment_store.coordination.store import CoordinationStore
 from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
 from segment_store.tier1.file_ledger_log import FileLedgerLogFactory
-from segment_store.tier1.jetstream_log import JetStreamLogFactory
+from segment_store.tier1.jetstream_factory import JetStreamLogFactory
 from segment_store.tier1.log import (
     DataLogClosedError,
     DataLogNotInitializedError,

@@ -18,7 +18,8 @@ from jetstream_helpers import delete_streams, log_config
 from segment_store.coordination.memory_store import MemoryCoordinationServer
 from segment_store.coordination.zookeeper_server import free_port
 from segment_store.tier1.jetstream_config import JetStreamLogConfig
-from segment_store.tier1.jetstream_log import JetStreamLog, JetStreamLogFactory
+from segment_store.tier1.jetstream_factory import JetStreamLogFactory
+from segment_store.tier1.jetstream_log import JetStreamLog
 from segment_store.tier1.jetstream_records import data_headers
 from segment_store.tier1.log import (
     DataLogCorruptedError,
