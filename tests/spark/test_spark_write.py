@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from standalone_process import StandaloneProcess
 
-from controller_client import BlockingStreamManager, ControllerClient, StreamManager
+from controller_client import BlockingStreamManager, ControllerClient, StreamManager, TxnState
 from pravega_spark import sink
 from pravega_spark.commit_log import DONE, BatchRecord, CommitLog
 from pravega_spark.options_common import SegstoreOptionError
@@ -81,15 +81,59 @@ def test_batch_write_at_least_once_with_binary_events(spark, standalone: Standal
     assert sorted(e for _, e in _read_back(standalone, stream)) == sorted(b"b%d" % i for i in range(500))
 
 
+def _await_job_group_end(spark, group: str) -> None:  # type: ignore[no-untyped-def]
+    """Wait until every job of ``group`` has ended and none of their tasks runs any more: Spark fails a job at
+    its first failed task and only then kills the other running tasks, which end later."""
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 60
+    while True:
+        jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+        if jobs and all(j is not None and j.status in ("SUCCEEDED", "FAILED") for j in jobs):
+            stages = [tracker.getStageInfo(s) for j in jobs for s in j.stageIds]
+            if all(s is not None and s.numActiveTasks == 0 for s in stages):
+                return
+        assert time.monotonic() < deadline, f"jobs of {group!r} still running: {jobs}"
+        time.sleep(0.05)
+
+
+def _commit_one_event(standalone: StandaloneProcess, stream: str, event: bytes) -> None:
+    """Commit a transaction of ``event`` and wait until it is merged into the stream: the controller merges
+    committing transactions in commit order, so any commit begun before this one has been merged by then."""
+
+    async def commit() -> None:
+        controller = await ControllerClient.connect(standalone.controller_uri)
+        manager = StreamManager(controller)
+        try:
+            writer = manager.create_txn_writer(SCOPE, stream)
+            txn = await writer.begin()
+            await (await txn.write_event(event))
+            await txn.commit()
+            assert await txn.wait_for_state(timeout_s=60) == TxnState.COMMITTED
+            await writer.close()
+        finally:
+            await manager.close()
+            await controller.close()
+
+    asyncio.run(commit())
+
+
 def test_batch_write_with_a_failing_task_leaves_nothing_visible(spark, standalone: StandaloneProcess) -> None:  # type: ignore[no-untyped-def]
     stream = _stream()
     df = spark.range(0, 4_000, numPartitions=4).selectExpr(
         "CAST(id AS STRING) AS event", "CASE WHEN id = 3999 THEN CAST(raise_error('boom') AS STRING) END AS other"
     )
-    with pytest.raises(Exception, match="boom"):
-        df.write.format("segstore").mode("append").options(**_options(standalone, stream)).save()
-    time.sleep(1.0)  # aborts are asynchronous at the controller; nothing may become visible meanwhile either
-    assert _read_back(standalone, stream) == []
+    group = f"failing-write-{stream}"
+    context = spark.sparkContext
+    context.setJobGroup(group, "a batch write with a failing task")
+    try:
+        with pytest.raises(Exception, match="boom"):
+            df.write.format("segstore").mode("append").options(**_options(standalone, stream)).save()
+    finally:
+        for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            context.setLocalProperty(key, None)  # the session is shared: later jobs are in no group
+    _await_job_group_end(spark, group)  # the driver's abort returned before save() raised; no task runs now
+    _commit_one_event(standalone, stream, b"after the failed write")  # after any commit the write began
+    assert [e for _, e in _read_back(standalone, stream)] == [b"after the failed write"]
 
 
 def test_stream_write_exactly_once_across_a_restart(spark, standalone: StandaloneProcess, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

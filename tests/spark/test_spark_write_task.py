@@ -3,10 +3,13 @@ lease renewal while the input is slow, a bad row, and the at-least-once writer i
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
+import queue
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 
 import pyarrow as pa
 import pytest
@@ -14,7 +17,9 @@ from standalone_process import StandaloneProcess
 
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
 from controller_client.event_writer import session_writer_id
-from controller_client.model import qualified_segment_name
+from controller_client.model import TxnState, qualified_segment_name
+from controller_client.ports import ControllerApi
+from controller_client.txn_writer import Transaction
 from pravega_spark.commit_log import BatchCommitter
 from pravega_spark.sink import SegstoreSchemaError, SinkColumns, _TaskInfo, _write_task
 from pravega_spark.write_options import WriteOptions
@@ -45,7 +50,7 @@ def _options(standalone: StandaloneProcess, stream: str, **extra: str) -> WriteO
     return WriteOptions.parse({"controller": standalone.controller_uri, "scope": SCOPE, "stream": stream, **extra})
 
 
-def _batch(rows: list[bytes | None], keys: list[str | None] | None = None) -> pa.RecordBatch:
+def _batch(rows: Sequence[bytes | None], keys: Sequence[str | None] | None = None) -> pa.RecordBatch:
     columns = [pa.array(rows, pa.binary())]
     if keys is not None:
         columns.append(pa.array(keys, pa.string()))
@@ -58,24 +63,92 @@ async def _events(manager: StreamManager, stream: str) -> list[bytes]:
         return sorted([event.data async for event in reader])
 
 
+class _GatedInput:
+    """A task's input that the test paces: after each batch the task's next request for input waits (in the
+    task's input thread) until the test lets it through; the test learns of each wait on ``asked``."""
+
+    def __init__(self, batches: list[pa.RecordBatch], log: list[str]) -> None:
+        self._batches = batches
+        self._log = log
+        self.asked: queue.Queue[None] = queue.Queue()
+        self._go: queue.Queue[bool] = queue.Queue()
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        for batch in self._batches:
+            yield batch
+            self.asked.put(None)  # the task has taken the batch and waits for more input
+            if not self._go.get(timeout=120):
+                raise RuntimeError("the test ended before the input did")
+        self._log.append("end of input")
+
+    async def next_wait(self) -> None:
+        await asyncio.to_thread(self.asked.get, True, 60)
+
+    def release(self) -> None:
+        self._go.put(True)
+
+    def close(self) -> None:
+        self._go.put(False)
+
+
+async def _outlive_a_lease(controller: ControllerApi, stream: str, lease_ms: int) -> None:
+    """Return once the controller has aborted a transaction of ``lease_ms`` begun now and never renewed: a
+    transaction whose lease was last renewed before this call has run out and been aborted by then too."""
+    txn_id, _ = await controller.create_transaction(SCOPE, stream, lease_ms)
+    deadline = time.monotonic() + 30
+    while await controller.check_transaction_state(SCOPE, stream, txn_id) != TxnState.ABORTED:
+        assert time.monotonic() < deadline, "the controller did not abort an expired transaction"
+        await asyncio.sleep(0.05)
+
+
 async def test_task_with_slow_input_keeps_its_transaction_alive(
-    manager: StreamManager, standalone: StandaloneProcess
+    manager: StreamManager, standalone: StandaloneProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each time the task waits for input, the wait lasts until the controller has aborted an unrenewed
+    transaction begun during it (so the task's own lease ran out too unless renewed); the task's renewals are
+    observed by wrapping ``Transaction.ping``."""
     stream = await _stream(manager)
-    options = _options(standalone, stream, transactionTimeoutMs="1500")
+    lease_ms = 1500
+    options = _options(standalone, stream, transactionTimeoutMs=str(lease_ms))
+    log: list[str] = []  # "ping <txn id>" as each lease renewal succeeds, and "end of input", in order
+    pinged = asyncio.Event()
+    renew = Transaction.ping
 
-    def slow() -> Iterator[pa.RecordBatch]:
-        for n in range(3):
-            yield _batch([b"slow-%d-%d" % (n, i) for i in range(50)])
-            time.sleep(2.0)  # longer than the lease: only the background renewal keeps the transaction
+    async def observed_ping(txn: Transaction, lease: int | None = None) -> None:
+        await renew(txn, lease)
+        log.append(f"ping {txn.txn_id}")
+        pinged.set()
 
-    message = await _write_task(options, SinkColumns("event", None), slow(), _TaskInfo(0, 0, None, None))
-    time.sleep(1.0)  # a lease (1.5 s) started by the task's last renewal is still running
+    monkeypatch.setattr(Transaction, "ping", observed_ping)
+    rows = [[b"slow-%d-%d" % (n, i) for i in range(50)] for n in range(3)]
+    gate = _GatedInput([_batch(r) for r in rows], log)
+    task = asyncio.create_task(
+        _write_task(options, SinkColumns("event", None), iter(gate), _TaskInfo(0, 0, None, None))
+    )
+    try:
+        for _ in rows:
+            await gate.next_wait()
+            renewals = len(log)
+            await _outlive_a_lease(manager.controller, stream, lease_ms)  # the task waits for input meanwhile
+            assert len(log) > renewals, "the task did not renew its lease while it waited for input"
+            [txn_id] = {entry.split()[1] for entry in log}
+            state = await manager.controller.check_transaction_state(SCOPE, stream, uuid.UUID(txn_id))
+            assert state == TxnState.OPEN  # renewed; an unrenewed one would have been aborted with the other
+            pinged.clear()
+            await asyncio.wait_for(pinged.wait(), 30)
+            gate.release()  # just after a renewal: the next background one is a ping interval away
+        message = await asyncio.wait_for(task, 60)
+    finally:
+        gate.close()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
-    assert message.rows == 150 and len(message.txn_ids) == 1
+    assert f"ping {txn_id}" in log[log.index("end of input") :]  # renewed as the task ended: a full lease
+    assert message.rows == 150 and message.txn_ids == (txn_id,)
     committer = BatchCommitter(manager.controller, None, SCOPE, stream, options.transaction_timeout_ms)
     await committer.commit_unlogged([uuid.UUID(t) for t in message.txn_ids], "test")
-    assert await _events(manager, stream) == sorted(b"slow-%d-%d" % (n, i) for n in range(3) for i in range(50))
+    assert await _events(manager, stream) == sorted(e for r in rows for e in r)
 
 
 async def test_task_with_a_null_event_fails_naming_the_column(
