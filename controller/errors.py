@@ -67,6 +67,10 @@ class InvalidStreamCutError(StreamError):
     """A stream cut that does not describe a valid position (or is behind the truncation point)."""
 
 
+class StreamDataNotFoundError(StreamError):
+    """Something the request names in a stream does not exist (a segment, an epoch)."""
+
+
 class ScalePreconditionError(StreamError):
     """The scale request does not fit the stream's current segments (wrong segments or key ranges)."""
 
@@ -128,5 +132,7 @@ def from_metadata(scope: str = "", stream: str = "", txn: str = "") -> Iterator[
         raise ReaderGroupNotFoundError(scope, stream) from None
     except (md.ReaderGroupExistsError, md.GenerationMismatchError) as error:
         raise ReaderGroupConflictError(str(error)) from None
+    except md.DataNotFoundError as error:
+        raise StreamDataNotFoundError(scope, stream, str(error)) from None
     except (md.OperationConflictError, md.IllegalStateTransitionError) as error:
         raise StreamBusyError(scope, stream, str(error)) from None

@@ -430,8 +430,8 @@ def reader_group_config_to_proto(config: ReaderGroupConfig) -> pb.ReaderGroupCon
 def reader_group_config_from_proto(
     msg: pb.ReaderGroupConfiguration, where: str = "ReaderGroupConfiguration"
 ) -> ReaderGroupConfig:
-    scope = _text(msg.scope, f"{where}.scope")
-    name = _text(msg.readerGroupName, f"{where}.readerGroupName")
+    scope = _name(msg.scope, f"{where}.scope")
+    name = _name(msg.readerGroupName, f"{where}.readerGroupName")
     retention = ReaderGroupRetention(_enum(ReaderGroupRetention, msg.retentionType, f"{where}.retentionType"))
     try:
         group_id = uuid.UUID(msg.readerGroupId)
@@ -474,8 +474,8 @@ def reader_group_info_to_proto(
 
 def reader_group_info_from_proto(msg: pb.ReaderGroupInfo) -> tuple[str, str, uuid.UUID | None, int]:
     """``(scope, reader group, id or None when not sent, generation)``."""
-    scope = _text(msg.scope, "ReaderGroupInfo.scope")
-    name = _text(msg.readerGroup, "ReaderGroupInfo.readerGroup")
+    scope = _name(msg.scope, "ReaderGroupInfo.scope")
+    name = _name(msg.readerGroup, "ReaderGroupInfo.readerGroup")
     group_id = None
     if msg.readerGroupId:
         try:

@@ -171,6 +171,10 @@ class StreamWorkflows:
         async with self._locks.of(scope, stream):
             with from_metadata(scope, stream):
                 await self._require_open(scope, stream)
+                if not await self._store.is_stream_cut_valid(scope, stream, cut.positions):  # before any write
+                    raise md.InvalidStreamCutError(
+                        f"invalid stream cut {dict(cut.positions)}", scope=scope, name=stream
+                    )
                 await self._store.set_state(scope, stream, StreamState.TRUNCATING)
                 try:
                     await self._store.start_truncation(scope, stream, cut.positions)

@@ -118,6 +118,11 @@ class MemoryCoordinationServer:
             self._live.add(session)
         return MemoryCoordinationStore(self, session)
 
+    def snapshot(self) -> dict[str, tuple[bytes, int]]:
+        """Every node's data and version (a test compares the tree before and after a request)."""
+        with self._lock:
+            return {path: (node.data, node.version) for path, node in self._nodes.items()}
+
     def expire(self, store: MemoryCoordinationStore, *, reconnect: bool = False) -> None:
         """Simulate session expiry: the session's ephemeral nodes go and its listeners hear ``LOST``.
 
