@@ -41,6 +41,7 @@ PLAIN, TXNS = "plain", "txns"
 DRAIN_TIMEOUT_S = 180.0
 ALL_FAULTS = tuple(WEIGHTS)
 TAIL_CATCH_UP_S = 60.0
+FINAL_CHECK_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,7 @@ class Selftest:
         log = _log_to(base / "logs" / "selftest.log")
         try:
             what = f"Tier-1 {cfg.tier1}, Tier-2 {cfg.tier2}, seed {self.seed}"
-            self.console.print(f"selftest: starting the cluster under {base} ({what})")
+            self.console.print(f"selftest: starting the cluster under {base} ({what})", soft_wrap=True, markup=False)
             await cluster.start()
             uris = cluster.controller_uris
             async with (
@@ -189,8 +190,12 @@ class Selftest:
                 stop_checks.set()
                 await asyncio.gather(*checks)
                 refresh("final checks")
-                await verifier.round()
-                await verifier.round()
+                try:
+                    async with asyncio.timeout(FINAL_CHECK_TIMEOUT_S):
+                        await verifier.round()
+                        await verifier.round()
+                except TimeoutError as exc:
+                    raise StuckOrFailed(f"the final reads did not finish within {FINAL_CHECK_TIMEOUT_S:.0f} s") from exc
                 self.checker.finish()
                 refresh("done")
         self.report.faults = dict(faults.injected)
@@ -273,9 +278,9 @@ def print_report(report: Report, console: Console) -> None:
         table.add_row(name, value)
     console.print(table)
     for line in report.examples + report.crashes:
-        console.print(f"[red]{line}[/]")
+        console.print(line, style="red", soft_wrap=True, markup=False)
     if report.failure:
-        console.print(f"[red]failed: {report.failure}[/]")
+        console.print(f"failed: {report.failure}", style="red", soft_wrap=True, markup=False)
 
 
 def run_selftest(config: SelftestConfig, console: Console | None = None) -> Report:
@@ -291,7 +296,7 @@ def run_selftest(config: SelftestConfig, console: Console | None = None) -> Repo
 
             shutil.rmtree(tmp, ignore_errors=True)
         else:
-            console.print(f"state and logs kept in {tmp}")
+            console.print(f"state and logs kept in {tmp}", soft_wrap=True, markup=False)
     print_report(report, console)
     if config.report_path is not None:
         config.report_path.write_text(json.dumps(report.to_json(), indent=2))
