@@ -75,6 +75,9 @@ class AppendSession:
         self._reconnects_without_progress = 0
         self.setups = 0
         """How many times ``SetupAppend`` succeeded (1 + reconnects); for tests and metrics."""
+        self.wrong_hosts = 0
+        """How many ``WrongHost`` replies (to a setup or to appends) the session followed by asking its
+        connection source for the segment's host again; for tests and metrics."""
         self.server_last_event_number: int | None = None
         """What the latest ``AppendSetup`` said the segment holds for this writer id."""
 
@@ -126,8 +129,10 @@ class AppendSession:
         command = SetupAppend(request_id, self.writer_id, self.segment, self._source.delegation_token)
         try:
             reply = await connection.request(command, AppendSetup)
-        except BaseException:
+        except BaseException as error:
             connection.unregister_writer(self.writer_id, request_id, self)
+            if isinstance(error, WrongHostError):
+                self.wrong_hosts += 1
             raise
         if self._state is not SessionState.SETTING_UP:
             connection.unregister_writer(self.writer_id, request_id, self)
@@ -229,6 +234,8 @@ class AppendSession:
             _log.warning("writer %s on %s ignores unexpected %r", self.writer_id, self.segment, reply)
             return
         error: ReplyError = error_for_reply(reply)
+        if isinstance(error, WrongHostError):
+            self.wrong_hosts += 1
         if isinstance(error, WrongHostError | InvalidEventNumberError) or error.retriable:
             self._detach(error)
         else:
