@@ -106,10 +106,19 @@ class _LinearizedReads:
 
     A round serves every read asked for before it started: one ``sync``, then the ``get`` of each path,
     all sent back to back without waiting (ZooKeeper answers one session's requests in order, so each get
-    is served after the sync and sees every write completed before it). A read asked for while a round is
-    in flight waits for the next round, since that round's sync may predate it. So N concurrent readers
-    (the Tier-1 logs of one segment store confirming their ownership) cost one sync and N gets per round
-    trip, instead of N syncs and N gets in two round trips each.
+    is served after the sync), then one ``multi`` of a version ``check`` per node read. ``sync`` alone is
+    not enough: on the leader it does nothing, and the leader applies a commit after its followers may
+    have acknowledged it, so a session on the leader can miss a completed write (seen about once in 400
+    rounds under load); a deposed leader that has not noticed yet (ZOOKEEPER-1675) serves stale data
+    too. The ``multi`` is a write: it is ordered by the leader after every write proposed before it and
+    commits only with a quorum, so when its checks pass, each node still had the version read at a moment
+    after the call began; when one fails, those reads go to the next round. A node read as absent cannot
+    be checked that way: its absence is as of the ``sync`` (good enough for every caller: absence is
+    never proof of ownership).
+
+    A read asked for while a round is in flight waits for the next round, since that round's sync may
+    predate it. So N concurrent readers (the Tier-1 logs of one segment store confirming their ownership)
+    cost one sync, N gets and one multi per round, instead of N of each.
     """
 
     def __init__(self, client: KazooClient) -> None:
@@ -149,18 +158,47 @@ class _LinearizedReads:
         gets = [_bridge(loop, functools.partial(self._client.get_async, path)) for path in paths]
         outcomes = await asyncio.gather(sync, *gets, return_exceptions=True)
         failed_sync = outcomes[0] if isinstance(outcomes[0], BaseException) else None
+        found: dict[str, Versioned] = {}
         for path, outcome in zip(paths, outcomes[1:], strict=True):
             error = failed_sync if failed_sync is not None else outcome
-            for future in batch[path]:
-                if future.done():  # the reader gave up (cancelled)
-                    continue
-                if isinstance(error, kz.NoNodeError):
-                    future.set_result(None)
-                elif isinstance(error, BaseException):
-                    future.set_exception(map_kazoo_error(error, path))
-                elif not isinstance(outcome, BaseException):
-                    data, stat = outcome
-                    future.set_result(Versioned(data or b"", stat.version))
+            if isinstance(error, kz.NoNodeError):
+                self._settle(batch[path], None)
+            elif isinstance(error, BaseException):
+                self._settle(batch[path], map_kazoo_error(error, path))
+            elif not isinstance(outcome, BaseException):
+                data, stat = outcome
+                found[path] = Versioned(data or b"", stat.version)
+        if found:
+            await self._confirm(found, batch)
+
+    async def _confirm(
+        self, found: dict[str, Versioned], batch: dict[str, list[asyncio.Future[Versioned | None]]]
+    ) -> None:
+        """Settle the reads of ``found`` if a multi of version checks commits; else retry them next round."""
+        transaction = self._client.transaction()
+        for path, versioned in found.items():
+            transaction.check(path, versioned.version)
+        try:
+            results = await _bridge(asyncio.get_running_loop(), transaction.commit_async)
+        except (kz.KazooException, KazooTimeoutError) as error:  # each reader gets it, mapped
+            for path in found:
+                self._settle(batch[path], map_kazoo_error(error, path))
+            return
+        for path, result in zip(found, results, strict=True):
+            if result is True:
+                self._settle(batch[path], found[path])
+            else:  # BadVersion (it changed since the get) or rolled back with another check: read it again
+                self._waiting.setdefault(path, []).extend(f for f in batch[path] if not f.done())
+
+    @staticmethod
+    def _settle(futures: list[asyncio.Future[Versioned | None]], outcome: Versioned | BaseException | None) -> None:
+        for future in futures:
+            if future.done():  # the reader gave up (cancelled)
+                continue
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
 
     @staticmethod
     def _fail(batch: dict[str, list[asyncio.Future[Versioned | None]]], error: BaseException) -> None:

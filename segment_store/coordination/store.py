@@ -131,8 +131,8 @@ class CoordinationStore(Protocol):
     are issued (ZooKeeper's FIFO client order). A write is visible to every later read on
     any instance once the write returned. A plain :meth:`get` may return a value that is
     stale with respect to writes made through *other* instances (ZooKeeper serves reads
-    from the connected server); :meth:`sync` followed by :meth:`get` is linearized: the
-    read sees every write that completed before ``sync`` was called.
+    from the connected server); :meth:`read_linearized` sees every write that completed before it
+    was called (``sync`` then ``get`` alone does not when the session is on the ZooKeeper leader).
 
     **Errors.** All errors derive from :class:`CoordinationError` (a ``SegstoreError``).
     :class:`CoordinationUnavailableError` is retriable and leaves the outcome of a
@@ -185,8 +185,9 @@ class CoordinationStore(Protocol):
 
     async def read_linearized(self, path: str) -> Versioned | None:
         """The node as of some moment after this call: it reflects every write completed before the call
-        (``sync`` then ``get``; the kazoo store sends both at once and lets concurrent calls share a sync).
-        None if the node does not exist."""
+        (ZooKeeper: ``sync`` then ``get``, confirmed by a ``multi`` of version checks, which a ZooKeeper leader
+        orders after every earlier write; concurrent calls share them). None if the node does not exist (as of
+        the ``sync``)."""
         ...
 
     async def watch_data(self, path: str, callback: DataCallback) -> WatchHandle:
