@@ -1,4 +1,5 @@
-"""Child server processes started by segstore itself (ZooKeeper, NATS): stop them by pid, find orphans, read logs.
+"""Child server processes started by segstore itself (ZooKeeper, NATS, SeaweedFS): stop them by pid, find orphans,
+read logs, freeze them (:class:`Freezable`).
 
 Invariants: :func:`stop_child` sends SIGTERM, then SIGKILL after ``grace_s``, and returns once the process is
 gone (or was already); :func:`kill_child` is a crash (SIGKILL) and also waits; :func:`kill_orphan` kills only a
@@ -13,8 +14,35 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+
+
+class Freezable:
+    """A server in ``self.process`` that can be frozen (SIGSTOP: the kernel still accepts connections, nothing
+    answers them: an outage as a client sees a hung server) and thawed."""
+
+    process: subprocess.Popen[bytes] | None
+    paused: bool = False
+
+    def pause(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
+        self.paused = False
+
+    @contextlib.contextmanager
+    def outage(self) -> Iterator[None]:
+        """Frozen inside the ``with`` block."""
+        self.pause()
+        try:
+            yield
+        finally:
+            self.resume()
 
 
 def stop_child(process: subprocess.Popen[bytes] | None, grace_s: float) -> None:

@@ -7,10 +7,8 @@ and ask for ``s3_server``; each module gets its own server, killed at the end. `
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from segment_store.child_process import Freezable
 from segment_store.coordination.zookeeper_server import free_port
 from segment_store.storage.s3_chunk_storage import S3ChunkStorage, make_s3_client
 
@@ -27,7 +26,7 @@ CREDENTIALS = {"access_key_id": "testing", "secret_access_key": "testing", "regi
 _buckets = itertools.count()
 
 
-class MotoServer:
+class MotoServer(Freezable):
     """``moto.server`` in a child process on a free loopback port."""
 
     def __init__(self) -> None:
@@ -58,25 +57,6 @@ class MotoServer:
                     self.stop()
                     raise RuntimeError("the moto S3 server did not start") from None
                 time.sleep(0.05)
-
-    def pause(self) -> None:
-        """Freeze the server (SIGSTOP): connections are accepted by the kernel but never answered."""
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGCONT)
-        self.paused = False
-
-    @contextlib.contextmanager
-    def outage(self) -> Iterator[None]:
-        self.pause()
-        try:
-            yield
-        finally:
-            self.resume()
 
     def stop(self) -> None:
         process, self.process = self.process, None

@@ -20,16 +20,15 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sysconfig
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import botocore.exceptions
 
+from segment_store.child_process import Freezable
 from segment_store.coordination.zookeeper_server import free_port, port_is_free
 from segment_store.storage.s3_chunk_storage import make_s3_client
 
@@ -62,7 +61,7 @@ def _free_ports(count: int) -> list[int]:
             return [*ports, port]
 
 
-class SeaweedServer:
+class SeaweedServer(Freezable):
     """``weed mini`` (master, volume server, filer, S3 gateway) in a child process (see module docstring)."""
 
     def __init__(self, data_dir: Path, credentials: dict[str, str] | None = None) -> None:
@@ -161,25 +160,6 @@ class SeaweedServer:
         with contextlib.suppress(OSError):
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         return "<no log>"
-
-    def pause(self) -> None:
-        """Freeze the server (SIGSTOP): connections are accepted by the kernel but never answered."""
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGCONT)
-        self.paused = False
-
-    @contextlib.contextmanager
-    def outage(self) -> Iterator[None]:
-        self.pause()
-        try:
-            yield
-        finally:
-            self.resume()
 
     def stop(self) -> None:
         """Kill the process by its pid (SIGKILL: mini's graceful shutdown can take ~10 s) and remove its sockets."""
