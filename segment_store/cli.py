@@ -96,6 +96,7 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
     import contextlib
     import dataclasses
 
+    from segment_store.auth.tls import TlsConfig, TlsConfigError, is_ip_literal
     from segment_store.containers.config import ContainerConfig
     from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
     from segment_store.errors import SegstoreError
@@ -121,7 +122,14 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
             "segstore segmentstore: --in-memory keeps Tier-1 in memory; it excludes --tier1 jetstream", file=sys.stderr
         )
         return 2
-    server = ServerConfig(host=args.host, port=args.port)
+    try:
+        tls = TlsConfig.from_cli(args)
+        if tls is not None:
+            tls.check()
+    except TlsConfigError as exc:
+        print(f"segstore segmentstore: {exc}", file=sys.stderr)
+        return 2
+    server = ServerConfig(host=args.host, port=args.port, tls=tls)
     container = ContainerConfig()
     if args.cache_size_mb is not None:
         container = dataclasses.replace(container, cache=CacheConfig(max_bytes=args.cache_size_mb * 1024 * 1024))
@@ -156,6 +164,14 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
                 tier1=tier1,
                 tier2=Tier2Config.from_cli(args),
             )
+            advertised = config.advertise_host or args.host
+            if tls is not None and args.cluster and is_ip_literal(advertised) and advertised not in ("0.0.0.0", "::"):
+                print(
+                    f"segstore segmentstore: warning: with TLS, clients reach this process as {advertised}, an IP "
+                    "address: Pravega's own clients refuse IP addresses as TLS host names; give --advertise-host a "
+                    "host name its certificate names",
+                    file=sys.stderr,
+                )
             try:
                 service = await SegmentStoreService.start_durable(config)
             except SegstoreError as exc:  # a dependency is unreachable or refuses us: say which, exit 1
@@ -171,7 +187,9 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
         else:
             what = f"containers {service.registry.running}"
         cache_mib = config.container.cache.max_bytes // (1024 * 1024)
-        print(f"segstore segmentstore ready on {host}:{port} ({what}, {where}, cache {cache_mib} MiB)", flush=True)
+        security = f", {tls.describe()}" if tls is not None else ""
+        print(f"segstore segmentstore ready on {host}:{port} ({what}, {where}, cache {cache_mib} MiB{security})",
+              flush=True)  # fmt: skip
         await stop.wait()
         await service.stop()
     return 0
@@ -228,6 +246,7 @@ def add_cache_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from segment_store.auth.tls import add_cli_arguments as add_tls_arguments
     from segment_store.storage.tier2_config import add_cli_arguments as add_tier2_arguments
     from segment_store.tier1.tier1_config import add_cli_arguments as add_tier1_arguments
 
@@ -288,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cache_argument(ss)
     add_tier1_arguments(ss)
     add_tier2_arguments(ss)
+    add_tls_arguments(ss)
     ss.set_defaults(func=_cmd_segmentstore)
 
     from controller.cli import add_commands

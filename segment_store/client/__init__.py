@@ -9,6 +9,8 @@
 * :class:`SegmentReader` (``reader``): prefetching reads of bytes or events, tail reads.
 * :class:`BlockingClient` (``sync``): all of it for threads without an event loop.
 * ``errors``: typed errors, one per failure reply, through one registry.
+* TLS: ``ClientConfig(connection=ConnectionConfig(tls=TrustConfig(ca_pem)))`` (``segment_store.auth.tls``)
+  connects with TLS, checking the certificate names the endpoint's host; :class:`TlsError` when it does not fit.
 
 Example::
 
@@ -47,6 +49,7 @@ from segment_store.client.errors import (
     TableKeyBadVersionReplyError,
     TableKeyDoesNotExistReplyError,
     TableSegmentNotEmptyReplyError,
+    TlsError,
     UnexpectedReplyError,
     WrongHostError,
     error_for_reply,
@@ -113,6 +116,7 @@ __all__ = [
     "TableKeyDoesNotExistReplyError",
     "TableSegmentNotEmptyReplyError",
     "TableSegmentStatus",
+    "TlsError",
     "UnexpectedReplyError",
     "VersionedEntry",
     "VersionedKey",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
+from segment_store.auth.tls import TrustConfig
 from segment_store.client.retry import RetryPolicy
 from segment_store.protocol import MAX_FRAME_PAYLOAD
 
@@ -28,6 +30,9 @@ class ConnectionConfig:
     as dead: a frozen or unreachable segment store, whose containers move elsewhere. Needs keep-alives; 0 never."""
     delegation_token: str = ""
     """Token sent with every request that carries one (empty: no authentication)."""
+    tls: TrustConfig | None = None
+    """TLS to the segment stores, trusting what this says (the host name checked is the endpoint's host);
+    None = plain text. A certificate problem raises the non-retriable ``TlsError``."""
 
     def __post_init__(self) -> None:
         if self.connect_timeout_ms <= 0:
@@ -92,7 +97,8 @@ class ReaderConfig:
 
 @dataclass(frozen=True, slots=True)
 class ClientConfig:
-    """Everything the client needs; ``from_mapping`` reads flat ``section.key`` settings (file or env)."""
+    """Everything the client needs; ``from_mapping`` reads flat ``section.key`` settings (file or env);
+    ``connection.tls`` takes a trust store path ("" for the system's trust)."""
 
     connection: ConnectionConfig = field(default_factory=ConnectionConfig)
     pool: PoolConfig = field(default_factory=PoolConfig)
@@ -121,6 +127,11 @@ class ClientConfig:
                 if name not in known or name == "retry":
                     raise ValueError(f"{f.name}.{name}: unknown client setting")
                 default = getattr(section_type(), name)
+                if name == "tls":  # a trust store path ("" = the system's trust) or a TrustConfig
+                    if not isinstance(value, TrustConfig):
+                        value = TrustConfig(Path(value) if value else None)
+                    sections[f.name][name] = value
+                    continue
                 sections[f.name][name] = type(default)(value)
             built[f.name] = section_type(**sections[f.name])
         return cls(**built)

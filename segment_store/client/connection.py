@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 import uuid
 from collections.abc import Sequence
 from typing import Protocol, TypeVar, cast
@@ -44,9 +45,11 @@ from segment_store.client.config import ConnectionConfig
 from segment_store.client.errors import (
     ConnectionLostError,
     RequestTimeoutError,
+    TlsError,
     UnexpectedReplyError,
     error_for_reply,
     is_failure_reply,
+    tls_failure,
 )
 from segment_store.protocol import (
     DATA_APPENDED_FRAME,
@@ -173,14 +176,36 @@ class Connection(asyncio.Protocol):
         return pos
 
     def eof_received(self) -> bool:
-        self._fail(ConnectionLostError("server closed the connection", self.endpoint))
+        if not self._hello.done():
+            self._fail(self._closed_before_hello(None))
+        else:
+            self._fail(ConnectionLostError("server closed the connection", self.endpoint))
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        reason = f"connection lost: {exc}" if exc else "connection closed"
-        self._fail(ConnectionLostError(reason, self.endpoint))
+        if not self._hello.done():
+            self._fail(self._closed_before_hello(exc))
+        else:
+            reason = f"connection lost: {exc}" if exc else "connection closed"
+            self._fail(ConnectionLostError(reason, self.endpoint))
         if not self._closed.done():
             self._closed.set_result(None)
+
+    def _closed_before_hello(self, exc: Exception | None) -> ConnectionLostError:
+        """Why the server ended the connection before its ``Hello``. With TLS (1.3) that comes right after a
+        handshake the client saw succeed: the server refused the client's certificate, or wanted one."""
+        tls = self.config.tls
+        if tls is None:
+            return ConnectionLostError(
+                "server closed the connection before its Hello (does it want TLS?)", self.endpoint
+            )
+        if isinstance(exc, ssl.SSLError):
+            return tls_failure(exc, self.endpoint, tls.describe())
+        if tls.cert_path is None:
+            why = "it requires a client certificate (mutual TLS, its --tls-ca) and this client has none"
+        else:
+            why = f"it did not accept the client certificate {tls.cert_path} (is it signed by the CA of its --tls-ca?)"
+        return TlsError(f"TLS: the segment store closed the connection right after the handshake: {why}", self.endpoint)
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -435,13 +460,27 @@ class Connection(asyncio.Protocol):
 
 
 async def open_connection(endpoint: Endpoint, config: ConnectionConfig | None = None) -> Connection:
-    """Connect to ``endpoint`` and exchange ``Hello``. Raises ConnectionLostError (retriable) on failure."""
+    """Connect to ``endpoint`` (with TLS if ``config.tls`` says so, checking the certificate names the endpoint's
+    host) and exchange ``Hello``. Raises ConnectionLostError (retriable) on failure; TlsError (not retriable)
+    when the certificates do not fit; TlsConfigError when the trust store cannot be used."""
     config = config or ConnectionConfig()
     loop = asyncio.get_running_loop()
+    context = config.tls.client_context() if config.tls is not None else None
     connection = Connection(endpoint, config)
+    timeout_s = config.connect_timeout_ms / 1000.0
     try:
-        async with asyncio.timeout(config.connect_timeout_ms / 1000.0):
-            await loop.create_connection(lambda: connection, endpoint[0], endpoint[1])
+        async with asyncio.timeout(timeout_s):
+            if context is None:
+                await loop.create_connection(lambda: connection, endpoint[0], endpoint[1])
+            else:
+                await loop.create_connection(
+                    lambda: connection,
+                    endpoint[0],
+                    endpoint[1],
+                    ssl=context,
+                    server_hostname=endpoint[0],
+                    ssl_handshake_timeout=timeout_s,
+                )
             await connection.handshake()
     except ProtocolError:
         connection.close()
@@ -451,5 +490,7 @@ async def open_connection(endpoint: Endpoint, config: ConnectionConfig | None = 
         raise
     except (OSError, TimeoutError) as exc:
         connection.close()
+        if config.tls is not None and isinstance(exc, ssl.SSLError | ConnectionResetError | BrokenPipeError):
+            raise tls_failure(exc, endpoint, config.tls.describe()) from exc
         raise ConnectionLostError(f"cannot connect: {exc!r}", endpoint) from exc
     return connection

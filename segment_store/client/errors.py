@@ -13,6 +13,7 @@ unsupported operation are not. An expired delegation token is retriable once a n
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -66,6 +67,56 @@ class ConnectionLostError(ClientError, ConnectionError):
         self.endpoint = endpoint
         where = f" ({endpoint[0]}:{endpoint[1]})" if endpoint else ""
         super().__init__(f"{message}{where}")
+
+
+class TlsError(ConnectionLostError):
+    """A TLS handshake with a segment store failed in a way repeating will not fix: its certificate is not
+    trusted or does not name the host, it wants a client certificate, or it refused ours. Not retriable:
+    the message says what to check (trust store, host name, client certificate)."""
+
+    retriable = False
+
+
+_PLAIN_TEXT_PEER = ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNSUPPORTED_PROTOCOL", "RECORD_LAYER_FAILURE")
+
+
+def tls_failure(error: BaseException, endpoint: tuple[str, int], trust: str) -> ConnectionLostError:
+    """The client's error for a TLS failure while connecting: :class:`TlsError` for certificate problems,
+    a retriable :class:`ConnectionLostError` for the rest (a closed or reset connection, a server that is
+    restarting). ``trust`` names the client's trust store, for the message."""
+    host = endpoint[0]
+    if isinstance(error, ssl.SSLCertVerificationError):
+        why = error.verify_message or error.reason or str(error)
+        return TlsError(
+            f"TLS: the segment store's certificate was refused ({why}); check that the trust store ({trust}) "
+            f"holds the CA that signed it and that the certificate names host {host!r} (subjectAltName; "
+            "an IP address matches only an IP entry)",
+            endpoint,
+        )
+    if isinstance(error, ssl.SSLError):
+        reason = (error.reason or "").upper()
+        if "CERTIFICATE_REQUIRED" in reason:
+            return TlsError(
+                f"TLS: the segment store requires a client certificate ({error.reason}); give the client a "
+                "certificate and key signed by the CA the segment store trusts (TrustConfig cert_path, key_path)",
+                endpoint,
+            )
+        if "ALERT" in reason and ("CA" in reason or "CERTIFICATE" in reason or "HANDSHAKE_FAILURE" in reason):
+            return TlsError(
+                f"TLS: the segment store refused the handshake ({error.reason}); it may require a client "
+                "certificate, or not trust this client's: check it is signed by the CA of its --tls-ca",
+                endpoint,
+            )
+        if reason in _PLAIN_TEXT_PEER:
+            return TlsError(
+                f"TLS: the segment store does not speak TLS ({error.reason}); connect in plain text", endpoint
+            )
+        return ConnectionLostError(f"TLS handshake failed: {error.reason or error}", endpoint)
+    if isinstance(error, ConnectionResetError | BrokenPipeError):
+        return ConnectionLostError(
+            "the segment store closed the connection during the TLS handshake (does it serve TLS?)", endpoint
+        )
+    return ConnectionLostError(f"cannot connect: {error!r}", endpoint)
 
 
 class RequestTimeoutError(ClientError, TimeoutError):

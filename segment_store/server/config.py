@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from segment_store.auth.tls import TlsConfig
+
 MIB = 1024 * 1024
 
 
@@ -36,6 +38,10 @@ class ServerConfig:
     max_read_bytes: int = 8 * MIB
     """Largest SegmentRead reply (a larger suggested length is cut)."""
     max_table_reply_bytes: int = 8 * MIB
+    tls: TlsConfig | None = None
+    """TLS from the first byte on ``port`` (no plain text then); None = plain text."""
+    tls_handshake_timeout_s: float = 10.0
+    """A TLS handshake not done within this long is aborted (it counts against ``max_connections`` meanwhile)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -48,5 +54,7 @@ class ServerConfig:
             raise ValueError("process_low_watermark_bytes: must be positive and below the high watermark")
         if self.idle_timeout_s <= 0 or self.read_tail_wait_s < 0:
             raise ValueError("idle_timeout_s must be positive and read_tail_wait_s not negative")
+        if self.tls_handshake_timeout_s <= 0:
+            raise ValueError("tls_handshake_timeout_s: must be positive")
         if not 4096 <= self.max_read_bytes <= 16 * MIB - 1024:
             raise ValueError("max_read_bytes: must be within [4 KiB, 16 MiB - 1 KiB]")

@@ -20,6 +20,7 @@ import asyncio
 import dataclasses
 import logging
 import socket
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from segment_store.coordination.store import CoordinationStore
 from segment_store.server.config import ServerConfig
 from segment_store.server.connection import FlowTracker, ServerConnection
 from segment_store.server.requests import RequestHandler
+from segment_store.server.tls_accept import TlsHandshake
 from segment_store.storage.chunk_storage import ChunkStorage
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
 from segment_store.storage.segment_storage import SegmentStorage
@@ -114,6 +116,8 @@ class SegmentStoreService:
         self.requests = RequestHandler(self.registry, self.tables, config.server)
         self._server: asyncio.Server | None = None
         self.connections: set[ServerConnection] = set()
+        self._tls: ssl.SSLContext | None = None
+        self._handshakes: set[TlsHandshake] = set()
 
     # ---- builders -------------------------------------------------------------------------------------------
     @classmethod
@@ -192,15 +196,20 @@ class SegmentStoreService:
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
     async def start(self) -> None:
+        """Start the containers (unless in cluster mode) and the server. Raises TlsConfigError before
+        anything starts if the TLS files cannot be used."""
+        cfg = self.config.server
+        if cfg.tls is not None:
+            self._tls = cfg.tls.server_context()
         await asyncio.to_thread(_warm_up_parquet)
         await self._data_logs.initialize()
         if not self.config.cluster:
             ids = self.config.containers if self.config.containers is not None else range(self.config.container_count)
             for container_id in ids:
                 await self.registry.start_container(container_id)
-        cfg = self.config.server
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, cfg.host, cfg.port, backlog=256)
+        factory = self._new_connection if self._tls is None else self._new_tls_connection
+        self._server = await loop.create_server(factory, cfg.host, cfg.port, backlog=256)
         if self.config.cluster:
             try:
                 await self._join_cluster()
@@ -212,6 +221,8 @@ class SegmentStoreService:
             )
         else:
             log.info("segment store serving %s on %s:%s", self.registry.running, *self.endpoint)
+        if cfg.tls is not None:
+            log.info("wire protocol over %s (certificate %s)", cfg.tls.describe(), cfg.tls.cert_path)
 
     async def _join_cluster(self) -> None:
         """Follow the assignment (after checking the container count), then register so it can name us."""
@@ -243,14 +254,35 @@ class SegmentStoreService:
         return self.config.server.host, port
 
     def _new_connection(self) -> asyncio.Protocol:
-        connection = ServerConnection(
-            self.registry, self.requests, self.tracker, self.config.server, self.connections.discard
-        )
         if len(self.connections) >= self.config.server.max_connections:
             log.warning("connection refused: %d connections open", len(self.connections))
             return _Refuse()
+        return self._open_connection()
+
+    def _open_connection(self) -> ServerConnection:
+        connection = ServerConnection(
+            self.registry, self.requests, self.tracker, self.config.server, self.connections.discard
+        )
         self.connections.add(connection)
         return connection
+
+    def _new_tls_connection(self) -> asyncio.Protocol:
+        """TLS: the handshake first (counted against ``max_connections``), then the connection's protocol."""
+        open_now = len(self.connections) + len(self._handshakes)
+        if open_now >= self.config.server.max_connections:
+            log.warning("connection refused: %d connections open or in their TLS handshake", open_now)
+            return _Refuse()
+        assert self._tls is not None
+        handshake = TlsHandshake(
+            self._tls, self.config.server.tls_handshake_timeout_s, self._open_connection, self._handshakes.discard
+        )
+        self._handshakes.add(handshake)
+        return handshake
+
+    @property
+    def tls(self) -> bool:
+        """Whether the wire server speaks TLS."""
+        return self.config.server.tls is not None
 
     @property
     def endpoint(self) -> tuple[str, int]:
@@ -263,6 +295,8 @@ class SegmentStoreService:
             await self.follower.stop()
         if self._server is not None:
             self._server.close()
+            for handshake in list(self._handshakes):
+                handshake.abort()
             for connection in list(self.connections):
                 connection.close()
             await self._server.wait_closed()
