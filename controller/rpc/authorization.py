@@ -1,0 +1,139 @@
+"""What each Controller.proto RPC needs, on which resource: Pravega's table (``ControllerServiceImpl``).
+
+:func:`needs` maps an RPC and its request to the ``(resource, permission)`` pairs the caller's ACL must grant
+(``segment_store.auth.acl``). Resources come from the request as sent, before any validation, so a refused
+caller learns nothing about what exists. Listing RPCs need READ on the scope (or root) here and filter their
+results per item in the servicer; ``getDelegationToken`` needs what its access operation asks for.
+
+Deliberate differences from Pravega: ``getDelegationToken`` with access operation ``ANY`` is refused as an
+invalid argument (Pravega answers INTERNAL); ``isStreamCutValid`` needs READ on the stream (Pravega checks
+nothing). ``getControllerServerList`` needs nothing, as in Pravega (clients call it before they log in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from controller_client.model import InvalidModelError
+from controller_client.proto import Controller_pb2 as pb
+from segment_store.auth import acl
+from segment_store.auth.acl import Permission
+
+Need = tuple[str, Permission]
+READ, READ_UPDATE = Permission.READ, Permission.READ_UPDATE
+_ACCESS = pb.StreamInfo.AccessOperation
+
+
+def _stream(info: Any) -> str:
+    return acl.stream(info.scope, info.stream)
+
+
+def _internal(stream: str) -> bool:
+    return stream.startswith(("_RG", "_MARK"))
+
+
+def _create_stream(request: pb.StreamConfig) -> list[Need]:
+    info = request.streamInfo
+    if _internal(info.stream):  # a reader group's state or a stream's marks: READ on what they serve
+        return [(acl.stream(info.scope, info.stream), READ)]
+    return [(acl.scope(info.scope), READ_UPDATE)]
+
+
+def _segments(info: Any) -> list[Need]:
+    """``getCurrentSegments``/``getSegments``: READ_UPDATE unless the caller says it will not write (NONE)."""
+    return [(_stream(info), READ if info.accessOperation == _ACCESS.NONE else READ_UPDATE)]
+
+
+def token_permission(access: int) -> Permission:
+    """The permission a delegation token for ``access`` carries (and the caller needs)."""
+    if access == _ACCESS.ANY:
+        raise InvalidModelError("StreamInfo.accessOperation: ANY is not an access a token can carry")
+    return READ if access in (_ACCESS.READ, _ACCESS.NONE) else READ_UPDATE
+
+
+def _root(permission: Permission) -> Callable[[Any], list[Need]]:
+    return lambda request: [(acl.root(), permission)]
+
+
+def _scope_of(field: str | None, permission: Permission) -> Callable[[Any], list[Need]]:
+    """The scope named by ``request.<field>`` (a ``ScopeInfo`` or a string; None: the request is a ScopeInfo)."""
+
+    def needs(request: Any) -> list[Need]:
+        value = request if field is None else getattr(request, field)
+        return [(acl.scope(value if isinstance(value, str) else value.scope), permission)]
+
+    return needs
+
+
+def _stream_of(path: str, permission: Permission) -> Callable[[Any], list[Need]]:
+    """The stream of the ``StreamInfo`` at ``request.<path>`` (dotted; "" = the request itself)."""
+
+    def needs(request: Any) -> list[Need]:
+        info = request
+        for part in filter(None, path.split(".")):
+            info = getattr(info, part)
+        return [(_stream(info), permission)]
+
+    return needs
+
+
+def _kvt(permission: Permission) -> Callable[[Any], list[Need]]:
+    return lambda request: [(acl.key_value_table(request.scope, request.kvtName), permission)]
+
+
+RULES: dict[str, Callable[[Any], list[Need]]] = {
+    "getControllerServerList": lambda request: [],
+    "createScope": _root(READ_UPDATE),
+    "deleteScope": _root(READ_UPDATE),
+    "deleteScopeRecursive": _root(READ_UPDATE),
+    "getControllerToBucketMapping": _root(READ_UPDATE),
+    "listScopes": _root(READ),
+    "checkScopeExists": _scope_of(None, READ),
+    "listStreamsInScope": _scope_of("scope", READ),
+    "listStreamsInScopeForTag": _scope_of("scope", READ),
+    "listKeyValueTablesInScope": _scope_of("scope", READ),
+    "createStream": _create_stream,
+    "updateStream": _stream_of("streamInfo", READ_UPDATE),
+    "truncateStream": _stream_of("streamInfo", READ_UPDATE),
+    "sealStream": _stream_of("", READ_UPDATE),
+    "deleteStream": _stream_of("", READ_UPDATE),
+    "scale": _stream_of("streamInfo", READ_UPDATE),
+    "createTransaction": _stream_of("streamInfo", READ_UPDATE),
+    "commitTransaction": _stream_of("streamInfo", READ_UPDATE),
+    "abortTransaction": _stream_of("streamInfo", READ_UPDATE),
+    "pingTransaction": _stream_of("streamInfo", READ_UPDATE),
+    "listSubscribers": _stream_of("", READ_UPDATE),
+    "updateSubscriberStreamCut": _stream_of("streamCut.streamInfo", READ_UPDATE),
+    "noteTimestampFromWriter": _stream_of("position.streamInfo", READ_UPDATE),
+    "removeWriter": _stream_of("stream", READ_UPDATE),
+    "getEpochSegments": _stream_of("streamInfo", READ_UPDATE),
+    "getCurrentSegments": lambda request: _segments(request),
+    "getSegments": lambda request: _segments(request.streamInfo),
+    "getURI": _stream_of("streamInfo", READ),
+    "isSegmentValid": _stream_of("streamInfo", READ),
+    "isStreamCutValid": _stream_of("streamInfo", READ),
+    "checkScale": _stream_of("streamInfo", READ),
+    "checkTransactionState": _stream_of("streamInfo", READ),
+    "listCompletedTransactions": _stream_of("streamInfo", READ),
+    "checkStreamExists": _stream_of("", READ),
+    "getStreamConfiguration": _stream_of("", READ),
+    "getSegmentsImmediatelyFollowing": _stream_of("streamInfo", READ),
+    "getSegmentsImmediatlyFollowing": _stream_of("streamInfo", READ),
+    "getSegmentsBetween": _stream_of("streamInfo", READ),
+    "createReaderGroup": _scope_of("scope", READ),
+    "updateReaderGroup": _scope_of("scope", READ),
+    "deleteReaderGroup": _scope_of("scope", READ),
+    "getReaderGroupConfig": _scope_of("scope", READ),
+    "getDelegationToken": lambda request: [(_stream(request), token_permission(request.accessOperation))],
+    "createKeyValueTable": _scope_of("scope", READ_UPDATE),
+    "getCurrentSegmentsKeyValueTable": _kvt(READ_UPDATE),
+    "getKeyValueTableConfiguration": _kvt(READ),
+    "deleteKeyValueTable": _kvt(READ_UPDATE),
+}
+
+
+def needs(rpc: str, request: Any) -> list[Need]:
+    """What ``rpc`` with ``request`` needs. Raises KeyError for an RPC not in the table (a test checks that every
+    RPC of the service is), InvalidModelError for a request that names no valid access."""
+    return RULES[rpc](request)
