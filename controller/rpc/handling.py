@@ -3,6 +3,9 @@
 :func:`rpc` wraps a servicer method: the domain call runs; an error the method did not turn into a
 status value of its response becomes a gRPC status with a message:
 
+- with authentication on (the servicer's ``_auth``), the caller is authenticated and authorized first
+  (``authentication``): wrong or missing credentials -> ``UNAUTHENTICATED``, a missing permission ->
+  ``PERMISSION_DENIED``; the caller's ACL is in ``authentication.caller`` while the method runs;
 - :class:`~controller_client.model.InvalidModelError` (malformed request) -> ``INVALID_ARGUMENT``;
 - retriable errors (ZooKeeper or a segment store unreachable, a stream busy with another operation)
   -> ``UNAVAILABLE``, which Pravega clients retry;
@@ -24,6 +27,7 @@ from typing import Any, TypeVar
 import grpc
 
 from controller.errors import ControllerError
+from controller.rpc.authentication import AuthenticationError, PermissionDeniedError, caller
 from controller_client.model import InvalidModelError
 
 log = logging.getLogger(__name__)
@@ -34,6 +38,10 @@ Handler = Callable[[Any, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
 
 
 def _code_for(error: BaseException) -> grpc.StatusCode:
+    if isinstance(error, AuthenticationError):
+        return grpc.StatusCode.UNAUTHENTICATED
+    if isinstance(error, PermissionDeniedError):
+        return grpc.StatusCode.PERMISSION_DENIED
     if isinstance(error, InvalidModelError):
         return grpc.StatusCode.INVALID_ARGUMENT
     if getattr(error, "retriable", False):
@@ -51,7 +59,16 @@ def rpc(method: Handler[Req, Resp]) -> Handler[Req, Resp]:
     @functools.wraps(method)
     async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext) -> Resp:
         try:
-            return await method(self, request, context)
+            auth = getattr(self, "_auth", None)
+            if auth is None:
+                return await method(self, request, context)
+            who = auth.authenticate(context.invocation_metadata())
+            auth.authorize(who, method.__name__, request)
+            token = caller.set(who)
+            try:
+                return await method(self, request, context)
+            finally:
+                caller.reset(token)
         except grpc.aio.AbortError:
             raise
         except Exception as error:

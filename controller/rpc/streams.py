@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import grpc
 
 from controller import errors
+from controller.rpc.authentication import visible
 from controller.rpc.handling import rpc
 from controller_client import proto_convert as cv
 from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
 from controller_client.proto import Controller_pb2 as pb
+from segment_store.auth import acl as resources
 
 if TYPE_CHECKING:
     from controller.core import ControllerCore
@@ -64,6 +66,7 @@ class StreamRpcs:
     @rpc
     async def listScopes(self, request: pb.ScopesRequest, context: Ctx) -> pb.ScopesResponse:
         names, token = await self._core.list_scopes(request.continuationToken.token, LIST_PAGE)
+        names = visible(names, resources.scope)
         return pb.ScopesResponse(scopes=names, continuationToken=pb.ContinuationToken(token=token))
 
     # ---- streams --------------------------------------------------------------------------------------------
@@ -154,6 +157,7 @@ class StreamRpcs:
             names, next_token = await self._core.list_streams(scope, token, LIST_PAGE, tag)
         except errors.ScopeNotFoundError:
             return pb.StreamsInScopeResponse(status=pb.StreamsInScopeResponse.SCOPE_NOT_FOUND)
+        names = visible(names, lambda name: resources.stream(scope, name))
         return pb.StreamsInScopeResponse(
             streams=[cv.stream_info_to_proto(scope, name) for name in names],
             continuationToken=pb.ContinuationToken(token=next_token),

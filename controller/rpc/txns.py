@@ -209,8 +209,11 @@ class TxnRpcs:
 
     @rpc
     async def getDelegationToken(self, request: pb.StreamInfo, context: Ctx) -> pb.DelegationToken:
-        cv.stream_info_from_proto(request)
-        return pb.DelegationToken(delegationToken="")  # authorization is off: an empty token
+        scope, stream = cv.stream_info_from_proto(request)
+        auth = getattr(self, "_auth", None)
+        if auth is None:
+            return pb.DelegationToken(delegationToken="")  # authentication is off: an empty token
+        return pb.DelegationToken(delegationToken=auth.delegation_token(scope, stream, request.accessOperation))
 
     @rpc
     async def getControllerServerList(self, request: pb.ServerRequest, context: Ctx) -> pb.ServerResponse:

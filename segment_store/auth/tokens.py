@@ -199,16 +199,7 @@ class TokenVerifier:
     def check(self, token: str, segment: str, needed: Permission) -> None:
         """Return if ``token`` grants ``needed`` on ``segment``; raise :class:`TokenExpiredError` or
         :class:`TokenInvalidError` (messages name the segment and the reason, never the token or key)."""
-        claims = self._verified_claims(token, segment)
-        exp = claims.get("exp")
-        if exp is not None:
-            if not _is_number(exp):
-                raise TokenInvalidError(f"token for segment {segment}: exp is not a number")
-            if self._clock() > exp:
-                raise TokenExpiredError(f"token for segment {segment} expired at {exp}")
-        aud = claims.get("aud")
-        if aud != AUDIENCE and not (isinstance(aud, list) and AUDIENCE in aud):
-            raise TokenInvalidError(f"token for segment {segment}: audience is not {AUDIENCE}")
+        claims = self._valid_claims(token, f"segment {segment}")
         matching = [
             key for key, value in claims.items() if key not in _STANDARD_CLAIMS and claim_key_matches(key, segment)
         ]
@@ -220,32 +211,57 @@ class TokenVerifier:
             raise TokenInvalidError(f"token does not grant {needed.name} on segment {segment}")
         raise TokenInvalidError(f"token has no claim for segment {segment} ({needed.name} needed)")
 
-    def _verified_claims(self, token: str, segment: str) -> dict[str, Any]:
+    def grants(self, token: str, what: str = "the controller") -> dict[str, Permission]:
+        """The resources a valid token grants and at what permission (``*`` for the master claim); raises
+        :class:`TokenExpiredError` or :class:`TokenInvalidError`, naming ``what`` the token was shown to."""
+        claims = self._valid_claims(token, what)
+        granted: dict[str, Permission] = {}
+        for key, value in claims.items():
+            permission = Permission.from_name(value) if isinstance(value, str) else None
+            if key not in _STANDARD_CLAIMS and permission is not None:
+                granted[key] = permission
+        return granted
+
+    def _valid_claims(self, token: str, what: str) -> dict[str, Any]:
+        """Signature, ``exp`` and audience checked; the claims."""
+        claims = self._verified_claims(token, what)
+        exp = claims.get("exp")
+        if exp is not None:
+            if not _is_number(exp):
+                raise TokenInvalidError(f"token for {what}: exp is not a number")
+            if self._clock() > exp:
+                raise TokenExpiredError(f"token for {what} expired at {exp}")
+        aud = claims.get("aud")
+        if aud != AUDIENCE and not (isinstance(aud, list) and AUDIENCE in aud):
+            raise TokenInvalidError(f"token for {what}: audience is not {AUDIENCE}")
+        return claims
+
+    def _verified_claims(self, token: str, what: str) -> dict[str, Any]:
         if not token:
-            raise TokenInvalidError(f"no delegation token for segment {segment}")
+            raise TokenInvalidError(f"no delegation token for {what}")
         parts = token.split(".")
         if len(parts) != 3 or not all(_SEGMENT.fullmatch(part) for part in parts):
-            raise TokenInvalidError(f"token for segment {segment} is not a signed JWT (three base64url parts)")
+            raise TokenInvalidError(f"token for {what} is not a signed JWT (three base64url parts)")
         try:
             signature = _b64url_decode(parts[2])
         except binascii.Error:
-            raise TokenInvalidError(f"token for segment {segment} has a malformed signature") from None
+            raise TokenInvalidError(f"token for {what} has a malformed signature") from None
         if base64url_encode(signature).decode("ascii") != parts[2]:  # no second spelling of one signature
-            raise TokenInvalidError(f"token for segment {segment} has a malformed signature")
+            raise TokenInvalidError(f"token for {what} has a malformed signature")
         try:
             decoded = self._jws.decode_complete(token, self._key, algorithms=[ALGORITHM])
         except InvalidSignatureError:
-            raise TokenInvalidError(f"token for segment {segment}: the signature does not match the key") from None
+            raise TokenInvalidError(f"token for {what}: the signature does not match the key") from None
         except InvalidAlgorithmError:
-            raise TokenInvalidError(f"token for segment {segment} is not signed with {ALGORITHM}") from None
+            raise TokenInvalidError(f"token for {what} is not signed with {ALGORITHM}") from None
         except PyJWTError:
-            raise TokenInvalidError(f"token for segment {segment} is malformed") from None
+            raise TokenInvalidError(f"token for {what} is malformed") from None
         try:
             claims = json.loads(decoded["payload"])
         except (UnicodeDecodeError, ValueError, RecursionError):
-            raise TokenInvalidError(f"token for segment {segment}: the body is not JSON") from None
+            raise TokenInvalidError(f"token for {what}: the body is not JSON") from None
         if not isinstance(claims, dict):
-            raise TokenInvalidError(f"token for segment {segment}: the body is not a JSON object")
+            raise TokenInvalidError(f"token for {what}: the body is not a JSON object")
         return claims
 
 

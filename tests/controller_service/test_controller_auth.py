@@ -1,0 +1,188 @@
+"""The controller with authentication on, over a real grpc.aio server: Pravega's answers to missing and wrong
+credentials, ACLs per RPC, filtered listings, delegation tokens that the segment stores' verifier accepts, and
+Bearer tokens that grant exactly their claims."""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from controller_env import ControllerEnv
+
+from controller.rpc.authentication import AuthConfig, ControllerAuth
+from controller.rpc.servicer import ControllerServicer
+from controller_client.model import ScalingPolicy, StreamConfiguration
+from controller_client.proto import Controller_pb2 as pb
+from controller_client.proto import Controller_pb2_grpc as pb_grpc
+from segment_store.auth.acl import Permission
+from segment_store.auth.passwords import PasswordFile, basic_header
+from segment_store.auth.tokens import TokenExpiredError, TokenInvalidError, TokenVerifier
+
+KEY = "test-signing-key"
+USERS = {
+    "admin": ("admin-pass", "prn::*,READ_UPDATE"),
+    "reader": ("reader:pass", "prn::/,READ;prn::/scope:a,READ;prn::/scope:a/*,READ"),
+    "nobody": ("nobody-pass", ""),
+}
+ACCESS = pb.StreamInfo.AccessOperation
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[ControllerEnv]:
+    environment = await ControllerEnv.start()
+    try:
+        yield environment
+    finally:
+        await environment.close()
+
+
+class Caller:
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.stub = pb_grpc.ControllerServiceStub(channel)
+
+    async def __call__(self, rpc: str, request: Any, header: str | None = None) -> Any:
+        metadata = (("authorization", header),) if header is not None else None
+        return await getattr(self.stub, rpc)(request, metadata=metadata, timeout=20)
+
+    async def code(self, rpc: str, request: Any, header: str | None = None) -> tuple[grpc.StatusCode, str]:
+        try:
+            await self(rpc, request, header)
+        except grpc.aio.AioRpcError as error:
+            return error.code(), error.details() or ""
+        return grpc.StatusCode.OK, ""
+
+
+def login(user: str) -> str:
+    return basic_header(user, USERS[user][0])
+
+
+@pytest.fixture
+def clock() -> list[float]:
+    return [1_800_000_000.0]
+
+
+@pytest.fixture
+async def call(env: ControllerEnv, tmp_path: Path, clock: list[float]) -> AsyncIterator[Caller]:
+    passwords = PasswordFile.parse("")
+    for user, (password, acl) in USERS.items():
+        passwords = passwords.with_user(user, password, acl)
+    path = tmp_path / "passwd"
+    path.write_text(passwords.dump())
+    core = env.core()
+    await core.create_scope("a")
+    await core.create_scope("b")
+    for scope in ("a", "b"):
+        await core.create_stream(scope, "s", StreamConfiguration(ScalingPolicy.fixed(1)))
+    servicer = ControllerServicer(core)
+    servicer._auth = ControllerAuth(AuthConfig(path, KEY, token_ttl_s=600), clock=lambda: clock[0])
+    server = grpc.aio.server()
+    pb_grpc.add_ControllerServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield Caller(channel)
+    finally:
+        await channel.close()
+        await server.stop(None)
+
+
+def info(scope: str = "a", stream: str = "s", access: int = ACCESS.UNSPECIFIED) -> pb.StreamInfo:
+    return pb.StreamInfo(scope=scope, stream=stream, accessOperation=access)
+
+
+async def test_no_credentials_are_refused_except_for_the_server_list(call: Caller) -> None:
+    assert await call.code("createScope", pb.ScopeInfo(scope="c")) == (
+        grpc.StatusCode.UNAUTHENTICATED,
+        "createScope: Authentication failed: no credentials (authorization metadata)",
+    )
+    assert (await call.code("getControllerServerList", pb.ServerRequest()))[0] == grpc.StatusCode.OK
+
+
+async def test_a_wrong_password_is_unauthenticated_and_the_message_keeps_the_secret(call: Caller) -> None:
+    code, message = await call.code("checkScopeExists", pb.ScopeInfo(scope="a"), basic_header("reader", "guess"))
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    assert "reader" in message and "guess" not in message
+    garbage = "Basic " + base64.b64encode(b"no-colon-here").decode()
+    code, message = await call.code("checkScopeExists", pb.ScopeInfo(scope="a"), garbage)
+    assert code == grpc.StatusCode.UNAUTHENTICATED and "no-colon-here" not in message
+    assert (await call.code("checkScopeExists", pb.ScopeInfo(scope="a"), "Digest abc"))[0] == (
+        grpc.StatusCode.UNAUTHENTICATED
+    )
+
+
+async def test_a_reader_of_scope_a_cannot_write_to_a_nor_read_b(call: Caller) -> None:
+    reader = login("reader")
+    assert (await call("checkScopeExists", pb.ScopeInfo(scope="a"), reader)).exists
+    assert (await call("getURI", pb.SegmentId(streamInfo=info()), reader)).port > 0
+    code, message = await call.code("createTransaction", pb.CreateTxnRequest(streamInfo=info(), lease=10_000), reader)
+    assert code == grpc.StatusCode.PERMISSION_DENIED
+    assert "READ_UPDATE on prn::/scope:a/stream:s" in message
+    assert (await call.code("getURI", pb.SegmentId(streamInfo=info("b")), reader))[0] == (
+        grpc.StatusCode.PERMISSION_DENIED
+    )
+    assert (await call.code("createScope", pb.ScopeInfo(scope="c"), reader))[0] == grpc.StatusCode.PERMISSION_DENIED
+    assert (await call.code("createScope", pb.ScopeInfo(scope="c"), login("nobody")))[0] == (
+        grpc.StatusCode.PERMISSION_DENIED
+    )
+    assert (await call("createScope", pb.ScopeInfo(scope="c"), login("admin"))).status == pb.CreateScopeStatus.SUCCESS
+
+
+async def test_listings_show_only_what_the_caller_may_read(call: Caller) -> None:
+    assert list((await call("listScopes", pb.ScopesRequest(), login("reader"))).scopes) == ["a"]
+    assert sorted((await call("listScopes", pb.ScopesRequest(), login("admin"))).scopes) == ["a", "b"]
+    listed = await call("listStreamsInScope", pb.StreamsInScopeRequest(scope=pb.ScopeInfo(scope="a")), login("reader"))
+    assert [s.stream for s in listed.streams] == ["s"]
+
+
+async def test_a_delegation_token_grants_what_was_asked_on_that_stream_only(call: Caller, clock: list[float]) -> None:
+    verifier = TokenVerifier(KEY, clock=lambda: clock[0])
+    read = (await call("getDelegationToken", info(access=ACCESS.READ), login("reader"))).delegationToken
+    verifier.check(read, "a/s/0.#epoch.0", Permission.READ)
+    with pytest.raises(TokenInvalidError, match="does not grant READ_UPDATE"):
+        verifier.check(read, "a/s/0.#epoch.0", Permission.READ_UPDATE)
+    assert (await call.code("getDelegationToken", info(), login("reader")))[0] == grpc.StatusCode.PERMISSION_DENIED
+    write = (await call("getDelegationToken", info("b"), login("admin"))).delegationToken
+    verifier.check(write, "b/s/0.#epoch.0", Permission.READ_UPDATE)
+    with pytest.raises(TokenInvalidError, match="no claim for segment a/s"):
+        verifier.check(write, "a/s/0.#epoch.0", Permission.READ)
+    clock[0] += 601
+    with pytest.raises(TokenExpiredError):
+        verifier.check(write, "b/s/0.#epoch.0", Permission.READ)
+    code, _ = await call.code("getDelegationToken", info(access=ACCESS.ANY), login("admin"))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_bearer_token_grants_exactly_its_stream_until_it_expires(call: Caller, clock: list[float]) -> None:
+    token = (await call("getDelegationToken", info("b"), login("admin"))).delegationToken
+    bearer = f"Bearer {token}"
+    assert (await call("getURI", pb.SegmentId(streamInfo=info("b")), bearer)).port > 0
+    assert (await call("createTransaction", pb.CreateTxnRequest(streamInfo=info("b"), lease=10_000), bearer)).txnId
+    assert (await call.code("getURI", pb.SegmentId(streamInfo=info("a")), bearer))[0] == (
+        grpc.StatusCode.PERMISSION_DENIED
+    )
+    assert (await call.code("createScope", pb.ScopeInfo(scope="d"), bearer))[0] == grpc.StatusCode.PERMISSION_DENIED
+    assert (await call.code("getURI", pb.SegmentId(streamInfo=info("b")), bearer[:-3] + "abc"))[0] == (
+        grpc.StatusCode.UNAUTHENTICATED
+    )
+    clock[0] += 601
+    code, message = await call.code("getURI", pb.SegmentId(streamInfo=info("b")), bearer)
+    assert code == grpc.StatusCode.UNAUTHENTICATED and "expired" in message and token not in message
+
+
+async def test_a_changed_password_file_is_read_again(call: Caller, tmp_path: Path, clock: list[float]) -> None:
+    path = tmp_path / "passwd"
+    assert (await call.code("createScope", pb.ScopeInfo(scope="e"), basic_header("late", "pw")))[0] == (
+        grpc.StatusCode.UNAUTHENTICATED
+    )
+    path.write_text(PasswordFile.load(path).with_user("late", "pw", "prn::/,READ_UPDATE").dump())
+    os.utime(path, (clock[0] + 5, clock[0] + 5))
+    clock[0] += 2
+    assert (await call("createScope", pb.ScopeInfo(scope="e"), basic_header("late", "pw"))).status == (
+        pb.CreateScopeStatus.SUCCESS
+    )
