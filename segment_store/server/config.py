@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from segment_store.auth.tls import TlsConfig
 
@@ -42,6 +42,9 @@ class ServerConfig:
     """TLS from the first byte on ``port`` (no plain text then); None = plain text."""
     tls_handshake_timeout_s: float = 10.0
     """A TLS handshake not done within this long is aborted (it counts against ``max_connections`` meanwhile)."""
+    auth_token_signing_key: str | None = field(default=None, repr=False)
+    """The key the controller signs delegation tokens with: every command's token is checked (``token_gate``);
+    None = authentication off (tokens are ignored). Never logged."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -54,6 +57,8 @@ class ServerConfig:
             raise ValueError("process_low_watermark_bytes: must be positive and below the high watermark")
         if self.idle_timeout_s <= 0 or self.read_tail_wait_s < 0:
             raise ValueError("idle_timeout_s must be positive and read_tail_wait_s not negative")
+        if self.auth_token_signing_key == "":
+            raise ValueError("auth_token_signing_key: must not be empty (None turns authentication off)")
         if self.tls_handshake_timeout_s <= 0:
             raise ValueError("tls_handshake_timeout_s: must be positive")
         if not 4096 <= self.max_read_bytes <= 16 * MIB - 1024:

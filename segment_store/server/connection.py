@@ -175,7 +175,11 @@ class ServerConnection(asyncio.Protocol):
         if isinstance(item, Append):
             self._appends.append(item)
         elif isinstance(item, SetupAppend):
-            self._spawn(self._appends.setup(item))
+            refusal = self._requests.gate.refusal(item)
+            if refusal is not None:  # no session: the writer's appends are dropped until a setup passes
+                self.send(refusal)
+            else:
+                self._spawn(self._appends.setup(item))
         elif isinstance(item, KeepAlive):
             self.send(item)
         elif isinstance(item, Hello):

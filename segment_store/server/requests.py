@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from segment_store.auth.tokens import TokenVerifier
 from segment_store.containers.mapping import TRANSIENT_DELIMITER
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
@@ -86,6 +87,7 @@ from segment_store.protocol import TableValue as WireValue
 from segment_store.protocol.registry import WireCommand
 from segment_store.server.config import ServerConfig
 from segment_store.server.replies import error_reply
+from segment_store.server.token_gate import TokenGate
 from segment_store.tables.entries import NOT_EXISTS, TableEntry, TableKey
 from segment_store.tables.table_store import TableStore
 
@@ -114,6 +116,8 @@ class RequestHandler:
         self._registry = registry
         self._tables = tables
         self._config = config
+        key = config.auth_token_signing_key
+        self.gate = TokenGate(TokenVerifier(key) if key is not None else None)
         self._handlers: dict[type, Callable[[Any], Awaitable[WireCommand]]] = {
             ReadSegment: self._read_segment,
             GetStreamSegmentInfo: self._segment_info,
@@ -151,6 +155,9 @@ class RequestHandler:
         handler = self._handlers.get(type(command))
         if handler is None:
             return OperationUnsupported(request_id, type(command).__name__, "")
+        refusal = self.gate.refusal(command)
+        if refusal is not None:
+            return refusal
         try:
             return await handler(command)
         except Exception as exc:
