@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from segment_store.containers.config import ContainerConfig
@@ -70,3 +72,31 @@ async def crash(container: SegmentContainer) -> None:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     container.state = ContainerState.STOPPED
+
+
+async def settle(container: SegmentContainer, segment: str) -> None:
+    """Queue an empty append to ``segment`` past the throttle (``submit_append``, as the wire server does once
+    it has room) and wait until it is durable. The durable log completes appends in the order they were
+    queued, each completion waking its waiter before this one's: when this returns, every append queued
+    before it is done and the task that awaited it has run on to its next wait. An append still pending
+    then was not queued before: it waits for room."""
+    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+    container.submit_append(segment, b"", lambda _op, error: done.set_result(error))
+    assert await asyncio.wait_for(done, 30) is None
+
+
+async def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout_s``."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting until {what}"
+        await asyncio.sleep(0.01)
+
+
+def tier2_refusals(records: list[logging.LogRecord], container_id: int) -> int:
+    """How many flush attempts of the container's storage writer Tier-2 has refused: the writer logs each one
+    it will retry (``caplog.records``)."""
+    refused = f"container {container_id}: Tier-2 unavailable, retrying"
+    return sum(
+        1 for r in records if r.name == "segment_store.writer.storage_writer" and r.getMessage().startswith(refused)
+    )

@@ -14,7 +14,7 @@ import os
 from collections.abc import AsyncIterator
 
 import pytest
-from container_env import SMALL, ContainerEnv
+from container_env import SMALL, ContainerEnv, settle, tier2_refusals, wait_until
 from s3_fixtures import MotoServer, new_s3_storage, s3_server_fixture  # noqa: F401 (a fixture)
 
 from segment_store.containers.config import ContainerConfig
@@ -64,7 +64,7 @@ async def truncation_after(env: ContainerEnv, container: SegmentContainer, befor
 
 
 async def test_s3_outage_throttles_appends_without_failing_and_writer_catches_up(
-    env: ContainerEnv, s3_server: MotoServer
+    env: ContainerEnv, s3_server: MotoServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     c = await env.start()
     await c.create_segment("s")
@@ -86,13 +86,16 @@ async def test_s3_outage_throttles_appends_without_failing_and_writer_catches_up
 
     with s3_server.outage():
         task = asyncio.create_task(producer())
-        await asyncio.sleep(2.5)
-        assert not task.done(), "no append was throttled"
-        assert 0 < appended < len(blocks)
-        assert c.unflushed_bytes <= MAX_UNFLUSHED + MAX_APPEND
+        await wait_until(lambda: c.throttled, "the appends Tier-2 does not take reach the budget")
+        await settle(c, "s")  # the producer's append in flight is done: it has gone on to its next one
         stalled_at = appended
-        await asyncio.sleep(0.5)
+        refused = tier2_refusals(caplog.records, 0)  # the writer, which alone can make room, keeps failing:
+        await wait_until(lambda: tier2_refusals(caplog.records, 0) >= refused + 2, "the writer failed twice more")
+        await settle(c, "s")  # had the producer's next append been queued, it would be done and the producer on
+        assert not task.done(), "no append was throttled"
         assert appended == stalled_at, "appends went on past the budget"
+        assert 0 < appended < len(blocks) and c.throttled
+        assert c.unflushed_bytes <= MAX_UNFLUSHED + MAX_APPEND
         assert (await c.get_info("s")).storage_length < len(expected) + appended * len(blocks[0])
     await asyncio.wait_for(task, 60)  # the server is back: every throttled append completes
     for piece in blocks:

@@ -6,6 +6,7 @@ import asyncio
 import random
 
 import pytest
+from container_env import wait_until
 
 from segment_store.containers.metadata import ContainerMetadata, SegmentMetadata
 from segment_store.contracts import SegmentNotExistsError, SegmentTruncatedError
@@ -84,7 +85,7 @@ async def test_read_at_tail_with_later_append_wakes_up() -> None:
     add_segment(meta, 1, "s")
     commit_append(meta, index, 1, b"abc")
     reader = asyncio.create_task(index.read(1, 3, 100, timeout_s=5))
-    await asyncio.sleep(0.01)
+    await wait_until(lambda: bool(index._index(1).waiters), "the reader waits at the tail")
     assert not reader.done()
     commit_append(meta, index, 1, b"defg")
     result = await asyncio.wait_for(reader, 1)
@@ -103,7 +104,7 @@ async def test_read_at_end_of_sealed_segment_reports_end() -> None:
     segment = add_segment(meta, 1, "s")
     commit_append(meta, index, 1, b"abc")
     waiting = asyncio.create_task(index.read(1, 3, 10, timeout_s=5))
-    await asyncio.sleep(0.01)
+    await wait_until(lambda: bool(index._index(1).waiters), "the reader waits at the tail")
     segment.sealed = True
     index.on_committed([SealOperation(segment_id=1, length=3, sequence_number=2)])
     assert (await asyncio.wait_for(waiting, 1)).end_of_segment
@@ -203,7 +204,7 @@ async def test_delete_with_waiting_reader_fails_it() -> None:
     meta, index, _ = setup()
     segment = add_segment(meta, 1, "s")
     waiting = asyncio.create_task(index.read(1, 0, 10, timeout_s=5))
-    await asyncio.sleep(0.01)
+    await wait_until(lambda: bool(index._index(1).waiters), "the reader waits at the tail")
     segment.deleted = True
     index.on_committed([DeleteOperation(segment_id=1, sequence_number=4)])
     with pytest.raises(SegmentNotExistsError):

@@ -7,7 +7,7 @@ import os
 from collections.abc import AsyncIterator
 
 import pytest
-from container_env import SMALL, ContainerEnv
+from container_env import SMALL, ContainerEnv, settle, tier2_refusals, wait_until
 
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.registry import ContainerRegistry
@@ -259,7 +259,9 @@ async def test_tier1_truncates_after_flush_and_recovery_reads_tier2(env: Contain
     assert await read_all(c2, "s") == bytes(data)
 
 
-async def test_tier2_outage_throttles_appends_and_catches_up(env: ContainerEnv) -> None:
+async def test_tier2_outage_throttles_appends_and_catches_up(
+    env: ContainerEnv, caplog: pytest.LogCaptureFixture
+) -> None:
     config = ContainerConfig(
         durable_log=SMALL.durable_log,
         writer=SMALL.writer,
@@ -271,12 +273,17 @@ async def test_tier2_outage_throttles_appends_and_catches_up(env: ContainerEnv) 
     await c.create_segment("s")
     with env.chunks.outage():
         appends = [asyncio.create_task(c.append("s", events(b"%d" % i, 20))) for i in range(60)]
-        await asyncio.sleep(0.5)
-        done = sum(t.done() for t in appends)
-        assert done < 60, "no append was throttled"
+        await asyncio.sleep(0)  # each append takes its first step: it is queued, or it waits for room
+        await settle(c, "s")
+        held = [t for t in appends if not t.done()]
+        assert held and c.throttled, "no append was throttled"
         assert not any(t.done() and t.exception() for t in appends), "an append failed instead of waiting"
+        refused = tier2_refusals(caplog.records, 0)  # the writer, which alone can make room, keeps failing:
+        await wait_until(lambda: tier2_refusals(caplog.records, 0) >= refused + 2, "the writer failed twice more")
+        await settle(c, "s")
+        assert not any(t.done() for t in held), "a throttled append went on while Tier-2 was down"
         assert c.unflushed_bytes <= 64 * 1024 + 16 * 1024
-    await asyncio.wait_for(asyncio.gather(*appends), 20)
+    await asyncio.wait_for(asyncio.gather(*appends), 20)  # Tier-2 is back: the writer makes room
     await c.flush_to_storage()
     info = await c.get_info("s")
     assert info.storage_length == info.length
@@ -319,7 +326,9 @@ async def test_reads_with_small_cache_come_back_from_tier2(env: ContainerEnv) ->
     assert await read_all(c, "s") == bytes(data)
 
 
-async def test_containers_sharing_a_cache_throttle_together_and_resume_when_one_evicts(env: ContainerEnv) -> None:
+async def test_containers_sharing_a_cache_throttle_together_and_resume_when_one_evicts(
+    env: ContainerEnv, caplog: pytest.LogCaptureFixture
+) -> None:
     budget = CacheBudget(CacheConfig(max_bytes=256 * 1024))
     config = ContainerConfig(
         durable_log=SMALL.durable_log,
@@ -332,22 +341,25 @@ async def test_containers_sharing_a_cache_throttle_together_and_resume_when_one_
     await busy.create_segment("s")
     await quiet.create_segment("t")
     with env.chunks.outage():  # nothing reaches Tier-2, so nothing in the cache may be evicted
-
-        async def fill() -> int:
-            for i in range(100):  # ~660 KB, one after the other
-                await busy.append("s", events(b"%d" % i, 600))
-            return i
-
-        filling = asyncio.create_task(fill())
-        await asyncio.sleep(0.3)
-        assert budget.over_budget and not filling.done(), "the busy container was not throttled"
+        appended = 0
+        while not budget.over_budget:  # ~65 KB each, until the cache holds more than its budget
+            assert appended < 100, "the cache never went over its budget"
+            await busy.append("s", events(b"%d" % appended, 600))
+            appended += 1
         held = busy.read_index.budget.used_bytes
         assert held > 256 * 1024 and budget.used_bytes == held + quiet.read_index.budget.used_bytes
-        waiting = asyncio.create_task(quiet.append("t", b"small"))  # the quiet one waits too: one budget
-        await asyncio.sleep(0.3)
-        assert not waiting.done()
+        assert busy.throttled and quiet.throttled  # the quiet one too: one budget
+        blocked = asyncio.create_task(busy.append("s", events(b"%d" % appended, 600)))
+        waiting = asyncio.create_task(quiet.append("t", b"small"))
+        await asyncio.sleep(0)  # both take their first step: they are queued, or they wait for room
+        refused = tier2_refusals(caplog.records, 0)  # the busy one's writer, which alone can make room, fails:
+        await wait_until(lambda: tier2_refusals(caplog.records, 0) >= refused + 2, "the writer failed twice more")
+        await settle(busy, "s")
+        await settle(quiet, "t")
+        assert not blocked.done(), "the busy container was not throttled"
+        assert not waiting.done(), "the quiet container was not throttled"
     # Tier-2 is back: the busy container flushes and evicts; the quiet one, which flushed nothing, resumes.
-    await asyncio.wait_for(asyncio.gather(filling, waiting), 20)
+    await asyncio.wait_for(asyncio.gather(blocked, waiting), 20)
     assert await read_all(quiet, "t") == b"small"
     await busy.flush_to_storage()
     busy.read_index.evict()
