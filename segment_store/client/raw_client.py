@@ -19,6 +19,7 @@ from typing import TypeVar
 from segment_store.client.conditional import ConditionalWriter
 from segment_store.client.config import ClientConfig, ReaderConfig, WriterConfig
 from segment_store.client.connection import Connection, Endpoint, next_request_id
+from segment_store.client.errors import AuthTokenCheckFailedError
 from segment_store.client.pool import ConnectionPool
 from segment_store.client.reader import SegmentReader
 from segment_store.client.results import (
@@ -32,6 +33,7 @@ from segment_store.client.results import (
     VersionedEntry,
     VersionedKey,
 )
+from segment_store.client.tokens import StaticTokens, TokenSource
 from segment_store.client.writer import SegmentWriter
 from segment_store.protocol import (
     NO_SCALE,
@@ -116,13 +118,14 @@ class SegmentClient:
         endpoint: Endpoint | EndpointResolver,
         config: ClientConfig | None = None,
         pool: ConnectionPool | None = None,
+        tokens: TokenSource | None = None,
     ) -> None:
         self.config = config or ClientConfig()
         self._owns_pool = pool is None
         self.pool = pool or ConnectionPool(self.config.connection, self.config.pool)
         self._static: Endpoint | None = endpoint if isinstance(endpoint, tuple) else None
         self._resolve: EndpointResolver | None = None if isinstance(endpoint, tuple) else endpoint
-        self._token = self.config.connection.delegation_token
+        self.tokens: TokenSource = tokens or StaticTokens(self.config.connection.delegation_token)
 
     async def __aenter__(self) -> SegmentClient:
         return self
@@ -135,10 +138,13 @@ class SegmentClient:
         if self._owns_pool:
             await self.pool.close()
 
-    @property
-    def delegation_token(self) -> str:
-        """The token sent with every request (``ConnectionConfig.delegation_token``)."""
-        return self._token
+    async def token(self, segment: str, write: bool) -> str:
+        """The delegation token for a request on ``segment`` (``tokens``; sessions and readers ask here)."""
+        return await self.tokens.token(segment, write)
+
+    def token_expired(self, segment: str) -> None:
+        """A segment store said the token for ``segment`` expired: the next one is fetched anew."""
+        self.tokens.expired(segment)
 
     async def endpoint_for(self, segment: str) -> Endpoint:
         """The endpoint serving ``segment``."""
@@ -151,17 +157,35 @@ class SegmentClient:
         """A pooled connection to the segment store of ``segment``. Raises ConnectionLostError."""
         return await self.pool.get(await self.endpoint_for(segment))
 
-    async def _call(self, segment: str, command: WireCommand, expect: type[R], timeout_s: float | None = -1.0) -> R:
-        connection = await self.connection_for(segment)
-        return await connection.request(command, expect, timeout_s)
+    async def _call(
+        self,
+        segment: str,
+        make: Callable[[int, str], WireCommand],
+        expect: type[R],
+        timeout_s: float | None = -1.0,
+        *,
+        write: bool = True,
+    ) -> R:
+        """One request, made by ``make(request_id, token)`` with this segment's delegation token. A token the
+        segment store found expired is replaced once (the refused request did nothing, so it can be repeated)."""
+        for attempt in range(2):
+            token = await self.tokens.token(segment, write)
+            connection = await self.connection_for(segment)
+            try:
+                return await connection.request(make(next_request_id(), token), expect, timeout_s)
+            except AuthTokenCheckFailedError as error:
+                if not error.retriable or attempt:
+                    raise
+                self.tokens.expired(segment)
+        raise AssertionError("unreachable")
 
     async def _read_call(
-        self, segment: str, make: Callable[[int], WireCommand], expect: type[R], timeout_s: float | None = -1.0
+        self, segment: str, make: Callable[[int, str], WireCommand], expect: type[R], timeout_s: float | None = -1.0
     ) -> R:
         """A request that is safe to repeat: retried by ``read_retry`` (fresh request id each time)."""
 
         async def attempt() -> R:
-            return await self._call(segment, make(next_request_id()), expect, timeout_s)
+            return await self._call(segment, make, expect, timeout_s, write=False)
 
         return await self.config.read_retry.call(attempt)
 
@@ -191,47 +215,47 @@ class SegmentClient:
         self, segment: str, scale_type: int = NO_SCALE, target_rate: int = 0, rollover_size_bytes: int = 0
     ) -> None:
         """Create a stream segment. Raises SegmentAlreadyExistsError."""
-        command = CreateSegment(next_request_id(), segment, target_rate, scale_type, self._token, rollover_size_bytes)
-        await self._call(segment, command, SegmentCreated)
+        await self._call(
+            segment, lambda rid, t: CreateSegment(rid, segment, target_rate, scale_type, t, rollover_size_bytes),
+            SegmentCreated,
+        )  # fmt: skip
 
     async def create_transient_segment(self, parent_segment: str, writer_id: uuid.UUID) -> str:
         """Create a transient segment of ``writer_id`` under ``parent_segment``; returns its name."""
-        command = CreateTransientSegment(next_request_id(), writer_id, parent_segment, self._token)
-        reply = await self._call(parent_segment, command, SegmentCreated)
+        reply = await self._call(
+            parent_segment, lambda rid, t: CreateTransientSegment(rid, writer_id, parent_segment, t), SegmentCreated
+        )
         return reply.segment
 
     async def seal_segment(self, segment: str) -> None:
         """Seal ``segment``. Raises NoSuchSegmentError."""
-        await self._call(segment, SealSegment(next_request_id(), segment, self._token), SegmentSealed)
+        await self._call(segment, lambda rid, t: SealSegment(rid, segment, t), SegmentSealed)
 
     async def truncate_segment(self, segment: str, offset: int) -> None:
         """Drop the data of ``segment`` below ``offset``."""
-        command = TruncateSegment(next_request_id(), segment, offset, self._token)
-        await self._call(segment, command, SegmentTruncated)
+        await self._call(segment, lambda rid, t: TruncateSegment(rid, segment, offset, t), SegmentTruncated)
 
     async def delete_segment(self, segment: str) -> None:
         """Delete ``segment``. Raises NoSuchSegmentError."""
-        await self._call(segment, DeleteSegment(next_request_id(), segment, self._token), SegmentDeleted)
+        await self._call(segment, lambda rid, t: DeleteSegment(rid, segment, t), SegmentDeleted)
 
     async def merge_segments(
         self, target: str, source: str, attribute_updates: Sequence[ConditionalAttributeUpdate] = ()
     ) -> int:
         """Merge ``source`` (sealed) into ``target``; returns the target's new length (-1 if not told)."""
-        command = MergeSegments(next_request_id(), target, source, self._token, tuple(attribute_updates))
-        reply = await self._call(target, command, SegmentsMerged)
+        updates = tuple(attribute_updates)
+        reply = await self._call(target, lambda rid, t: MergeSegments(rid, target, source, t, updates), SegmentsMerged)
         return reply.new_target_write_offset
 
     async def merge_segments_batch(self, target: str, sources: Sequence[str]) -> list[int]:
         """Merge each of ``sources`` into ``target`` in order; returns the target length after each."""
-        command = MergeSegmentsBatch(next_request_id(), target, tuple(sources), self._token)
-        reply = await self._call(target, command, SegmentsBatchMerged)
+        names = tuple(sources)
+        reply = await self._call(target, lambda rid, t: MergeSegmentsBatch(rid, target, names, t), SegmentsBatchMerged)
         return list(reply.new_target_write_offset)
 
     async def get_segment_info(self, segment: str) -> SegmentStatus:
         """The state of ``segment``. Raises NoSuchSegmentError (or answers ``exists=False``)."""
-        reply = await self._read_call(
-            segment, lambda rid: GetStreamSegmentInfo(rid, segment, self._token), StreamSegmentInfo
-        )
+        reply = await self._read_call(segment, lambda rid, t: GetStreamSegmentInfo(rid, segment, t), StreamSegmentInfo)
         return SegmentStatus(
             reply.segment_name,
             reply.exists,
@@ -244,13 +268,14 @@ class SegmentClient:
 
     async def update_segment_policy(self, segment: str, scale_type: int, target_rate: int) -> None:
         """Change the scaling policy of ``segment``."""
-        command = UpdateSegmentPolicy(next_request_id(), segment, target_rate, scale_type, self._token)
-        await self._call(segment, command, SegmentPolicyUpdated)
+        await self._call(
+            segment, lambda rid, t: UpdateSegmentPolicy(rid, segment, target_rate, scale_type, t), SegmentPolicyUpdated
+        )
 
     async def get_segment_attribute(self, segment: str, attribute_id: uuid.UUID) -> int | None:
         """The value of one attribute, or None if it is not set."""
         reply = await self._read_call(
-            segment, lambda rid: GetSegmentAttribute(rid, segment, attribute_id, self._token), SegmentAttribute
+            segment, lambda rid, t: GetSegmentAttribute(rid, segment, attribute_id, t), SegmentAttribute
         )
         return None if reply.value == NULL_ATTRIBUTE_VALUE else reply.value
 
@@ -259,8 +284,11 @@ class SegmentClient:
     ) -> bool:
         """Compare-and-set one attribute (``expected_value`` None: must be unset); True if it was set."""
         expected = NULL_ATTRIBUTE_VALUE if expected_value is None else expected_value
-        command = UpdateSegmentAttribute(next_request_id(), segment, attribute_id, new_value, expected, self._token)
-        reply = await self._call(segment, command, SegmentAttributeUpdated)
+        reply = await self._call(
+            segment,
+            lambda rid, t: UpdateSegmentAttribute(rid, segment, attribute_id, new_value, expected, t),
+            SegmentAttributeUpdated,
+        )
         return reply.success
 
     async def read_segment(
@@ -271,7 +299,7 @@ class SegmentClient:
         Raises SegmentIsTruncatedError below the start, NoSuchSegmentError.
         """
         reply = await self._read_call(
-            segment, lambda rid: ReadSegment(segment, offset, length, self._token, rid), SegmentRead, timeout_s
+            segment, lambda rid, t: ReadSegment(segment, offset, length, t, rid), SegmentRead, timeout_s
         )
         return ReadSegmentResult(reply.segment, reply.offset, reply.data, reply.at_tail, reply.end_of_segment)
 
@@ -281,40 +309,39 @@ class SegmentClient:
         if target is None:
             raise ValueError("endpoint: required when the client resolves endpoints per segment")
         connection = await self.pool.get(target)
-        await connection.request(FlushToStorage(container_id, self._token, next_request_id()), StorageFlushed)
+        token = await self.tokens.token("", True)
+        await connection.request(FlushToStorage(container_id, token, next_request_id()), StorageFlushed)
 
     async def offset_at_time(self, segment: str, timestamp_ms: int) -> int:
         """The offset of the first event of ``segment`` ingested at or after ``timestamp_ms`` (epoch ms), or its
         length if every event is older (segstore extension ``LocateOffsetAtTime``). Raises NoSuchSegmentError."""
         reply = await self._read_call(
-            segment, lambda rid: LocateOffsetAtTime(rid, segment, timestamp_ms, self._token), OffsetAtTimeLocated
+            segment, lambda rid, t: LocateOffsetAtTime(rid, segment, timestamp_ms, t), OffsetAtTimeLocated
         )
         return reply.offset
 
     async def list_storage_chunks(self, segment: str) -> list[ChunkInfo]:
         """The Tier-2 chunks of ``segment`` (admin)."""
-        reply = await self._read_call(
-            segment, lambda rid: ListStorageChunks(segment, self._token, rid), StorageChunksListed
-        )
+        reply = await self._read_call(segment, lambda rid, t: ListStorageChunks(segment, t, rid), StorageChunksListed)
         return list(reply.chunks)
 
     # ---- table segments -----------------------------------------------------------------------------------
 
     async def create_table_segment(self, segment: str, key_length: int = 0, rollover_size_bytes: int = 0) -> None:
         """Create a table segment (``key_length`` > 0: fixed-length keys). Raises SegmentAlreadyExistsError."""
-        command = CreateTableSegment(next_request_id(), segment, self._token, False, key_length, rollover_size_bytes)
-        await self._call(segment, command, SegmentCreated)
+        await self._call(
+            segment,
+            lambda rid, t: CreateTableSegment(rid, segment, t, False, key_length, rollover_size_bytes),
+            SegmentCreated,
+        )
 
     async def delete_table_segment(self, segment: str, must_be_empty: bool = False) -> None:
         """Delete a table segment. Raises TableSegmentNotEmptyReplyError, NoSuchSegmentError."""
-        command = DeleteTableSegment(next_request_id(), segment, must_be_empty, self._token)
-        await self._call(segment, command, SegmentDeleted)
+        await self._call(segment, lambda rid, t: DeleteTableSegment(rid, segment, must_be_empty, t), SegmentDeleted)
 
     async def get_table_segment_info(self, segment: str) -> TableSegmentStatus:
         """The state of a table segment."""
-        reply = await self._read_call(
-            segment, lambda rid: GetTableSegmentInfo(rid, segment, self._token), TableSegmentInfo
-        )
+        reply = await self._read_call(segment, lambda rid, t: GetTableSegmentInfo(rid, segment, t), TableSegmentInfo)
         return TableSegmentStatus(
             reply.segment_name, reply.start_offset, reply.length, reply.entry_count, reply.key_length
         )
@@ -332,8 +359,9 @@ class SegmentClient:
         """
         items = list(entries.items()) if isinstance(entries, Mapping) else list(entries)
         wire = tuple(TableEntry(TableKey(e[0], e[2] if len(e) == 3 else NO_VERSION), TableValue(e[1])) for e in items)
-        command = UpdateTableEntries(next_request_id(), segment, self._token, wire, table_segment_offset)
-        reply = await self._call(segment, command, TableEntriesUpdated)
+        reply = await self._call(
+            segment, lambda rid, t: UpdateTableEntries(rid, segment, t, wire, table_segment_offset), TableEntriesUpdated
+        )
         return list(reply.updated_versions)
 
     async def remove_table_keys(
@@ -344,13 +372,14 @@ class SegmentClient:
     ) -> None:
         """Remove keys atomically; a (key, version) pair conditions the removal on that version."""
         wire = tuple(TableKey(k, NO_VERSION) if isinstance(k, bytes) else TableKey(k[0], k[1]) for k in keys)
-        command = RemoveTableKeys(next_request_id(), segment, self._token, wire, table_segment_offset)
-        await self._call(segment, command, TableKeysRemoved)
+        await self._call(
+            segment, lambda rid, t: RemoveTableKeys(rid, segment, t, wire, table_segment_offset), TableKeysRemoved
+        )
 
     async def read_table(self, segment: str, keys: Sequence[bytes]) -> list[VersionedEntry | None]:
         """The entry of each key, in order; None for a key that does not exist."""
         wire = tuple(TableKey(k, NO_VERSION) for k in keys)
-        reply = await self._read_call(segment, lambda rid: ReadTable(rid, segment, self._token, wire), TableRead)
+        reply = await self._read_call(segment, lambda rid, t: ReadTable(rid, segment, t, wire), TableRead)
         found: list[VersionedEntry | None] = []
         for entry in reply.entries:
             missing = entry.key.key_version in (TableKey.NOT_EXISTS, NO_VERSION) or not entry.key.data
@@ -368,7 +397,7 @@ class SegmentClient:
         """One page of keys after ``continuation_token`` (b"" starts over)."""
         args = TableIteratorArgs(continuation_token, from_key, to_key)
         reply = await self._read_call(
-            segment, lambda rid: ReadTableKeys(rid, segment, self._token, suggested_count, args), TableKeysRead
+            segment, lambda rid, t: ReadTableKeys(rid, segment, t, suggested_count, args), TableKeysRead
         )
         return KeysPage([VersionedKey(k.data, k.key_version) for k in reply.keys], reply.continuation_token)
 
@@ -383,7 +412,7 @@ class SegmentClient:
         """One page of entries after ``continuation_token`` (b"" starts over)."""
         args = TableIteratorArgs(continuation_token, from_key, to_key)
         reply = await self._read_call(
-            segment, lambda rid: ReadTableEntries(rid, segment, self._token, suggested_count, args), TableEntriesRead
+            segment, lambda rid, t: ReadTableEntries(rid, segment, t, suggested_count, args), TableEntriesRead
         )
         return EntriesPage(_entries(reply.entries), reply.continuation_token)
 
@@ -404,7 +433,7 @@ class SegmentClient:
         """Entries changed since ``from_position`` (0: from the start)."""
         reply = await self._read_call(
             segment,
-            lambda rid: ReadTableEntriesDelta(rid, segment, self._token, from_position, suggested_count),
+            lambda rid, t: ReadTableEntriesDelta(rid, segment, t, from_position, suggested_count),
             TableEntriesDeltaRead,
         )
         return DeltaPage(_entries(reply.entries), reply.should_clear, reply.reached_end, reply.last_position)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from segment_store.client.config import ReaderConfig
 from segment_store.client.connection import next_request_id
-from segment_store.client.errors import ClientClosedError, UnexpectedReplyError
+from segment_store.client.errors import AuthTokenCheckFailedError, ClientClosedError, UnexpectedReplyError
 from segment_store.client.retry import is_retriable
 from segment_store.client.session import ConnectionSource
 from segment_store.protocol import EventParser, ProtocolError, ReadSegment, SegmentEvent, SegmentRead
@@ -165,8 +165,14 @@ class SegmentReader:
 
     async def _fetch(self, offset: int, length: int) -> SegmentRead:
         connection = await self._source.connection_for(self.segment)
-        command = ReadSegment(self.segment, offset, length, self._source.delegation_token, next_request_id())
-        return await connection.request(command, SegmentRead, timeout_s=None)
+        token = await self._source.token(self.segment, False)
+        command = ReadSegment(self.segment, offset, length, token, next_request_id())
+        try:
+            return await connection.request(command, SegmentRead, timeout_s=None)
+        except AuthTokenCheckFailedError as error:
+            if error.retriable:
+                self._source.token_expired(self.segment)  # the re-issued read asks for a new one
+            raise
 
     def _fill(self) -> None:
         limit = self._limit()

@@ -22,6 +22,7 @@ from typing import Protocol
 from segment_store.client.config import WriterConfig
 from segment_store.client.connection import Connection, next_request_id
 from segment_store.client.errors import (
+    AuthTokenCheckFailedError,
     ClientClosedError,
     ConnectionLostError,
     InvalidEventNumberError,
@@ -39,8 +40,9 @@ _log = logging.getLogger(__name__)
 class ConnectionSource(Protocol):
     """Where sessions and readers get connections (``SegmentClient`` is one)."""
 
-    @property
-    def delegation_token(self) -> str: ...
+    async def token(self, segment: str, write: bool) -> str: ...
+
+    def token_expired(self, segment: str) -> None: ...
 
     async def connection_for(self, segment: str) -> Connection: ...
 
@@ -126,13 +128,16 @@ class AppendSession:
         connection = await self._source.connection_for(self.segment)
         request_id = next_request_id()
         connection.register_writer(self.writer_id, request_id, self)
-        command = SetupAppend(request_id, self.writer_id, self.segment, self._source.delegation_token)
         try:
+            token = await self._source.token(self.segment, True)
+            command = SetupAppend(request_id, self.writer_id, self.segment, token)
             reply = await connection.request(command, AppendSetup)
         except BaseException as error:
             connection.unregister_writer(self.writer_id, request_id, self)
             if isinstance(error, WrongHostError):
                 self.wrong_hosts += 1
+            if isinstance(error, AuthTokenCheckFailedError) and error.retriable:
+                self._source.token_expired(self.segment)  # the reconnect asks for a new one
             raise
         if self._state is not SessionState.SETTING_UP:
             connection.unregister_writer(self.writer_id, request_id, self)

@@ -1,0 +1,36 @@
+"""Delegation tokens for the requests of a segment client (Pravega's ``DelegationTokenProvider``).
+
+Every command a segment store checks carries a token (``segment_store.server.token_gate``). A
+:class:`TokenSource` hands out the token for a segment: ``write`` says whether the request changes the segment
+(its token must grant ``READ_UPDATE``) or only reads it. When a segment store answers ``TOKEN_EXPIRED`` the
+client calls :meth:`TokenSource.expired` and asks again; a source that fetches tokens (the controller client's)
+then gets a fresh one. :class:`StaticTokens` always answers the same token (``""`` with authentication off).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class TokenSource(Protocol):
+    async def token(self, segment: str, write: bool) -> str:
+        """The token to send with a request on ``segment`` (a qualified segment name; "" for container-wide
+        admin commands). May raise the source's errors (e.g. the controller refusing the caller)."""
+        ...
+
+    def expired(self, segment: str) -> None:
+        """A segment store said the token it got for ``segment`` has expired."""
+        ...
+
+
+class StaticTokens:
+    """One token for every request."""
+
+    def __init__(self, token: str = "") -> None:
+        self._token = token
+
+    async def token(self, segment: str, write: bool) -> str:
+        return self._token
+
+    def expired(self, segment: str) -> None:
+        """Nothing to renew: the next request carries the same token (and is refused again)."""
