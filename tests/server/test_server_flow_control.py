@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from container_env import wait_until
 from wire_peer import WirePeer
 
 from segment_store.containers.config import ContainerConfig
@@ -58,13 +59,18 @@ async def test_unacknowledged_appends_pause_the_connection_and_resume(tmp_path: 
         await peer.request(SetupAppend(2, writer, SEGMENT, ""))
         connection = next(iter(service.connections))
         peak = 0
+        count = service.tracker.changed
+
+        def counted(delta: int) -> None:  # every change of the connection's bytes passes here: the exact peak
+            nonlocal peak
+            count(delta)
+            peak = max(peak, connection.outstanding_bytes)
+
+        service.tracker.changed = counted  # type: ignore[method-assign]
         with chunks.outage():  # Tier-2 down: the container throttles, acks stop, bytes pile up
             sender = asyncio.create_task(send_blocks(peer, writer, BLOCKS))
-            for _ in range(100):
-                await asyncio.sleep(0.02)
-                peak = max(peak, connection.outstanding_bytes)
-            assert not sender.done(), "the client was never pushed back"
-            assert connection._reading_paused
+            await wait_until(lambda: connection._reading_paused, "the connection stops reading")
+            assert not sender.done(), "the client was never pushed back"  # 24 MB do not fit in socket buffers
         # the watermark + what one socket read delivers (asyncio reads up to 256 KiB) + one frame
         assert peak <= 256 * KIB + 256 * KIB + 64 * KIB, f"{peak} unacknowledged bytes held for one connection"
         await asyncio.wait_for(sender, 30)
@@ -98,8 +104,11 @@ async def test_peer_that_does_not_read_replies_is_not_read_either() -> None:
         request = encode(ReadSegment(SEGMENT, 0, 64 * KIB, "", 4))
         for _ in range(2000):  # 2000 x 60 KiB of replies requested, none read
             peer.writer.write(request)
-        await asyncio.sleep(1.0)
-        assert connection._reading_paused
+        # steady: not reading, the write buffer over its limit (no request starts) and no request running
+        await wait_until(
+            lambda: connection._reading_paused and connection._write_paused and connection._running == 0,
+            "the connection stops reading and answering",
+        )
         transport = connection._transport
         # bounded by the write buffer limit + one reply per request allowed to run at once (32), not by 2000
         assert transport is not None and transport.get_write_buffer_size() < (2 + 32) * 64 * KIB
