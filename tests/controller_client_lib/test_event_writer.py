@@ -15,6 +15,7 @@ from controller_client.routing import hash_to_range
 from controller_client.stream_manager import StreamManager
 from controller_client.stream_reader import StreamEvent
 from segment_store.client import RetryPolicy, WriterConfig
+from segment_store.protocol import encode_events
 
 SCOPE = "sc"
 
@@ -22,6 +23,16 @@ SCOPE = "sc"
 async def _stream(manager: StreamManager, name: str, segments: int) -> None:
     await manager.create_scope(SCOPE)
     assert await manager.create_stream(SCOPE, name, StreamConfiguration(ScalingPolicy.fixed(segments)))
+
+
+async def _wait_stored(manager: StreamManager, stream: str, segment_id: int, events: list[bytes]) -> None:
+    """Wait until the segment store holds ``events``, the segment's whole content so far."""
+    name = qualified_segment_name(SCOPE, stream, segment_id)
+    length = len(encode_events(events))
+    deadline = asyncio.get_running_loop().time() + 10
+    while (await manager.client.get_segment_info(name)).write_offset < length:
+        assert asyncio.get_running_loop().time() < deadline, f"{name}: {events} not stored"
+        await asyncio.sleep(0.01)
 
 
 async def _read_all(manager: StreamManager, stream: str) -> list[StreamEvent]:
@@ -142,8 +153,8 @@ async def test_write_across_a_scale_with_lost_acks_resends_only_what_was_not_sto
     # Fault injection around the real session: acknowledgements from here on are lost on the way.
     session._on_appended = lambda event_number, write_offset: None  # type: ignore[method-assign]
     stored = [await writer.write_event(f"k:{n}".encode(), "k") for n in range(1, 10)]
-    await asyncio.sleep(0.1)  # stored by the segment store, never acknowledged to the session
-    assert not any(f.done() for f in stored)
+    await _wait_stored(manager, "lostacks", only.segment_id, [f"k:{n}".encode() for n in range(10)])
+    assert not any(f.done() for f in stored)  # stored by the segment store, never acknowledged to the session
     await controller.scale(SCOPE, "lostacks", [only.segment_id], [(0.0, 1.0)])
     # A whole block goes out at once, even with earlier appends unacknowledged; it meets the seal.
     last = await writer.write_event(b"k:10:" + bytes(70_000), "k")
@@ -317,8 +328,8 @@ async def test_write_waiting_for_the_writer_window_raises_the_writer_failure(
     sink.writer._on_appended = lambda event_number, write_offset: None  # type: ignore[method-assign]
     first = await writer.write_event(b"k:1:" + bytes(200), "k")  # stored, its ack lost on the way
     blocked = asyncio.create_task(writer.write_event(b"k:2:" + bytes(200), "k"))
-    await asyncio.sleep(0.1)
-    assert not blocked.done() and writer.unacked_bytes == 204
+    await _wait_stored(manager, "windowfail", segment.segment_id, [b"k:0", b"k:1:" + bytes(200)])
+    assert not blocked.done() and writer.unacked_bytes == 204  # no ack will make room in the window
     await controller.client.delete_segment(qualified_segment_name(SCOPE, "windowfail", segment.segment_id))
     sink.writer._connection.abort("test: the connection drops")  # the session sets up again: NoSuchSegment
     with pytest.raises(StreamNotFoundError):
