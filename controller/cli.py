@@ -6,9 +6,12 @@ import argparse
 import asyncio
 import logging
 import signal
+import sys
 from pathlib import Path
 
 from controller.config import ControllerConfig
+from segment_store.auth.tls import TlsConfig, TlsConfigError, TrustConfig, is_ip_literal, trust_from_cli
+from segment_store.auth.tls import add_cli_arguments as add_tls_arguments
 from segment_store.cli import add_cache_argument
 from segment_store.storage.tier2_config import add_cli_arguments as add_tier2_arguments
 from segment_store.tier1.tier1_config import add_cli_arguments as add_tier1_arguments
@@ -29,10 +32,15 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     st.add_argument("--segmentstore-port", type=int, default=12345, help="segment store port (default 12345)")
     st.add_argument("--zookeeper-port", type=int, default=0, help="ZooKeeper client port (default: a free one)")
     st.add_argument("--container-count", type=int, default=4, help="segment containers (default 4; fixed per data)")
+    st.add_argument(
+        "--advertise-host",
+        help="host name in the controller URI and what getURI answers (default --host; with TLS: localhost)",
+    )
     st.add_argument("--log-level", default="info", help="logging level (default info)")
     add_cache_argument(st)
     add_tier1_arguments(st)
     add_tier2_arguments(st)
+    add_tls_arguments(st, trust_store=True)
     st.set_defaults(func=_cmd_standalone)
 
     ct = sub.add_parser(
@@ -47,6 +55,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ct.add_argument("--zookeeper", required=True, help="ZooKeeper connect string, e.g. zk1:2181,zk2:2181")
     ct.add_argument("--container-count", type=int, default=4, help="segment containers in the cluster (default 4)")
     ct.add_argument("--log-level", default="info", help="logging level (default info)")
+    add_tls_arguments(ct, trust_store=True)
     ct.set_defaults(func=_cmd_controller)
 
 
@@ -54,10 +63,37 @@ def _logging(level: str) -> None:
     logging.basicConfig(level=getattr(logging, level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+def _tls(command: str, args: argparse.Namespace, own_trust: bool) -> tuple[TlsConfig | None, TrustConfig | None]:
+    """The TLS of the gRPC port and of the connections to segment stores; raises SystemExit(2) naming a bad
+    file. ``own_trust``: the standalone trusts its own certificate unless told otherwise."""
+    try:
+        tls = TlsConfig.from_cli(args)
+        if tls is None:
+            return None, None
+        tls.check()
+        trust = trust_from_cli(args, fallback=tls.cert_path if own_trust else None)
+        trust.client_context()
+    except TlsConfigError as error:
+        print(f"segstore {command}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return tls, trust
+
+
+def _warn_ip_literal(command: str, host: str) -> None:
+    if is_ip_literal(host):
+        print(
+            f"segstore {command}: warning: with TLS, clients reach this process as {host}, an IP address: Pravega's "
+            "own clients refuse IP addresses as TLS host names; give --advertise-host a host name its certificate "
+            "names",
+            file=sys.stderr,
+        )
+
+
 def _cmd_standalone(args: argparse.Namespace) -> int:
     from controller.standalone import StandaloneConfig, run_standalone
 
     _logging(args.log_level)
+    tls, trust = _tls("standalone", args, own_trust=True)
     config = StandaloneConfig(
         data_dir=Path(args.data_dir).resolve(),
         host=args.host,
@@ -68,7 +104,12 @@ def _cmd_standalone(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         storage_args=tuple(_storage_flags(args)),
         cache_size_mb=args.cache_size_mb,
+        tls=tls,
+        segment_store_tls=trust,
+        advertise_host=args.advertise_host,
     )
+    if tls is not None:
+        _warn_ip_literal("standalone", config.advertised_host)
     return asyncio.run(run_standalone(config))
 
 
@@ -88,13 +129,18 @@ def _storage_flags(args: argparse.Namespace) -> list[str]:
 
 def _cmd_controller(args: argparse.Namespace) -> int:
     _logging(args.log_level)
+    tls, trust = _tls("controller", args, own_trust=False)
     config = ControllerConfig(
         host=args.host,
         port=args.port,
         advertise_host=args.advertise_host,
         zookeeper=args.zookeeper,
         container_count=args.container_count,
+        tls=tls,
+        segment_store_tls=trust,
     )
+    if tls is not None:
+        _warn_ip_literal("controller", config.advertised_host)
     return asyncio.run(_run_controller(config))
 
 
@@ -107,7 +153,8 @@ async def _run_controller(config: ControllerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     service = await ControllerService.start(config)
     host, port = service.endpoint
-    print(f"segstore controller ready on {host}:{port} (zookeeper {config.zookeeper})", flush=True)
+    tls = f", TLS, segment stores: {config.segment_store_tls.describe()}" if config.segment_store_tls else ""
+    print(f"segstore controller ready on {host}:{port} ({service.uri}, zookeeper {config.zookeeper}{tls})", flush=True)
     await stop.wait()
     await service.stop()
     return 0

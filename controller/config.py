@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from segment_store.auth.tls import TlsConfig, TrustConfig
+
 
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
@@ -37,6 +39,11 @@ class ControllerConfig:
     """A segment created by a scale is not scaled again before this long."""
     rpc_workers: int = 64
     """Concurrent gRPC calls served at once."""
+    tls: TlsConfig | None = None
+    """TLS on the gRPC port (with ``ca_path``: client certificates required); None = plain text."""
+    segment_store_tls: TrustConfig | None = None
+    """TLS to the segment stores: what the controller trusts in them (and presents, if they require client
+    certificates); None = plain text. ``segstore controller`` sets it whenever it has TLS itself."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 65536:
@@ -50,7 +57,14 @@ class ControllerConfig:
                 raise ValueError(f"{name}: must be positive")
         if not self.metadata_root.startswith("/"):
             raise ValueError("metadata_root: must be an absolute ZooKeeper path")
+        if self.advertise_host is not None and not self.advertise_host.strip():
+            raise ValueError("advertise_host: empty")
 
     @property
     def advertised_host(self) -> str:
         return self.advertise_host or self.host
+
+    @property
+    def scheme(self) -> str:
+        """The URI scheme clients use: ``tls`` with TLS, else ``tcp``."""
+        return "tls" if self.tls is not None else "tcp"

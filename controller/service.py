@@ -21,7 +21,7 @@ from controller.core import ControllerCore
 from controller.metadata.stream_store import StreamMetadataStore
 from controller.rpc.servicer import start_grpc_server
 from controller.segment_ops import SegmentStoreOps
-from segment_store.client import ClientConfig, NoSuchSegmentError, SegmentClient
+from segment_store.client import ClientConfig, ConnectionConfig, NoSuchSegmentError, SegmentClient, TlsError
 from segment_store.containers.mapping import container_of
 from segment_store.coordination.kazoo_store import KazooCoordinationStore
 from segment_store.coordination.store import CoordinationStore
@@ -63,17 +63,22 @@ class ControllerService:
         identity = f"{config.advertised_host}:{config.port}"
         cluster = ClusterManager(store, config.container_count, identity=identity)
         await cluster.start()
-        segments = SegmentClient(cluster.host_store.resolve, ClientConfig())
+        segments = SegmentClient(
+            cluster.host_store.resolve, ClientConfig(connection=ConnectionConfig(tls=config.segment_store_tls))
+        )
         metadata = StreamMetadataStore(store, config.metadata_root)
         core = ControllerCore(config, metadata, SegmentStoreOps(segments), cluster.host_store)
         service = cls(config, store, cluster, segments, core)
         try:
             await core.start()
-            service._server, service._port = await start_grpc_server(core, config.host, config.port, config.rpc_workers)
+            service._server, service._port = await start_grpc_server(
+                core, config.host, config.port, config.rpc_workers, config.tls
+            )
         except BaseException:
             await service.stop()
             raise
-        log.info("controller serving on %s:%d", config.host, service._port)
+        security = config.tls.describe() if config.tls is not None else "plain text"
+        log.info("controller serving %s on %s:%d", security, config.host, service._port)
         return service
 
     @property
@@ -82,10 +87,12 @@ class ControllerService:
 
     @property
     def uri(self) -> str:
-        return f"tcp://{self.config.advertised_host}:{self._port}"
+        """``tcp://host:port``, or ``tls://host:port`` with TLS (the advertised host)."""
+        return f"{self.config.scheme}://{self.config.advertised_host}:{self._port}"
 
     async def wait_for_containers(self, timeout_s: float) -> None:
-        """Return once every container is assigned and answers requests (not ``WrongHost``)."""
+        """Return once every container is assigned and answers requests (not ``WrongHost``). Raises TlsError at
+        once if the segment stores' certificates do not fit the controller's trust (waiting will not help)."""
         deadline = time.monotonic() + timeout_s
         pending = set(range(self.config.container_count))
         probes = _probe_names(self.config.container_count)
@@ -97,6 +104,8 @@ class ControllerService:
                     pending.discard(container_id)
                 except NoSuchSegmentError:  # answered by the owner: it serves
                     pending.discard(container_id)
+                except TlsError:
+                    raise
                 except Exception as error:  # WrongHost, no owner, connection refused: not ready yet
                     last_error = error
             if pending:

@@ -13,6 +13,13 @@ running on the segment store (a request for any segment is answered, not ``Wrong
 SIGINT stops the controller, then the segment store (SIGTERM, so it closes its logs cleanly), then
 ZooKeeper; a restart on the same data dir finds every stream and event. If the segment store process
 dies, it is started again (with backoff), as a supervisor would.
+
+TLS (``tls``): the controller's gRPC port and the segment store's wire port both serve it, with the same
+certificate; the controller reaches its segment store over TLS, trusting ``segment_store_tls`` (by default
+the standalone's own certificate, or ``--tls-ca`` when client certificates are required, presenting its
+certificate then). With TLS the system is advertised by host name, ``localhost`` unless ``advertise_host``
+says otherwise: the controller URI is ``tls://localhost:<port>`` and ``getURI`` answers ``localhost``,
+because Pravega's Rust-based clients refuse IP addresses as TLS host names.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.config import ControllerConfig
+from segment_store.auth.tls import TlsConfig, TrustConfig
 from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 
 log = logging.getLogger(__name__)
@@ -49,6 +57,32 @@ class StandaloneConfig:
     --s3-bucket ...``); none = file ledgers and filesystem under the data dir."""
     cache_size_mb: int | None = None
     """The segment store process's read cache (all its containers together); None = its default (1024)."""
+    tls: TlsConfig | None = None
+    """TLS on the controller's and the segment store's ports (one certificate for both); None = plain text."""
+    segment_store_tls: TrustConfig | None = None
+    """What the controller trusts in its segment store (with ``tls``); None = ``tls.ca_path`` if client
+    certificates are required (then presenting ``tls``'s certificate), else the standalone's own certificate."""
+    advertise_host: str | None = None
+    """The host name in the controller URI and the segment store's registration (what ``getURI`` answers);
+    None = ``localhost`` with TLS (the certificate must name it), else ``host``."""
+
+    @property
+    def advertised_host(self) -> str:
+        if self.advertise_host is not None:
+            return self.advertise_host
+        return "localhost" if self.tls is not None else self.host
+
+    @property
+    def segment_store_trust(self) -> TrustConfig | None:
+        """TLS of the controller's connections to the segment store (see ``segment_store_tls``)."""
+        if self.tls is None:
+            return None
+        if self.segment_store_tls is not None:
+            return self.segment_store_tls
+        tls = self.tls
+        if tls.ca_path is not None:
+            return TrustConfig(tls.ca_path, cert_path=tls.cert_path, key_path=tls.key_path)
+        return TrustConfig(tls.cert_path)
 
 
 class StandaloneError(RuntimeError):
@@ -68,7 +102,9 @@ class Standalone:
 
     @property
     def controller_uri(self) -> str:
-        return f"tcp://{self.config.host}:{self.controller_port}"
+        """``tcp://host:port``, or with TLS ``tls://localhost:port`` (the advertised host)."""
+        scheme = "tls" if self.config.tls is not None else "tcp"
+        return f"{scheme}://{self.config.advertised_host}:{self.controller_port}"
 
     @property
     def controller_port(self) -> int:
@@ -79,7 +115,8 @@ class Standalone:
 
     @property
     def segmentstore_endpoint(self) -> tuple[str, int]:
-        return self.config.host, self.config.segmentstore_port
+        """Where clients reach the segment store (the advertised host)."""
+        return self.config.advertised_host, self.config.segmentstore_port
 
     async def __aenter__(self) -> Standalone:
         await self.start()
@@ -100,8 +137,11 @@ class Standalone:
             controller_config = ControllerConfig(
                 host=cfg.host,
                 port=cfg.controller_port,
+                advertise_host=cfg.advertised_host,
                 zookeeper=self.zookeeper.connect_string,
                 container_count=cfg.container_count,
+                tls=cfg.tls,
+                segment_store_tls=cfg.segment_store_trust,
             )
             self.controller = await ControllerService.start(controller_config)
             await self._start_segmentstore()
@@ -114,6 +154,11 @@ class Standalone:
     def _segmentstore_command(self) -> list[str]:
         cfg = self.config
         assert self.zookeeper is not None
+        tls: list[str] = []
+        if cfg.tls is not None:
+            tls = ["--tls-cert", str(cfg.tls.cert_path), "--tls-key", str(cfg.tls.key_path)]
+            if cfg.tls.ca_path is not None:
+                tls += ["--tls-ca", str(cfg.tls.ca_path)]
         return [
             sys.executable,
             "-m",
@@ -124,6 +169,9 @@ class Standalone:
             cfg.host,
             "--port",
             str(cfg.segmentstore_port),
+            "--advertise-host",
+            cfg.advertised_host,
+            *tls,
             "--data-dir",
             str(cfg.data_dir),
             "--zookeeper",
@@ -207,10 +255,11 @@ async def run_standalone(config: StandaloneConfig) -> int:
         print(f"segstore standalone: failed to start: {error}", file=sys.stderr, flush=True)
         return 1
     assert system.zookeeper is not None
+    host, port = system.segmentstore_endpoint
+    tls = " (TLS)" if config.tls is not None else ""
     print(
-        f"segstore standalone ready: controller {system.controller_uri}, "
-        f"segment store {config.host}:{config.segmentstore_port}, zookeeper {system.zookeeper.connect_string}, "
-        f"data {config.data_dir} (pid {os.getpid()})",
+        f"segstore standalone ready: controller {system.controller_uri}, segment store {host}:{port}{tls}, "
+        f"zookeeper {system.zookeeper.connect_string}, data {config.data_dir} (pid {os.getpid()})",
         flush=True,
     )
     await stop.wait()

@@ -10,7 +10,9 @@
   segment by segment in successor order.
 * ``blocking``: the same for threads without an event loop (:class:`BlockingStreamManager`).
 * :class:`ControllerClient` (``controller_api``): the gRPC controller client; the library talks to the
-  controller only through the :class:`ControllerApi` port (``ports``).
+  controller only through the :class:`ControllerApi` port (``ports``). ``tls://host:port`` URIs
+  (``controller_channel``) use TLS to the controller and to the segment stores, trusting
+  ``ControllerClientConfig.trust_store`` (the system's trust store when None).
 
 Example::
 
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from controller_client.controller_api import ControllerClient, ControllerClientConfig
     from controller_client.errors import (
         ControllerError,
+        ControllerTlsError,
         ControllerUnavailableError,
         ScopeNotFoundError,
         StreamNotFoundError,
@@ -85,6 +88,7 @@ _EXPORTS = {
     "controller_api": ["ControllerClient", "ControllerClientConfig"],
     "errors": [
         "ControllerError",
+        "ControllerTlsError",
         "ControllerUnavailableError",
         "ScopeNotFoundError",
         "StreamNotFoundError",
@@ -113,6 +117,7 @@ __all__ = [
     "ControllerClientConfig",
     "ControllerError",
     "ControllerResolver",
+    "ControllerTlsError",
     "ControllerUnavailableError",
     "EventStreamWriter",
     "EventWriterConfig",

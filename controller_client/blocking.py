@@ -16,16 +16,20 @@ Example::
             writer.write_event(b"hello", routing_key="user-1").result()
         for event in manager.create_reader("demo", "events", end=manager.tail_cut("demo", "events")):
             print(event.segment_id, event.offset, event.data)
+
+With TLS: ``BlockingStreamManager.connect("tls://localhost:9090", StreamManagerConfig(trust_store="ca.pem"))``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
+from controller_client.controller_channel import ControllerClientConfig
 from controller_client.event_writer import EventStreamWriter, EventWriterConfig
 from controller_client.model import (
     RetentionPolicy,
@@ -182,12 +186,23 @@ class BlockingStreamManager:
             raise
 
     @classmethod
-    def connect(cls, uri: str, config: StreamManagerConfig | None = None) -> BlockingStreamManager:
-        """A manager of the controller at ``uri`` (``tcp://host:port``)."""
+    def connect(
+        cls,
+        uri: str,
+        config: StreamManagerConfig | None = None,
+        controller_config: ControllerClientConfig | None = None,
+    ) -> BlockingStreamManager:
+        """A manager of the controller at ``uri`` (``tcp://host:port``, or ``tls://host:port`` for TLS to the
+        controller and the segment stores, trusting ``config.trust_store``, else ``controller_config``'s, else
+        the system's trust store)."""
         from controller_client.controller_api import ControllerClient
 
+        settings = controller_config or ControllerClientConfig()
+        if config is not None and config.trust_store and not settings.trust_store:
+            settings = dataclasses.replace(settings, trust_store=config.trust_store)
+
         async def make() -> ControllerApi:
-            return await ControllerClient.connect(uri)
+            return await ControllerClient.connect(uri, settings)
 
         return cls(make, config)
 

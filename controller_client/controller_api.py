@@ -1,9 +1,9 @@
 """Async client of the controller's gRPC service (``Controller.proto``).
 
 :class:`ControllerClient` speaks to segstore's controller or to a Pravega controller over one
-insecure ``grpc.aio`` channel. Every method takes and returns :mod:`controller_client.model`
-values (never protobuf messages) and turns the status enums of the responses into the typed
-errors of :mod:`controller_client.errors`.
+``grpc.aio`` channel, plain text or TLS as the URI's scheme says (:mod:`controller_client.controller_channel`).
+Every method takes and returns :mod:`controller_client.model` values (never protobuf messages) and
+turns the status enums of the responses into the typed errors of :mod:`controller_client.errors`.
 
 Deadlines and retries: every RPC attempt has a deadline of ``rpc_timeout_s``. An attempt that
 fails with gRPC UNAVAILABLE (controller down, connection refused, connection lost) is repeated
@@ -11,11 +11,12 @@ with exponential backoff until ``retry_timeout_s`` has passed since the call sta
 :class:`ControllerUnavailableError` is raised. A missed deadline (DEADLINE_EXCEEDED) raises
 :class:`ControllerUnavailableError` at once, because the controller may have acted on the
 request. So a call ends within about ``retry_timeout_s + rpc_timeout_s``. Nothing blocks the
-event loop; cancelling a call cancels the RPC in flight.
+event loop; cancelling a call cancels the RPC in flight. A TLS failure that repeating cannot cure (the
+controller's certificate is not trusted or names another host) raises :class:`ControllerTlsError` at once.
 
 Usage::
 
-    async with await ControllerClient.connect("tcp://127.0.0.1:9090") as controller:
+    async with await ControllerClient.connect("tcp://127.0.0.1:9090") as controller:  # or tls://localhost:9090
         await controller.create_scope("sc")
         await controller.create_stream("sc", "st", StreamConfiguration(ScalingPolicy.fixed(2)))
 """
@@ -23,21 +24,31 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Self
-from urllib.parse import urlsplit
 
 import grpc
 import grpc.aio
 
 from controller_client import proto_convert as conv
+from controller_client.controller_channel import (
+    ControllerAddress,
+    diagnose_tls,
+    open_channel,
+    parse_controller_address,
+    unavailable_hint,
+)
+from controller_client.controller_channel import ControllerClientConfig as ControllerClientConfig  # re-exported
+from controller_client.controller_channel import parse_controller_uri as parse_controller_uri  # re-exported
 from controller_client.errors import (
     ControllerError,
     ControllerFailureError,
+    ControllerTlsError,
     ControllerUnavailableError,
     GenerationMismatchError,
     InvalidArgumentError,
@@ -57,32 +68,7 @@ from controller_client.proto import Controller_pb2 as pb
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
 from controller_client.proto_convert import ReaderGroupConfig as ReaderGroupConfig  # re-exported
 from controller_client.proto_convert import ReaderGroupRetention as ReaderGroupRetention  # re-exported
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerClientConfig:
-    """Deadlines and retry policy of a :class:`ControllerClient`."""
-
-    rpc_timeout_s: float = 30.0
-    """Deadline of one RPC attempt."""
-    retry_timeout_s: float = 30.0
-    """How long UNAVAILABLE is retried, counted from the start of the call."""
-    initial_backoff_s: float = 0.05
-    max_backoff_s: float = 2.0
-    backoff_multiplier: float = 2.0
-    max_reconnect_backoff_ms: int = 2000
-    """gRPC channel reconnect backoff cap, so a restarted controller is found again quickly."""
-
-    def __post_init__(self) -> None:
-        for key in ("rpc_timeout_s", "initial_backoff_s", "max_backoff_s", "max_reconnect_backoff_ms"):
-            if getattr(self, key) <= 0:
-                raise ValueError(f"{key}: must be positive, not {getattr(self, key)}")
-        if self.retry_timeout_s < 0:
-            raise ValueError(f"retry_timeout_s: must be >= 0, not {self.retry_timeout_s}")
-        if self.backoff_multiplier < 1:
-            raise ValueError(f"backoff_multiplier: must be >= 1, not {self.backoff_multiplier}")
-        if self.max_backoff_s < self.initial_backoff_s:
-            raise ValueError("max_backoff_s: must be >= initial_backoff_s")
+from segment_store.auth.tls import TrustConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,21 +78,6 @@ class ScaleStarted:
 
     epoch: int
     new_segments: tuple[SegmentRange, ...]
-
-
-def parse_controller_uri(uri: str) -> tuple[str, int]:
-    """``tcp://host:port`` (also ``pravega://`` or bare ``host:port``; IPv6 as ``[::1]``) -> (host, port)."""
-    text = uri.strip()
-    parts = urlsplit(text if "://" in text else f"tcp://{text}")
-    if parts.scheme not in ("tcp", "pravega"):
-        raise InvalidArgumentError(f"controller uri {uri!r}: only tcp:// (insecure) is supported")
-    try:
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        host = port = None
-    if not host or port is None or "," in parts.netloc or parts.path not in ("", "/"):
-        raise InvalidArgumentError(f"controller uri {uri!r}: expected tcp://host:port")
-    return host, port
 
 
 def _name(enum_holder: Any, status: int) -> str:
@@ -143,40 +114,55 @@ class ControllerClient:
         target: str = "",
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        address: ControllerAddress | None = None,
     ) -> None:
-        """Use ``channel`` (the client owns it and closes it in :meth:`close`)."""
+        """Use ``channel`` (the client owns it and closes it in :meth:`close`); ``address`` is where it leads."""
         self._channel = channel
         self._stub = pb_grpc.ControllerServiceStub(channel)
         self._config = config or ControllerClientConfig()
-        self._target = target or "controller"
+        self._target = target or (address.target if address is not None else "controller")
+        self._address = address
         self._sleep = sleep
         self._clock = clock
+
+    @property
+    def tls(self) -> TrustConfig | None:
+        """The TLS trust of this client when its URI asked for TLS (segment stores are then reached with TLS
+        and the same trust, as Pravega's clients do); None for plain text."""
+        if self._address is None or not self._address.tls:
+            return None
+        return self._config.trust()
 
     @classmethod
     async def connect(
         cls, uri: str, config: ControllerClientConfig | None = None, *, wait_ready: bool = False
     ) -> ControllerClient:
-        """A client for the controller at ``uri``. The channel connects lazily; with ``wait_ready``
-        this waits up to ``retry_timeout_s`` for a connection and raises
-        :class:`ControllerUnavailableError` when there is none."""
+        """A client for the controller at ``uri`` (``tcp://host:port``, or ``tls://host:port`` for TLS with
+        ``config.trust_store``). The channel connects lazily; with ``wait_ready`` this waits up to
+        ``retry_timeout_s`` for a connection and raises :class:`ControllerUnavailableError` when there is
+        none (:class:`ControllerTlsError` at once for a certificate problem). Raises InvalidArgumentError
+        for a bad URI, TlsConfigError for a trust store or client certificate that cannot be used."""
         config = config or ControllerClientConfig()
-        host, port = parse_controller_uri(uri)
-        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        options = [
-            ("grpc.initial_reconnect_backoff_ms", min(100, config.max_reconnect_backoff_ms)),
-            ("grpc.min_reconnect_backoff_ms", min(100, config.max_reconnect_backoff_ms)),
-            ("grpc.max_reconnect_backoff_ms", config.max_reconnect_backoff_ms),
-        ]
-        client = cls(grpc.aio.insecure_channel(target, options=options), config, target=target)
+        address = parse_controller_address(uri)
+        client = cls(open_channel(address, config), config, address=address)
         if wait_ready:
             try:
-                await asyncio.wait_for(client._channel.channel_ready(), config.retry_timeout_s)
-            except TimeoutError:
+                await client._wait_ready()
+            except BaseException:
                 await client.close()
-                raise ControllerUnavailableError(
-                    f"controller {target}: no connection within {config.retry_timeout_s}s"
-                ) from None
+                raise
         return client
+
+    async def _wait_ready(self) -> None:
+        timeout_s = self._config.retry_timeout_s
+        if self.tls is not None:  # an RPC, so a certificate problem is told apart from a controller that is down
+            with contextlib.suppress(ControllerFailureError, InvalidArgumentError):  # it answered: it is there
+                await self._call("getControllerServerList", pb.ServerRequest())
+            return
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), timeout_s)
+        except TimeoutError:
+            raise ControllerUnavailableError(f"controller {self._target}: no connection within {timeout_s}s") from None
 
     async def close(self) -> None:
         """Close the channel; RPCs in flight are cancelled. Idempotent."""
@@ -198,6 +184,7 @@ class ControllerClient:
         give_up_at = self._clock() + config.retry_timeout_s
         backoff = config.initial_backoff_s
         attempts = 0
+        looked_at_tls = False
         method = getattr(self._stub, rpc)
         while True:
             attempts += 1
@@ -207,11 +194,18 @@ class ControllerClient:
                 code = e.code()
                 if code != grpc.StatusCode.UNAVAILABLE:
                     raise self._grpc_error(rpc, e, not_found) from e
+                details = e.details() or ""
+                if not looked_at_tls and self._address is not None and self._address.tls:
+                    looked_at_tls = True  # once per call: a certificate problem is not retried
+                    problem = await diagnose_tls(details, self._address, config)
+                    if problem is not None:
+                        raise ControllerTlsError(f"{rpc}: TLS to controller {self._target}: {problem}") from e
                 remaining = give_up_at - self._clock()
                 if remaining <= 0:
+                    hint = await unavailable_hint(self._address) if self._address is not None else ""
                     raise ControllerUnavailableError(
                         f"{rpc}: controller {self._target} unavailable after {attempts} attempts "
-                        f"in {config.retry_timeout_s}s: {e.details()}"
+                        f"in {config.retry_timeout_s}s: {details}{hint}"
                     ) from e
             except grpc.aio.UsageError as e:
                 raise ControllerError(f"{rpc}: client is closed") from e

@@ -29,6 +29,11 @@ class ControllerUnavailableError(ControllerError):
     retriable = True
 
 
+class ControllerTlsError(ControllerError):
+    """TLS with the controller failed in a way repeating will not fix: its certificate is not trusted, names
+    another host, or the controller speaks no TLS. The message says what to check. Not retriable."""
+
+
 class ControllerFailureError(ControllerError):
     """The controller answered FAILURE / INTERNAL_ERROR, a gRPC error without a more specific
     meaning, or a response this client cannot interpret."""

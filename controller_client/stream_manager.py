@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 from controller_client.event_writer import EventStreamWriter, EventWriterConfig
@@ -42,6 +43,7 @@ from controller_client.ports import ControllerApi, Endpoint
 from controller_client.routing import KeyHasher
 from controller_client.stream_reader import StreamReader, StreamReaderConfig, read_segment_range
 from controller_client.txn_writer import TransactionalEventStreamWriter, TxnWriterConfig
+from segment_store.auth.tls import TrustConfig
 from segment_store.client import (
     ClientConfig,
     ConnectionLostError,
@@ -67,6 +69,10 @@ class StreamManagerConfig:
     """Retries of controller calls that fail retriably (controller unavailable)."""
     segment_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=5, max_delay_ms=500))
     """Retries of this manager's own segment calls after WrongHost / a lost connection (endpoint re-resolved)."""
+    trust_store: str | None = None
+    """TLS: PEM file trusted in the segment stores (and in the controller, for ``BlockingStreamManager.connect``);
+    None = the controller client's trust store (the system's default trust if it has none). TLS to the segment
+    stores follows the controller client (a ``tls://`` URI), unless ``client.connection.tls`` is set."""
 
     def __post_init__(self) -> None:
         if self.endpoint_cache_ttl_ms < 0:
@@ -170,10 +176,21 @@ class StreamManager:
                 is_alive=lambda endpoint: bool(holder and holder[0].pool.connections(endpoint)),
                 retry=self.config.controller_retry,
             )
-            segment_client = SegmentClient(self.resolver, self.config.client)
+            segment_client = SegmentClient(self.resolver, self._client_config(controller))
             holder.append(segment_client)
         self.client = segment_client
         self.hasher = KeyHasher()
+
+    def _client_config(self, controller: ControllerApi) -> ClientConfig:
+        """The segment client's settings: TLS as the controller client has it (Pravega's rule: the controller
+        URI's scheme decides), with this config's trust store if given; an explicit ``connection.tls`` wins."""
+        client = self.config.client
+        trust = getattr(controller, "tls", None)
+        if client.connection.tls is not None or not isinstance(trust, TrustConfig):
+            return client
+        if self.config.trust_store:
+            trust = dataclasses.replace(trust, trust_store=Path(self.config.trust_store))
+        return dataclasses.replace(client, connection=dataclasses.replace(client.connection, tls=trust))
 
     async def __aenter__(self) -> StreamManager:
         return self

@@ -234,9 +234,9 @@ class TrustConfig:
         if (self.cert_path is None) != (self.key_path is None):
             raise TlsConfigError("client_key", None, "a client certificate needs both cert_path and key_path")
 
-    def client_context(self) -> ssl.SSLContext:
+    def client_context(self, alpn_protocols: tuple[str, ...] = ()) -> ssl.SSLContext:
         """A client context (TLS >= 1.2), made once per process and setting; raises TlsConfigError."""
-        return _client_context(self)
+        return _client_context(self, alpn_protocols)
 
     def root_certificates(self) -> bytes | None:
         """The trust store's bytes for gRPC; without one, the system's CA bundle (as OpenSSL finds it), or
@@ -262,7 +262,7 @@ class TrustConfig:
 
 
 @functools.lru_cache(maxsize=64)
-def _client_context(config: TrustConfig) -> ssl.SSLContext:
+def _client_context(config: TrustConfig, alpn_protocols: tuple[str, ...]) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if config.trust_store is not None:
@@ -274,6 +274,8 @@ def _client_context(config: TrustConfig) -> ssl.SSLContext:
     context.verify_mode = ssl.CERT_REQUIRED
     if config.cert_path is not None and config.key_path is not None:
         _load_identity(context, "client_cert", config.cert_path, "client_key", config.key_path)
+    if alpn_protocols:
+        context.set_alpn_protocols(list(alpn_protocols))
     return context
 
 

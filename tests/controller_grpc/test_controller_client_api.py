@@ -18,6 +18,7 @@ from controller_client.controller_api import (
     ScaleStarted,
     parse_controller_uri,
 )
+from controller_client.controller_channel import ControllerAddress, parse_controller_address
 from controller_client.errors import (
     ControllerFailureError,
     GenerationMismatchError,
@@ -53,13 +54,23 @@ from controller_client.proto import Controller_pb2 as pb
         ("localhost:1234", ("localhost", 1234)),
         ("tcp://[::1]:9090", ("::1", 9090)),
         ("pravega://ctl.example:9090/", ("ctl.example", 9090)),
+        ("tls://localhost:9090", ("localhost", 9090)),
     ],
 )
 def test_parse_controller_uri_accepts(uri: str, expected: tuple[str, int]) -> None:
     assert parse_controller_uri(uri) == expected
 
 
-@pytest.mark.parametrize("uri", ["tls://h:9090", "tcp://h", "h", "tcp://h:1,g:2", "tcp://h:99999", "tcp://:9090"])
+@pytest.mark.parametrize(
+    ("uri", "tls"),
+    [("tcp://h:1", False), ("pravega://h:1", False), ("h:1", False)]
+    + [(f"{scheme}://h:1", True) for scheme in ("tls", "ssl", "tcps", "pravegas", "TLS")],
+)
+def test_parse_controller_address_with_pravega_schemes_tells_tls(uri: str, tls: bool) -> None:
+    assert parse_controller_address(uri) == ControllerAddress("h", 1, tls)
+
+
+@pytest.mark.parametrize("uri", ["http://h:9090", "tcp://h", "h", "tcp://h:1,g:2", "tcp://h:99999", "tcp://:9090"])
 def test_parse_controller_uri_rejects(uri: str) -> None:
     with pytest.raises(InvalidArgumentError, match="controller uri"):
         parse_controller_uri(uri)
