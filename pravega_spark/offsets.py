@@ -49,10 +49,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from controller_client.controller_api import ControllerClient, ControllerClientConfig
-from controller_client.errors import ControllerError, StreamNotFoundError
+from controller_client.errors import ControllerError, ControllerTlsError, StreamNotFoundError
 from controller_client.model import StreamCut, qualified_segment_name
 from controller_client.stream_manager import StreamManager, StreamManagerConfig
 from pravega_spark.options_common import SegstoreOptionError
+from segment_store.auth.tls import TlsConfigError
 from segment_store.client import ClientConfig, NoSuchSegmentError, ReaderConfig, SegmentStatus
 from segment_store.client.sync import _LoopThread
 
@@ -218,14 +219,30 @@ class StreamConnection:
     without closing leaks nothing).
     """
 
-    def __init__(self, controller_uri: str, timeout_s: float = 30.0, reader: ReaderConfig | None = None) -> None:
+    def __init__(
+        self,
+        controller_uri: str,
+        timeout_s: float = 30.0,
+        reader: ReaderConfig | None = None,
+        trust_store: str | None = None,
+    ) -> None:
         self.controller_uri = controller_uri
         self._runner = _LoopThread("segstore-spark")
-        config = ControllerClientConfig(rpc_timeout_s=max(timeout_s, 1.0), retry_timeout_s=timeout_s)
+        config = ControllerClientConfig(
+            rpc_timeout_s=max(timeout_s, 1.0), retry_timeout_s=timeout_s, trust_store=trust_store
+        )
         try:
             self.controller: ControllerClient = self.run(
                 ControllerClient.connect(controller_uri, config, wait_ready=True)
             )
+        except TlsConfigError as error:
+            self._runner.stop()
+            raise SegstoreOptionError("trustStore", f"{error.path}: {error.problem}") from None
+        except ControllerTlsError as error:
+            self._runner.stop()
+            raise SegstoreOptionError(
+                "trustStore", f"TLS to the controller at {controller_uri} failed: {error}"
+            ) from None
         except ControllerError as error:
             self._runner.stop()
             raise SegstoreOptionError(

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
+from segment_store.auth.tls import is_tls_scheme
 
 DEFAULT_CONTROLLER = "tcp://127.0.0.1:9090"
 
@@ -79,17 +80,28 @@ class Options:
 
 @dataclass(frozen=True, slots=True)
 class StreamTarget:
-    """Where to read or write: the controller and the stream."""
+    """Where to read or write: the controller, the stream, and what TLS trusts."""
 
     controller: str
     scope: str
     stream: str
+    trust_store: str | None = None
+    """Option ``trustStore``: with a ``tls://`` controller, the PEM file of trusted certificates (CAs) for the
+    controller and the segment stores, read by the driver and by every executor at this same path; None = the
+    system's default trust store."""
 
     @classmethod
     def parse(cls, options: Options) -> StreamTarget:
         controller = options.string("controller", DEFAULT_CONTROLLER)
-        if not controller.startswith(("tcp://", "tls://")) and "://" in controller:
-            raise SegstoreOptionError("controller", f"must be tcp://host:port, got {controller!r}")
+        scheme = controller.partition("://")[0].lower() if "://" in controller else "tcp"
+        if scheme not in ("tcp", "pravega") and not is_tls_scheme(scheme):
+            raise SegstoreOptionError("controller", f"must be tcp://host:port or tls://host:port, got {controller!r}")
+        trust_store = options.raw("trustStore", ("trust_store",))
+        trust_store = trust_store.strip() if trust_store is not None and trust_store.strip() else None
+        if trust_store is not None and not is_tls_scheme(scheme):
+            raise SegstoreOptionError(
+                "trustStore", f"is for TLS: the controller URI must then be tls://host:port, got {controller!r}"
+            )
         scope = options.required("scope")
         stream = options.required("stream")
         try:
@@ -100,4 +112,4 @@ class StreamTarget:
             validate_stream_name(stream)
         except InvalidModelError as error:
             raise SegstoreOptionError("stream", str(error)) from None
-        return cls(controller, scope, stream)
+        return cls(controller, scope, stream, trust_store)

@@ -82,6 +82,8 @@ class SegmentRangePartition(InputPartition):
     timeout_s: float = 30.0
     tier2_location: str | None = None
     """The Tier-2 root as executors see it (option ``tier2Location``); None: only locations chunks report."""
+    trust_store: str | None = None
+    """Option ``trustStore`` (TLS): read by the executor at this path."""
 
     @property
     def segment_name(self) -> str:
@@ -233,18 +235,18 @@ def batches_from_chunks(
 
 # ---- executor runtime ------------------------------------------------------------------------------------------
 _lock = threading.Lock()
-_connections: dict[tuple[int, str], Any] = {}
+_connections: dict[tuple[int, str, str | None], Any] = {}
 
 
-def _connection(controller: str, timeout_s: float) -> Any:
+def _connection(controller: str, timeout_s: float, trust_store: str | None = None) -> Any:
     """This process's connection to ``controller`` (made after fork, reused by later tasks)."""
     from pravega_spark.offsets import StreamConnection
 
-    key = (os.getpid(), controller)
+    key = (os.getpid(), controller, trust_store)
     with _lock:
         connection = _connections.get(key)
         if connection is None:
-            connection = StreamConnection(controller, timeout_s)
+            connection = StreamConnection(controller, timeout_s, trust_store=trust_store)
             _connections[key] = connection
         return connection
 
@@ -301,7 +303,7 @@ def read_partition(partition: SegmentRangePartition) -> Iterator[pa.RecordBatch]
     position = partition.start
     if position >= partition.end:
         return
-    connection = _connection(partition.controller, partition.timeout_s)
+    connection = _connection(partition.controller, partition.timeout_s, partition.trust_store)
     served = [position]
     yield from _from_tier2(partition, connection, served)
     position = served[0]

@@ -4,7 +4,8 @@
 option                 alias (Pravega connector)   meaning
 =====================  ==========================  ==========================================================
 controller                                         ``tcp://host:port`` of the controller (default
-                                                   ``tcp://127.0.0.1:9090``)
+                                                   ``tcp://127.0.0.1:9090``); ``tls://host:port``: TLS to
+                                                   it and to the segment stores
 scope, stream                                      the stream to read (required)
 startingOffsets        start_stream_cut            ``earliest`` (the head), ``latest`` (the tail) or a stream
                                                    cut JSON ``{"positions": {"<segment id>": offset}}``
@@ -19,6 +20,11 @@ maxBytesPerTrigger     approx_bytes_per_trigger    streaming: at most this many 
 failOnDataLoss                                     default true: a truncated range fails the query; false:
                                                    it is skipped and logged
 controllerTimeoutMs                                how long to wait for the controller (default 30000)
+trustStore             trust_store                 with a ``tls://host:port`` controller: PEM file of the
+                                                   certificates (CAs) trusted in the controller and the
+                                                   segment stores (default: the system's trust store). The
+                                                   driver and every executor read it at this path: the file
+                                                   must exist there on each of them
 tier2Location                                      the segment store's Tier-2 root as the executors (and the
                                                    driver) see it: an absolute path, ``file:///dir`` or
                                                    ``s3://bucket/prefix?endpoint_override=...``; history

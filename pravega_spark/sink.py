@@ -67,7 +67,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from controller_client.controller_api import ControllerClient, ControllerClientConfig
-from controller_client.errors import ControllerUnavailableError, InvalidArgumentError
+from controller_client.errors import ControllerTlsError, ControllerUnavailableError, InvalidArgumentError
 from controller_client.event_writer import EventStreamWriter, session_writer_id
 from controller_client.model import ScalingPolicy, SegmentRange, StreamConfiguration
 from controller_client.routing import KeyHasher, SegmentMap
@@ -76,6 +76,7 @@ from controller_client.txn_writer import Transaction, TransactionalEventStreamWr
 from pravega_spark.commit_log import BatchCommitter, CommitLog, CommitLogError, CommitOutcome, CrashHook
 from pravega_spark.options_common import SegstoreOptionError
 from pravega_spark.write_options import WriteOptions
+from segment_store.auth.tls import TlsConfigError
 from segment_store.client import SegmentWriter
 from segment_store.protocol import HEADER_SIZE
 from segment_store.protocol.constants import EVENT_TYPE_CODE
@@ -170,11 +171,19 @@ class _TaskInfo:
 
 async def _connect(options: WriteOptions, wait_ready: bool = False) -> ControllerClient:
     uri = options.target.controller
+    trust_store = options.target.trust_store
     try:
-        config = ControllerClientConfig(retry_timeout_s=CONNECT_TIMEOUT_S) if wait_ready else None
+        if wait_ready:
+            config = ControllerClientConfig(retry_timeout_s=CONNECT_TIMEOUT_S, trust_store=trust_store)
+        else:
+            config = ControllerClientConfig(trust_store=trust_store)
         return await ControllerClient.connect(uri, config, wait_ready=wait_ready)
     except InvalidArgumentError as error:
         raise SegstoreOptionError("controller", str(error)) from None
+    except TlsConfigError as error:
+        raise SegstoreOptionError("trustStore", f"{error.path}: {error.problem}") from None
+    except ControllerTlsError as error:
+        raise SegstoreOptionError("trustStore", f"TLS to the controller at {uri} failed: {error}") from None
     except ControllerUnavailableError as error:
         raise SegstoreOptionError("controller", f"cannot reach the controller at {uri}: {error}") from None
 

@@ -150,6 +150,7 @@ def _partitions(options: ReadOptions, ranges: Sequence[ReadRange]) -> list[Input
             options.fail_on_data_loss,
             options.controller_timeout_s,
             options.tier2_location,
+            target.trust_store,
         )
 
     return [
@@ -181,7 +182,9 @@ class SegstoreBatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         options = self.options
         target = options.target
-        with StreamConnection(target.controller, options.controller_timeout_s) as connection:
+        with StreamConnection(
+            target.controller, options.controller_timeout_s, trust_store=target.trust_store
+        ) as connection:
             connection.require_stream(target.scope, target.stream)
             start = resolve_position(connection, options, options.starting_or("earliest"))
             end = resolve_position(connection, options, options.ending or Position.latest("endingOffsets"))
@@ -218,7 +221,9 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _connect(self) -> StreamConnection:
         if self._connection is None:
             target = self.options.target
-            connection = StreamConnection(target.controller, self.options.controller_timeout_s)
+            connection = StreamConnection(
+                target.controller, self.options.controller_timeout_s, trust_store=target.trust_store
+            )
             try:
                 connection.require_stream(target.scope, target.stream)
             except BaseException:

@@ -3,7 +3,11 @@
 =========================  =============================================================================
 option (alias)             meaning
 =========================  =============================================================================
-controller                 ``tcp://host:port`` of the controller (default ``tcp://127.0.0.1:9090``)
+controller                 ``tcp://host:port`` of the controller (default ``tcp://127.0.0.1:9090``);
+                           ``tls://host:port``: TLS to it and to the segment stores
+trustStore (trust_store)   with TLS: PEM file of the certificates (CAs) trusted in the controller and the
+                           segment stores (default: the system's trust store); the driver and every
+                           executor read it at this path, so the file must exist there on each of them
 scope, stream              where to write; both are created when missing
 exactlyOnce                ``true`` (default): each task writes into a transaction the driver commits;
 (exactly_once)             ``false``: plain event writers, at-least-once (see :mod:`pravega_spark.sink`)

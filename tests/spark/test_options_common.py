@@ -39,3 +39,21 @@ def test_bad_integer_names_the_option(text: str) -> None:
 def test_bad_boolean_names_the_option() -> None:
     with pytest.raises(SegstoreOptionError, match=r"^option 'exactlyOnce'"):
         Options.of({"exactlyonce": "maybe"}).boolean("exactlyOnce", True)
+
+
+def test_stream_target_takes_tls_controllers_and_a_trust_store() -> None:
+    target = StreamTarget.parse(
+        Options.of({"controller": "tls://localhost:9090", "TrustStore": " /etc/ca.pem ", "scope": "s", "stream": "x"})
+    )
+    assert target == StreamTarget("tls://localhost:9090", "s", "x", "/etc/ca.pem")
+    alias = StreamTarget.parse(
+        Options.of({"controller": "pravegas://h:1", "trust_store": "/ca", "scope": "s", "stream": "x"})
+    )
+    assert alias.trust_store == "/ca"
+
+
+def test_stream_target_with_a_trust_store_needs_a_tls_controller() -> None:
+    with pytest.raises(SegstoreOptionError, match=r"^option 'trustStore': is for TLS: .*tls://host:port"):
+        StreamTarget.parse(
+            Options.of({"controller": "tcp://h:1", "trustStore": "/ca.pem", "scope": "s", "stream": "x"})
+        )
