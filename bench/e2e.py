@@ -87,12 +87,17 @@ the first ones printed.
     .venv/bin/python bench/e2e.py [--quick] [--seconds 10] [--latency-seconds 4] [--segments 1,10,100]
                                   [--windows 1,100] [--yield-every 1000] [--official-inflight 10000]
                                   [--rounds 3] [--fall-slices 24] [--fall-slice-s 0.5]
-                                  [--only official,ours] [--profile [no-yield|yield]] [--no-pin]
+                                  [--only official,ours] [--profile [no-yield|yield]] [--no-pin] [--tls]
                                   [--py-spy /path/to/py-spy] [--no-cprofile]
                                   [--dir /var/tmp] [--out PATH]
 
 The full run takes about 10 minutes on 2 cores, ``--quick`` about 1 minute. Prints one table per case
 and writes JSON (default ``bench/results/e2e.json``; ``bench/results/`` is git-ignored).
+
+``--tls`` runs the whole bench twice on each Tier-1 backend, in plain text and then on a standalone with TLS on
+both planes (controller ``tls://localhost:PORT``, segment store TLS from the first byte; a throwaway CA made at
+run time, see :mod:`e2e_variants`), prints both reports and a table of plain against TLS with the ratio, and
+writes both runs and the comparison (``by_tier1``, ``tls_by_tier1``, ``tls_vs_plain``).
 """
 
 from __future__ import annotations
@@ -108,11 +113,10 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchlib import MB, filesystem_of, table
+from benchlib import MB, filesystem_of
 from e2e_common import (
     EVENT_BYTES,
     FRAME_HEADER,
@@ -130,11 +134,11 @@ from e2e_common import (
 from e2e_official import official_fall, official_latency, official_throughput
 from e2e_report import report
 from e2e_system import Meter, Standalone, pin_process
+from e2e_variants import compare_tier1, compare_tls, tier1_flags, tls_flags
 from profiles import cprofile_top, py_spy, pyspy_top
 
 from controller_client import ControllerClient, EventStreamWriter, ScalingPolicy, StreamConfiguration, StreamManager
 from segment_store.client.config import ClientConfig
-from segment_store.tier1.nats_server import NatsCluster
 
 FALL_RATIO = 0.8
 PROFILE_TOP = 12
@@ -232,13 +236,13 @@ async def ours_throughput(
     row["pool_connections"] = ClientConfig().pool.max_connections_per_endpoint
     if profiled and cprofile:
         profiler.dump_stats(f"{profiled}-client.prof")
-    row.update(await count_events(system.uri, stream))
+    row.update(await count_events(system.uri, stream, system.client_config))
     check_read_back(row, warm + count)
     return row
 
 
 async def ours_fall(
-    uri: str,
+    system: Standalone,
     controller: ControllerClient,
     segment_counts: list[int],
     yield_every: int,
@@ -267,7 +271,8 @@ async def ours_fall(
             seconds[segments] += time.perf_counter() - started
         for segments, (_, writer) in writers.items():
             await writer.close()
-            await check_stored(uri, f"{prefix}{segments}y{yield_every}", events[segments] + len(keys))
+            stream = f"{prefix}{segments}y{yield_every}"
+            await check_stored(system.uri, stream, events[segments] + len(keys), system.client_config)
     finally:
         for manager, _ in writers.values():
             with contextlib.suppress(Exception):
@@ -295,14 +300,14 @@ async def ours_latency(system: Standalone, controller: ControllerClient, seconds
         await manager.close()
     row = latency_row("ours", window, latencies, measured)
     row["stream"] = stream
-    row.update(await count_events(system.uri, stream))
+    row.update(await count_events(system.uri, stream, system.client_config))
     check_read_back(row, warm + len(latencies))
     return row
 
 
 async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[str, Any]) -> None:
     segment_counts = [int(s) for s in args.segments.split(",")]
-    async with await ControllerClient.connect(system.uri) as controller:
+    async with await ControllerClient.connect(system.uri, system.client_config) as controller:
         async with StreamManager(controller) as manager:
             await manager.create_scope(SCOPE)
         rates: dict[tuple[int, int], list[int]] = {}
@@ -326,9 +331,7 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
         falls: dict[int, float] = {}
         for yield_every in (0, args.yield_every):
             await system.flush_tier2()
-            fall = await ours_fall(
-                system.uri, controller, segment_counts, yield_every, args.fall_slices, args.fall_slice_s
-            )
+            fall = await ours_fall(system, controller, segment_counts, yield_every, args.fall_slices, args.fall_slice_s)
             results.setdefault("fall", []).append(fall)
             falls[yield_every] = fall["ratio"]
             print(f"  interleaved, yield every {yield_every}: {fall['events_per_s']} events/s, "
@@ -358,42 +361,12 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
 
 
 # ---- driver ----------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def tier1_flags(backend: str, nats_dir: Path) -> Iterator[tuple[str, ...]]:
-    """The standalone's Tier-1 flags for ``backend``; JetStream backends get NATS servers started here."""
-    if backend == "file":
-        yield ()
-        return
-    sizes = {"jetstream-r1": 1, "jetstream-r3": 3}
-    if backend not in sizes:
-        raise SystemExit(f"--tier1: unknown backend {backend!r} (file, jetstream-r1, jetstream-r3)")
-    cluster = NatsCluster.on_free_ports(nats_dir, sizes[backend])
-    cluster.start()
-    try:
-        yield ("--tier1", "jetstream", "--nats", cluster.servers, "--tier1-replicas", str(sizes[backend]))
-    finally:
-        cluster.stop()
-
-
-def compare_tier1(by_tier1: dict[str, dict[str, Any]]) -> None:
-    """One row per Tier-1 backend: our client's median events/s (fewest segments) and latencies."""
-    rows = []
-    for backend, found in by_tier1.items():
-        medians = found.get("ours_median_events_per_s", {})
-        row: dict[str, Any] = {"tier1": backend, "events_per_s": next(iter(medians.values()), "-")}
-        for latency in found.get("latency", []):
-            if latency.get("client") == "ours":
-                row[f"p50_w{latency['window']}"] = latency["p50_ms"]
-                row[f"p99_w{latency['window']}"] = latency["p99_ms"]
-        rows.append(row)
-    columns = [("tier1", "tier1"), ("events_per_s", "ours events/s")]
-    columns += [(key, key.replace("_w", " ms, window ")) for key in rows[0] if key.startswith("p")]
-    table("Tier-1 backends compared (our client, 100 B events)", rows, columns)
-
-
-def run(args: argparse.Namespace, data_dir: Path, extra_args: tuple[str, ...] = ()) -> dict[str, Any]:
+def run(
+    args: argparse.Namespace, data_dir: Path, extra_args: tuple[str, ...] = (), trust_store: Path | None = None
+) -> dict[str, Any]:
+    """The whole bench on one standalone (``trust_store``: it runs with TLS, ``extra_args`` has its flags)."""
     only = set(args.only.split(",")) if args.only else {"official", "ours"}
-    system = Standalone(data_dir, extra_args)
+    system = Standalone(data_dir, extra_args, trust_store)
     results: dict[str, Any] = {"throughput": [], "latency": [], "rounds": args.rounds}
     try:
         results["standalone_start_s"] = round(system.start(), 1)
@@ -475,6 +448,11 @@ def main() -> None:
         "ledgers), jetstream-r1 (one NATS server), jetstream-r3 (a 3-node NATS cluster) (default file)",
     )
     parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="run everything twice, in plain text and with TLS on both planes (a throwaway CA), and compare",
+    )
+    parser.add_argument(
         "--profile",
         nargs="?",
         const="worse",
@@ -505,18 +483,30 @@ def main() -> None:
     started = time.perf_counter()
     backends = args.tier1.split(",")
     by_tier1: dict[str, dict[str, Any]] = {}
+    tls_by_tier1: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-e2e-", dir=args.dir) as tmp:
         args.work = Path(tmp)
         for backend in backends:
             print(f"\n== Tier-1: {backend}", flush=True)
             with tier1_flags(backend, args.work / f"nats-{backend}") as flags:
                 by_tier1[backend] = run(args, args.work / f"data-{backend}", flags)
+            if args.tls:
+                print(f"\n== Tier-1: {backend}, TLS", flush=True)
+                certificates, ca = tls_flags(args.work / "certs")
+                with tier1_flags(backend, args.work / f"nats-{backend}-tls") as flags:
+                    tls_by_tier1[backend] = run(args, args.work / f"data-{backend}-tls", (*flags, *certificates), ca)
     for backend, found in by_tier1.items():
         print(f"\n== Tier-1: {backend}")
+        report(found, EVENT_BYTES, FALL_RATIO)
+    for backend, found in tls_by_tier1.items():
+        print(f"\n== Tier-1: {backend}, TLS")
         report(found, EVENT_BYTES, FALL_RATIO)
     results: dict[str, Any] = by_tier1[backends[0]] if len(backends) == 1 else {"by_tier1": by_tier1}
     if len(backends) > 1:
         compare_tier1(by_tier1)
+    if args.tls:
+        comparison = compare_tls(by_tier1, tls_by_tier1)
+        results = {"by_tier1": by_tier1, "tls_by_tier1": tls_by_tier1, "tls_vs_plain": comparison}
     total_s = time.perf_counter() - started
     load_after = os.getloadavg()
     print(f"\ntotal {total_s:.0f} s; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
@@ -535,6 +525,7 @@ def main() -> None:
         "profile",
         "no_cprofile",
         "tier1",
+        "tls",
     )
     document = {
         "benchmark": "e2e",

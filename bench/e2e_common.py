@@ -13,7 +13,7 @@ from typing import Any
 
 from benchlib import mb_per_s, percentile
 
-from controller_client import ControllerClient, StreamManager
+from controller_client import ControllerClient, ControllerClientConfig, StreamManager
 
 EVENT_BYTES = 100
 FRAME_HEADER = 8
@@ -29,9 +29,9 @@ def payload_text(seed: int = 7) -> str:
     return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(EVENT_BYTES))
 
 
-async def count_events(uri: str, stream: str) -> dict[str, Any]:
+async def count_events(uri: str, stream: str, config: ControllerClientConfig | None = None) -> dict[str, Any]:
     """Read ``SCOPE/stream`` from the head to its tail cut with our reader; events, sizes, rate."""
-    async with await ControllerClient.connect(uri) as controller, StreamManager(controller) as manager:
+    async with await ControllerClient.connect(uri, config) as controller, StreamManager(controller) as manager:
         started = time.perf_counter()
         end = await manager.tail_cut(SCOPE, stream)
         count = wrong_size = 0
@@ -45,9 +45,9 @@ async def count_events(uri: str, stream: str) -> dict[str, Any]:
     return {"read_events": count, "read_events_per_s": round(count / elapsed)}
 
 
-async def check_stored(uri: str, stream: str, acknowledged: int) -> None:
+async def check_stored(uri: str, stream: str, acknowledged: int, config: ControllerClientConfig | None = None) -> None:
     """``SCOPE/stream`` holds exactly ``acknowledged`` events of ``EVENT_BYTES`` (its segments' lengths, framed)."""
-    async with await ControllerClient.connect(uri) as controller, StreamManager(controller) as manager:
+    async with await ControllerClient.connect(uri, config) as controller, StreamManager(controller) as manager:
         stored = sum((await manager.tail_cut(SCOPE, stream)).positions.values())
     if stored != acknowledged * (EVENT_BYTES + FRAME_HEADER):
         expected = acknowledged * (EVENT_BYTES + FRAME_HEADER)

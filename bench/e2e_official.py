@@ -59,7 +59,7 @@ def official_throughput(system: Standalone, seconds: float, inflight: int) -> di
     row = throughput_row("official", f"write_event_bytes, {inflight:,} in flight", stream, 4, 100, count, measured)
     row["flush_s"] = round(flushed, 2)
     row["max_inflight_events"] = inflight
-    row.update(asyncio.run(count_events(system.uri, stream)))
+    row.update(asyncio.run(count_events(system.uri, stream, system.client_config)))
     check_read_back(row, warm + count)
     return row
 
@@ -97,7 +97,8 @@ def official_fall(
         events[count] = n
         seconds[count] += time.perf_counter() - started
     for count in counts:
-        asyncio.run(check_stored(system.uri, f"officialfall{count}", events[count] + len(keys)))
+        stream = f"officialfall{count}"
+        asyncio.run(check_stored(system.uri, stream, events[count] + len(keys), system.client_config))
     return fall_result("official", f"write_event_bytes, {inflight:,} in flight", slices, slice_s, events, seconds)
 
 
@@ -119,6 +120,6 @@ async def official_latency(system: Standalone, seconds: float, window: int) -> d
     latencies = await windowed(submit, seconds, window)
     row = latency_row("official", window, latencies, meter.done())
     row["stream"] = stream
-    row.update(await count_events(system.uri, stream))
+    row.update(await count_events(system.uri, stream, system.client_config))
     check_read_back(row, warm + len(latencies))
     return row

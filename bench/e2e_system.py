@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from segment_store.client import SegmentClient
+from controller_client import ControllerClientConfig
+from segment_store.auth.tls import TrustConfig
+from segment_store.client import ClientConfig, ConnectionConfig, SegmentClient
 from segment_store.coordination.zookeeper_server import free_port
 
 READY = "segstore standalone ready"
@@ -47,10 +49,12 @@ def machine_busy_s() -> float:
 class Standalone:
     """``segstore standalone`` on ``data_dir`` and free ports; ``start`` waits for its ready line."""
 
-    def __init__(self, data_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, data_dir: Path, extra_args: tuple[str, ...] = (), trust_store: Path | None = None) -> None:
         self.data_dir = data_dir
         self.extra_args = extra_args
-        """More ``segstore standalone`` flags (``--tier1 jetstream --nats ...``)."""
+        """More ``segstore standalone`` flags (``--tier1 jetstream --nats ...``, ``--tls-cert ... --tls-key ...``)."""
+        self.trust_store = trust_store
+        """TLS (its flags are in ``extra_args``): the CA file every client trusts; None = plain text."""
         self.controller_port = free_port()
         self.segmentstore_port = free_port()
         self.proc: subprocess.Popen[str] | None = None
@@ -62,7 +66,15 @@ class Standalone:
 
     @property
     def uri(self) -> str:
+        """``tcp://127.0.0.1:PORT``, or with TLS ``tls://localhost:PORT`` (the name the certificate holds)."""
+        if self.trust_store is not None:
+            return f"tls://localhost:{self.controller_port}"
         return f"tcp://127.0.0.1:{self.controller_port}"
+
+    @property
+    def client_config(self) -> ControllerClientConfig | None:
+        """Our controller client's settings: the trust store with TLS, else the defaults (None)."""
+        return ControllerClientConfig(trust_store=str(self.trust_store)) if self.trust_store is not None else None
 
     @property
     def pid(self) -> int:
@@ -74,6 +86,8 @@ class Standalone:
                    "--controller-port", str(self.controller_port),
                    "--segmentstore-port", str(self.segmentstore_port), *self.extra_args]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        if self.trust_store is not None:  # the official client reads its CA file from here when it is made
+            os.environ["pravega_client_tls_cert_path"] = str(self.trust_store)  # noqa: SIM112 (its exact name)
         started = time.perf_counter()
         self.proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env
@@ -116,8 +130,12 @@ class Standalone:
         """Flush every container to Tier-2 (``FlushToStorage``), so the next case does not pay for the backlog
         the one before it left; seconds taken."""
         started = time.perf_counter()
-        endpoint = ("127.0.0.1", self.segmentstore_port)
-        async with SegmentClient(endpoint) as client:
+        if self.trust_store is not None:
+            endpoint = ("localhost", self.segmentstore_port)
+            config = ClientConfig(connection=ConnectionConfig(tls=TrustConfig(self.trust_store)))
+        else:
+            endpoint, config = ("127.0.0.1", self.segmentstore_port), ClientConfig()
+        async with SegmentClient(endpoint, config) as client:
             for container in range(self.container_count):
                 await client.flush_to_storage(container, endpoint)
         return time.perf_counter() - started

@@ -1,0 +1,103 @@
+"""The variants of the system ``bench/e2e.py`` runs on, and the tables comparing them.
+
+* Tier-1 backends (``--tier1 file,jetstream-r1,jetstream-r3``): the standalone's flags, NATS servers started
+  here for JetStream, and one row per backend.
+* TLS (``--tls``): the whole bench again on a standalone with TLS on both planes (its certificate for
+  ``localhost`` from a throwaway CA made here with trustme; every client trusts that CA, our client by
+  ``ControllerClientConfig.trust_store``, the official one by ``pravega_client_tls_cert_path``), and one row per
+  Tier-1 backend and mode with the ratio TLS / plain.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from benchlib import table
+
+from segment_store.tier1.nats_server import NatsCluster
+
+
+@contextlib.contextmanager
+def tier1_flags(backend: str, nats_dir: Path) -> Iterator[tuple[str, ...]]:
+    """The standalone's Tier-1 flags for ``backend``; JetStream backends get NATS servers started here."""
+    if backend == "file":
+        yield ()
+        return
+    sizes = {"jetstream-r1": 1, "jetstream-r3": 3}
+    if backend not in sizes:
+        raise SystemExit(f"--tier1: unknown backend {backend!r} (file, jetstream-r1, jetstream-r3)")
+    cluster = NatsCluster.on_free_ports(nats_dir, sizes[backend])
+    cluster.start()
+    try:
+        yield ("--tier1", "jetstream", "--nats", cluster.servers, "--tier1-replicas", str(sizes[backend]))
+    finally:
+        cluster.stop()
+
+
+def tls_flags(directory: Path) -> tuple[tuple[str, ...], Path]:
+    """A throwaway CA and a certificate for ``localhost`` under ``directory``: the standalone's TLS flags and
+    the CA file clients trust."""
+    import trustme  # the test extra: certificates made at run time, never kept
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA(organization_name="segstore bench CA")
+    server = ca.issue_cert("localhost")
+    ca_path, cert, key = directory / "ca.pem", directory / "server.pem", directory / "server.key"
+    ca.cert_pem.write_to_path(str(ca_path))
+    server.cert_chain_pems[0].write_to_path(str(cert))
+    server.private_key_pem.write_to_path(str(key))
+    return ("--tls-cert", str(cert), "--tls-key", str(key)), ca_path
+
+
+def compare_tier1(by_tier1: dict[str, dict[str, Any]]) -> None:
+    """One row per Tier-1 backend: our client's median events/s (fewest segments) and latencies."""
+    rows = []
+    for backend, found in by_tier1.items():
+        medians = found.get("ours_median_events_per_s", {})
+        row: dict[str, Any] = {"tier1": backend, "events_per_s": next(iter(medians.values()), "-")}
+        for latency in found.get("latency", []):
+            if latency.get("client") == "ours":
+                row[f"p50_w{latency['window']}"] = latency["p50_ms"]
+                row[f"p99_w{latency['window']}"] = latency["p99_ms"]
+        rows.append(row)
+    columns = [("tier1", "tier1"), ("events_per_s", "ours events/s")]
+    columns += [(key, key.replace("_w", " ms, window ")) for key in rows[0] if key.startswith("p")]
+    table("Tier-1 backends compared (our client, 100 B events)", rows, columns)
+
+
+def headline(found: dict[str, Any]) -> dict[str, Any]:
+    """The numbers of one run that TLS may change: events/s of each client and case, latencies, read rates."""
+    row: dict[str, Any] = {}
+    for case, rate in found.get("ours_median_events_per_s", {}).items():
+        yield_every, segments = case.split("/")
+        producer = "no yield" if yield_every == "0" else f"yield {yield_every}"
+        row[f"ours {segments} seg, {producer} ev/s"] = rate
+    for throughput in found.get("throughput", []):
+        if throughput["client"] == "official":
+            row["official ev/s"] = throughput["events_per_s"]
+    for latency in found.get("latency", []):
+        row[f"{latency['client']} p50 ms, w{latency['window']}"] = latency["p50_ms"]
+        row[f"{latency['client']} p99 ms, w{latency['window']}"] = latency["p99_ms"]
+    reads = [t["read_events_per_s"] for t in found.get("throughput", []) if t["client"] == "ours"]
+    if reads:
+        row["ours read ev/s (best)"] = max(reads)
+    return row
+
+
+def compare_tls(plain: dict[str, dict[str, Any]], tls: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per Tier-1 backend, plain text against TLS, metric by metric, with the ratio TLS / plain; printed and
+    returned (for the JSON)."""
+    rows: list[dict[str, Any]] = []
+    for backend in plain:
+        before, after = headline(plain[backend]), headline(tls.get(backend, {}))
+        for metric, value in before.items():
+            other = after.get(metric)
+            ratio = round(other / value, 2) if isinstance(other, int | float) and value else None
+            rows.append({"tier1": backend, "metric": metric, "plain": value, "tls": other, "tls_over_plain": ratio})
+    columns = [("tier1", "tier1"), ("metric", "metric"), ("plain", "plain"), ("tls", "TLS"),
+               ("tls_over_plain", "TLS / plain")]  # fmt: skip
+    table("plain text against TLS on both planes (100 B events; a ratio < 1 for events/s is a cost)", rows, columns)
+    return rows
