@@ -162,12 +162,11 @@ class TlsConfig:
     ca_path: Path | None = None
 
     def __post_init__(self) -> None:
-        for name in ("cert_path", "key_path", "ca_path"):
-            object.__setattr__(self, name, _as_path(getattr(self, name)))
-        if not str(self.cert_path).strip():
-            raise TlsConfigError("tls_cert", None, "empty path")
-        if not str(self.key_path).strip():
-            raise TlsConfigError("tls_key", None, "empty path")
+        for name, option in (("cert_path", "tls_cert"), ("key_path", "tls_key"), ("ca_path", "tls_ca")):
+            value = getattr(self, name)
+            if isinstance(value, str) and not value.strip():
+                raise TlsConfigError(option, None, "empty path")
+            object.__setattr__(self, name, _as_path(value))
 
     @property
     def requires_client_certificate(self) -> bool:

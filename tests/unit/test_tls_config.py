@@ -236,3 +236,10 @@ def _handshake_in_memory(client: ssl.SSLContext, server: ssl.SSLContext, host: s
         if all(done.values()):
             return
     raise AssertionError("handshake did not finish")
+
+
+def test_empty_paths_are_refused_naming_the_option(files: TlsFiles) -> None:
+    with pytest.raises(TlsConfigError, match=r"^tls_cert: empty path$"):
+        TlsConfig(" ", files.key)  # type: ignore[arg-type]
+    with pytest.raises(TlsConfigError, match=r"^tls_ca: empty path$"):
+        TlsConfig(files.cert, files.key, "")  # type: ignore[arg-type]
