@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import secrets
 import signal
 import sys
 from pathlib import Path
 
 from controller.config import ControllerConfig
+from controller.rpc.authentication import AuthConfig, ControllerAuth
+from segment_store.auth.passwords import PasswordFileError
+from segment_store.auth.settings import add_cli_arguments as add_auth_arguments
 from segment_store.auth.tls import TlsConfig, TlsConfigError, TrustConfig, is_ip_literal, trust_from_cli
 from segment_store.auth.tls import add_cli_arguments as add_tls_arguments
 from segment_store.cli import add_cache_argument
@@ -41,6 +45,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     add_tier1_arguments(st)
     add_tier2_arguments(st)
     add_tls_arguments(st, trust_store=True)
+    add_auth_arguments(st, controller=True)
     st.set_defaults(func=_cmd_standalone)
 
     ct = sub.add_parser(
@@ -56,6 +61,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ct.add_argument("--container-count", type=int, default=4, help="segment containers in the cluster (default 4)")
     ct.add_argument("--log-level", default="info", help="logging level (default info)")
     add_tls_arguments(ct, trust_store=True)
+    add_auth_arguments(ct, controller=True)
     ct.set_defaults(func=_cmd_controller)
 
 
@@ -79,6 +85,31 @@ def _tls(command: str, args: argparse.Namespace, own_trust: bool) -> tuple[TlsCo
     return tls, trust
 
 
+def _auth(command: str, args: argparse.Namespace, make_key: bool) -> AuthConfig | None:
+    """Authentication from the flags and environment (None: off); SystemExit(2) naming a bad setting.
+    ``make_key``: without a signing key, make a random one (the standalone: its segment store is its child)."""
+    from segment_store.auth import settings
+
+    try:
+        passwords = settings.password_file(args)
+        if passwords is None:
+            return None
+        key = settings.signing_key(args)
+        if key is None and make_key:
+            key = secrets.token_urlsafe(32)
+        if key is None:
+            raise settings.AuthSettingsError(
+                f"--auth-password-file needs a token signing key shared with the segment stores: "
+                f"--auth-token-signing-key-file or ${settings.SIGNING_KEY_ENV}"
+            )
+        config = AuthConfig(passwords, key, settings.token_ttl_s(args))
+        ControllerAuth(config)  # reads the password file now: a bad one stops the start, naming the line
+    except (settings.AuthSettingsError, PasswordFileError, ValueError) as error:
+        print(f"segstore {command}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return config
+
+
 def _warn_ip_literal(command: str, host: str) -> None:
     if is_ip_literal(host):
         print(
@@ -94,6 +125,7 @@ def _cmd_standalone(args: argparse.Namespace) -> int:
 
     _logging(args.log_level)
     tls, trust = _tls("standalone", args, own_trust=True)
+    auth = _auth("standalone", args, make_key=True)
     config = StandaloneConfig(
         data_dir=Path(args.data_dir).resolve(),
         host=args.host,
@@ -107,6 +139,7 @@ def _cmd_standalone(args: argparse.Namespace) -> int:
         tls=tls,
         segment_store_tls=trust,
         advertise_host=args.advertise_host,
+        auth=auth,
     )
     if tls is not None:
         _warn_ip_literal("standalone", config.advertised_host)
@@ -130,6 +163,7 @@ def _storage_flags(args: argparse.Namespace) -> list[str]:
 def _cmd_controller(args: argparse.Namespace) -> int:
     _logging(args.log_level)
     tls, trust = _tls("controller", args, own_trust=False)
+    auth = _auth("controller", args, make_key=False)
     config = ControllerConfig(
         host=args.host,
         port=args.port,
@@ -138,6 +172,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         container_count=args.container_count,
         tls=tls,
         segment_store_tls=trust,
+        auth=auth,
     )
     if tls is not None:
         _warn_ip_literal("controller", config.advertised_host)
@@ -154,6 +189,7 @@ async def _run_controller(config: ControllerConfig) -> int:
     service = await ControllerService.start(config)
     host, port = service.endpoint
     tls = f", TLS, segment stores: {config.segment_store_tls.describe()}" if config.segment_store_tls else ""
+    tls += ", authentication on" if config.auth is not None else ""
     print(f"segstore controller ready on {host}:{port} ({service.uri}, zookeeper {config.zookeeper}{tls})", flush=True)
     await stop.wait()
     await service.stop()

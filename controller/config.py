@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from controller.rpc.authentication import AuthConfig
 from segment_store.auth.tls import TlsConfig, TrustConfig
 
 
@@ -44,6 +45,9 @@ class ControllerConfig:
     segment_store_tls: TrustConfig | None = None
     """TLS to the segment stores: what the controller trusts in them (and presents, if they require client
     certificates); None = plain text. ``segstore controller`` sets it whenever it has TLS itself."""
+    auth: AuthConfig | None = None
+    """Authentication and authorization of callers, delegation tokens for the segment stores (which then need the
+    same signing key); None = off (anyone may do anything, tokens are empty)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 65536:

@@ -19,9 +19,11 @@ from controller.cluster.cluster_manager import ClusterManager
 from controller.config import ControllerConfig
 from controller.core import ControllerCore
 from controller.metadata.stream_store import StreamMetadataStore
+from controller.rpc.authentication import ControllerAuth
 from controller.rpc.servicer import start_grpc_server
 from controller.segment_ops import SegmentStoreOps
 from segment_store.client import ClientConfig, ConnectionConfig, NoSuchSegmentError, SegmentClient, TlsError
+from segment_store.client.tokens import SignedTokens
 from segment_store.containers.mapping import container_of
 from segment_store.coordination.kazoo_store import KazooCoordinationStore
 from segment_store.coordination.store import CoordinationStore
@@ -63,8 +65,11 @@ class ControllerService:
         identity = f"{config.advertised_host}:{config.port}"
         cluster = ClusterManager(store, config.container_count, identity=identity)
         await cluster.start()
+        auth = ControllerAuth(config.auth) if config.auth is not None else None
         segments = SegmentClient(
-            cluster.host_store.resolve, ClientConfig(connection=ConnectionConfig(tls=config.segment_store_tls))
+            cluster.host_store.resolve,
+            ClientConfig(connection=ConnectionConfig(tls=config.segment_store_tls)),
+            tokens=SignedTokens(auth.signer) if auth is not None else None,
         )
         metadata = StreamMetadataStore(store, config.metadata_root)
         core = ControllerCore(config, metadata, SegmentStoreOps(segments), cluster.host_store)
@@ -72,12 +77,13 @@ class ControllerService:
         try:
             await core.start()
             service._server, service._port = await start_grpc_server(
-                core, config.host, config.port, config.rpc_workers, config.tls
+                core, config.host, config.port, config.rpc_workers, config.tls, auth
             )
         except BaseException:
             await service.stop()
             raise
         security = config.tls.describe() if config.tls is not None else "plain text"
+        security += ", authentication on" if auth is not None else ""
         log.info("controller serving %s on %s:%d", security, config.host, service._port)
         return service
 

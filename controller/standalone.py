@@ -20,6 +20,11 @@ the standalone's own certificate, or ``--tls-ca`` when client certificates are r
 certificate then). With TLS the system is advertised by host name, ``localhost`` unless ``advertise_host``
 says otherwise: the controller URI is ``tls://localhost:<port>`` and ``getURI`` answers ``localhost``,
 because Pravega's Rust-based clients refuse IP addresses as TLS host names.
+
+Authentication (``auth``): off by default (a laptop). With a password file the controller authenticates
+every caller and signs delegation tokens; the segment store process checks them with the same key, which it
+gets in its environment (``SEGSTORE_AUTH_TOKEN_SIGNING_KEY``). ``segstore standalone --auth-password-file F``
+makes a random key for the run unless one is given (tokens then do not outlive a restart: clients get new ones).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.config import ControllerConfig
+from controller.rpc.authentication import AuthConfig
+from segment_store.auth.settings import SIGNING_KEY_ENV
 from segment_store.auth.tls import TlsConfig, TrustConfig
 from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 
@@ -63,6 +70,9 @@ class StandaloneConfig:
     """What the controller trusts in its segment store (with ``tls``); None = ``tls.ca_path`` if client
     certificates are required (then presenting ``tls``'s certificate), else the standalone's own certificate."""
     advertise_host: str | None = None
+    auth: AuthConfig | None = None
+    """Authentication (a password file and the token signing key, which the segment store process gets in its
+    environment, never on its command line); None = off."""
     """The host name in the controller URI and the segment store's registration (what ``getURI`` answers);
     None = ``localhost`` with TLS (the certificate must name it), else ``host``."""
 
@@ -142,6 +152,7 @@ class Standalone:
                 container_count=cfg.container_count,
                 tls=cfg.tls,
                 segment_store_tls=cfg.segment_store_trust,
+                auth=cfg.auth,
             )
             self.controller = await ControllerService.start(controller_config)
             await self._start_segmentstore()
@@ -187,8 +198,11 @@ class Standalone:
     async def _start_segmentstore(self) -> None:
         log_path = self.config.data_dir / "segmentstore.log"
         with open(log_path, "ab") as log_file:
+            env = None
+            if self.config.auth is not None:
+                env = {**os.environ, SIGNING_KEY_ENV: self.config.auth.token_signing_key}
             self._segmentstore = await asyncio.create_subprocess_exec(
-                *self._segmentstore_command(), stdout=log_file, stderr=log_file, preexec_fn=_die_with_parent
+                *self._segmentstore_command(), stdout=log_file, stderr=log_file, preexec_fn=_die_with_parent, env=env
             )
         log.info("segment store process %d started (log %s)", self._segmentstore.pid, log_path)
 
@@ -257,6 +271,7 @@ async def run_standalone(config: StandaloneConfig) -> int:
     assert system.zookeeper is not None
     host, port = system.segmentstore_endpoint
     tls = " (TLS)" if config.tls is not None else ""
+    tls += ", authentication on" if config.auth is not None else ""
     print(
         f"segstore standalone ready: controller {system.controller_uri}, segment store {host}:{port}{tls}, "
         f"zookeeper {system.zookeeper.connect_string}, data {config.data_dir} (pid {os.getpid()})",

@@ -46,8 +46,10 @@ from controller_client.controller_channel import (
 from controller_client.controller_channel import ControllerClientConfig as ControllerClientConfig  # re-exported
 from controller_client.controller_channel import parse_controller_uri as parse_controller_uri  # re-exported
 from controller_client.errors import (
+    ControllerAuthenticationError,
     ControllerError,
     ControllerFailureError,
+    ControllerPermissionError,
     ControllerTlsError,
     ControllerUnavailableError,
     GenerationMismatchError,
@@ -120,6 +122,7 @@ class ControllerClient:
         self._channel = channel
         self._stub = pb_grpc.ControllerServiceStub(channel)
         self._config = config or ControllerClientConfig()
+        self._metadata = self._config.call_metadata()
         self._target = target or (address.target if address is not None else "controller")
         self._address = address
         self._sleep = sleep
@@ -189,7 +192,7 @@ class ControllerClient:
         while True:
             attempts += 1
             try:
-                return await method(request, timeout=config.rpc_timeout_s)
+                return await method(request, timeout=config.rpc_timeout_s, metadata=self._metadata)
             except grpc.aio.AioRpcError as e:
                 code = e.code()
                 if code != grpc.StatusCode.UNAVAILABLE:
@@ -220,6 +223,10 @@ class ControllerClient:
             )
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             return InvalidArgumentError(f"{rpc}: {e.details()}")
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            return ControllerAuthenticationError(f"{rpc}: controller {self._target}: {e.details()}")
+        if code == grpc.StatusCode.PERMISSION_DENIED:
+            return ControllerPermissionError(f"{rpc}: {e.details()}")
         if code == grpc.StatusCode.NOT_FOUND and not_found is not None:
             return not_found
         return ControllerFailureError(f"{rpc}: gRPC {code.name}: {e.details()}")
@@ -342,7 +349,8 @@ class ControllerClient:
     # ---- segments -------------------------------------------------------------------------------------------
     async def get_current_segments(self, scope: str, stream: str) -> list[SegmentRange]:
         """The active segments, sorted by ``key_start`` (empty once the stream is sealed)."""
-        request = conv.stream_info_to_proto(scope, stream)
+        # NONE: this client takes its tokens from getDelegationToken, so READ on the stream is enough here
+        request = pb.StreamInfo(scope=scope, stream=stream, accessOperation=pb.StreamInfo.NONE)
         resp = await self._call("getCurrentSegments", request, not_found=StreamNotFoundError(scope, stream))
         with _decoding("getCurrentSegments"):
             return conv.segment_ranges_from_proto(resp.segmentRanges, "SegmentRanges.segmentRanges")
@@ -356,7 +364,8 @@ class ControllerClient:
 
     async def get_segments_at_time(self, scope: str, stream: str, timestamp_ms: int) -> StreamCut:
         """The stream cut at ``timestamp_ms`` (ms since the epoch; 0 is the head)."""
-        request = pb.GetSegmentsRequest(streamInfo=conv.stream_info_to_proto(scope, stream), timestamp=timestamp_ms)
+        info = pb.StreamInfo(scope=scope, stream=stream, accessOperation=pb.StreamInfo.NONE)  # READ is enough
+        request = pb.GetSegmentsRequest(streamInfo=info, timestamp=timestamp_ms)
         resp: pb.SegmentsAtTime = await self._call("getSegments", request, not_found=StreamNotFoundError(scope, stream))
         with _decoding("getSegments"):
             positions = {
@@ -581,8 +590,12 @@ class ControllerClient:
             raise _refuse(f"updateSubscriberStreamCut {subscriber!r}", s.Status, resp.status, errors)
 
     # ---- misc -----------------------------------------------------------------------------------------------
-    async def get_delegation_token(self, scope: str, stream: str) -> str:
-        resp: pb.DelegationToken = await self._call("getDelegationToken", conv.stream_info_to_proto(scope, stream))
+    async def get_delegation_token(self, scope: str, stream: str, write: bool = True) -> str:
+        """A token for the segment stores on the stream: ``READ_UPDATE`` (``write``) or ``READ``; "" while the
+        controller runs without authentication. Raises ControllerPermissionError if the caller may not."""
+        access = pb.StreamInfo.READ_WRITE if write else pb.StreamInfo.READ
+        request = pb.StreamInfo(scope=scope, stream=stream, accessOperation=access)
+        resp: pb.DelegationToken = await self._call("getDelegationToken", request)
         return resp.delegationToken
 
     async def get_controller_server_list(self) -> list[tuple[str, int]]:

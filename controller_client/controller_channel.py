@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -29,6 +29,7 @@ import grpc
 import grpc.aio
 
 from controller_client.errors import InvalidArgumentError
+from segment_store.auth.passwords import basic_header
 from segment_store.auth.tls import TrustConfig, is_tls_scheme
 
 
@@ -51,8 +52,17 @@ class ControllerClientConfig:
     client_cert: str | None = None
     """TLS: a certificate (PEM) to present to servers that require client certificates, with ``client_key``."""
     client_key: str | None = None
+    username: str | None = None
+    """Authentication (``Basic``): the user, with ``password``; every call carries them."""
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    """Authentication (``Bearer``): a delegation token from ``getDelegationToken`` (what Spark executors use)."""
 
     def __post_init__(self) -> None:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("password: Basic authentication needs both username and password")
+        if self.username is not None and self.token is not None:
+            raise ValueError("token: give either username/password or a token, not both")
         for key in ("rpc_timeout_s", "initial_backoff_s", "max_backoff_s", "max_reconnect_backoff_ms"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key}: must be positive, not {getattr(self, key)}")
@@ -64,6 +74,14 @@ class ControllerClientConfig:
             raise ValueError("max_backoff_s: must be >= initial_backoff_s")
         if (self.client_cert is None) != (self.client_key is None):
             raise ValueError("client_key: a client certificate needs both client_cert and client_key")
+
+    def call_metadata(self) -> tuple[tuple[str, str], ...] | None:
+        """The ``authorization`` metadata every call carries (None without credentials)."""
+        if self.username is not None and self.password is not None:
+            return (("authorization", basic_header(self.username, self.password)),)
+        if self.token is not None:
+            return (("authorization", f"Bearer {self.token}"),)
+        return None
 
     def trust(self) -> TrustConfig:
         """The TLS trust these settings describe (used when the URI asks for TLS)."""

@@ -34,6 +34,16 @@ class ControllerTlsError(ControllerError):
     another host, or the controller speaks no TLS. The message says what to check. Not retriable."""
 
 
+class ControllerAuthenticationError(ControllerError):
+    """The controller did not accept the credentials (gRPC ``UNAUTHENTICATED``): wrong user or password, an expired
+    or foreign token, or none where the controller requires them."""
+
+
+class ControllerPermissionError(ControllerError):
+    """The credentials are valid but do not allow this (gRPC ``PERMISSION_DENIED``); the message names the
+    resource and the permission missing."""
+
+
 class ControllerFailureError(ControllerError):
     """The controller answered FAILURE / INTERNAL_ERROR, a gRPC error without a more specific
     meaning, or a response this client cannot interpret."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from controller_client.delegation_tokens import ControllerTokens
 from controller_client.event_writer import EventStreamWriter, EventWriterConfig
 from controller_client.model import (
     TRANSACTION_DELIMITER,
@@ -176,7 +177,8 @@ class StreamManager:
                 is_alive=lambda endpoint: bool(holder and holder[0].pool.connections(endpoint)),
                 retry=self.config.controller_retry,
             )
-            segment_client = SegmentClient(self.resolver, self._client_config(controller))
+            tokens = ControllerTokens(controller.get_delegation_token)
+            segment_client = SegmentClient(self.resolver, self._client_config(controller), tokens=tokens)
             holder.append(segment_client)
         self.client = segment_client
         self.hasher = KeyHasher()

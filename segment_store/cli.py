@@ -129,7 +129,14 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
     except TlsConfigError as exc:
         print(f"segstore segmentstore: {exc}", file=sys.stderr)
         return 2
-    server = ServerConfig(host=args.host, port=args.port, tls=tls)
+    from segment_store.auth.settings import AuthSettingsError, signing_key
+
+    try:
+        key = signing_key(args)
+    except AuthSettingsError as exc:
+        print(f"segstore segmentstore: {exc}", file=sys.stderr)
+        return 2
+    server = ServerConfig(host=args.host, port=args.port, tls=tls, auth_token_signing_key=key)
     container = ContainerConfig()
     if args.cache_size_mb is not None:
         container = dataclasses.replace(container, cache=CacheConfig(max_bytes=args.cache_size_mb * 1024 * 1024))
@@ -188,6 +195,7 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
             what = f"containers {service.registry.running}"
         cache_mib = config.container.cache.max_bytes // (1024 * 1024)
         security = f", {tls.describe()}" if tls is not None else ""
+        security += ", delegation tokens checked" if key is not None else ""
         print(f"segstore segmentstore ready on {host}:{port} ({what}, {where}, cache {cache_mib} MiB{security})",
               flush=True)  # fmt: skip
         await stop.wait()
@@ -246,6 +254,7 @@ def add_cache_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from segment_store.auth.settings import add_cli_arguments as add_auth_arguments
     from segment_store.auth.tls import add_cli_arguments as add_tls_arguments
     from segment_store.storage.tier2_config import add_cli_arguments as add_tier2_arguments
     from segment_store.tier1.tier1_config import add_cli_arguments as add_tier1_arguments
@@ -308,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tier1_arguments(ss)
     add_tier2_arguments(ss)
     add_tls_arguments(ss)
+    add_auth_arguments(ss, controller=False)
     ss.set_defaults(func=_cmd_segmentstore)
 
     from controller.cli import add_commands

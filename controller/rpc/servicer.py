@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 
 from controller.core import ControllerCore
+from controller.rpc.authentication import ControllerAuth
 from controller.rpc.streams import StreamRpcs
 from controller.rpc.txns import TxnRpcs
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
@@ -14,8 +15,9 @@ from segment_store.auth.tls import TlsConfig
 class ControllerServicer(StreamRpcs, TxnRpcs, pb_grpc.ControllerServiceServicer):
     """Every RPC of ``io.pravega.controller.stub.ControllerService`` over one :class:`ControllerCore`."""
 
-    def __init__(self, core: ControllerCore) -> None:
+    def __init__(self, core: ControllerCore, auth: ControllerAuth | None = None) -> None:
         self._core = core
+        self._auth = auth
 
 
 def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:
@@ -30,13 +32,18 @@ def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:
 
 
 async def start_grpc_server(
-    core: ControllerCore, host: str, port: int, max_concurrent_rpcs: int, tls: TlsConfig | None = None
+    core: ControllerCore,
+    host: str,
+    port: int,
+    max_concurrent_rpcs: int,
+    tls: TlsConfig | None = None,
+    auth: ControllerAuth | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Serve ``core`` on ``host:port`` (0 = a free port), with TLS if ``tls`` is given; returns the server and
     its port."""
     credentials = server_credentials(tls) if tls is not None else None
     server = grpc.aio.server(maximum_concurrent_rpcs=max_concurrent_rpcs)
-    pb_grpc.add_ControllerServiceServicer_to_server(ControllerServicer(core), server)
+    pb_grpc.add_ControllerServiceServicer_to_server(ControllerServicer(core, auth), server)
     address = f"{host}:{port}"
     bound = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
     if bound == 0:

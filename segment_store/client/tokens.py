@@ -9,7 +9,14 @@ then gets a fresh one. :class:`StaticTokens` always answers the same token (``""
 
 from __future__ import annotations
 
-from typing import Protocol
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from segment_store.auth.tokens import TokenSigner
+
+RENEW_BEFORE_S = 60.0
 
 
 class TokenSource(Protocol):
@@ -34,3 +41,24 @@ class StaticTokens:
 
     def expired(self, segment: str) -> None:
         """Nothing to renew: the next request carries the same token (and is refused again)."""
+
+
+class SignedTokens:
+    """The master token (``*``, READ_UPDATE), signed here with the shared key: what a controller sends to the
+    segment stores. Signed again ``RENEW_BEFORE_S`` before it expires, or when a segment store says it has."""
+
+    def __init__(self, signer: TokenSigner, clock: Callable[[], float] = time.time) -> None:
+        self._signer = signer
+        self._clock = clock
+        self._token = ""
+        self._renew_at = 0.0
+
+    async def token(self, segment: str, write: bool) -> str:
+        now = self._clock()
+        if now >= self._renew_at:
+            self._token = self._signer.sign_master()
+            self._renew_at = now + max(self._signer.ttl_s - RENEW_BEFORE_S, self._signer.ttl_s / 2)
+        return self._token
+
+    def expired(self, segment: str) -> None:
+        self._renew_at = 0.0

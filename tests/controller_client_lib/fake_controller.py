@@ -287,3 +287,6 @@ class FakeController:
 
     async def check_transaction_state(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnState:
         return self._txn(scope, stream, txn_id).state
+
+    async def get_delegation_token(self, scope: str, stream: str, write: bool = True) -> str:
+        return ""  # no authentication

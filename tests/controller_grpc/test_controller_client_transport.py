@@ -16,8 +16,10 @@ from controller_client.controller_api import (
     ControllerClientConfig,
 )
 from controller_client.errors import (
+    ControllerAuthenticationError,
     ControllerError,
     ControllerFailureError,
+    ControllerPermissionError,
     ControllerUnavailableError,
     InvalidArgumentError,
 )
@@ -31,7 +33,8 @@ from controller_client.proto import Controller_pb2 as pb
     [
         (grpc.StatusCode.INVALID_ARGUMENT, InvalidArgumentError),
         (grpc.StatusCode.INTERNAL, ControllerFailureError),
-        (grpc.StatusCode.PERMISSION_DENIED, ControllerFailureError),
+        (grpc.StatusCode.PERMISSION_DENIED, ControllerPermissionError),
+        (grpc.StatusCode.UNAUTHENTICATED, ControllerAuthenticationError),
         (grpc.StatusCode.NOT_FOUND, ControllerFailureError),  # createScope has no "not found" meaning
     ],
 )
