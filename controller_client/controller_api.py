@@ -223,10 +223,12 @@ class ControllerClient:
             )
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             return InvalidArgumentError(f"{rpc}: {e.details()}")
+        details = e.details() or ""
+        said = details if details.startswith(f"{rpc}: ") else f"{rpc}: {details}"  # ours name the RPC already
         if code == grpc.StatusCode.UNAUTHENTICATED:
-            return ControllerAuthenticationError(f"{rpc}: controller {self._target}: {e.details()}")
+            return ControllerAuthenticationError(f"controller {self._target}: {said}")
         if code == grpc.StatusCode.PERMISSION_DENIED:
-            return ControllerPermissionError(f"{rpc}: {e.details()}")
+            return ControllerPermissionError(said)
         if code == grpc.StatusCode.NOT_FOUND and not_found is not None:
             return not_found
         return ControllerFailureError(f"{rpc}: gRPC {code.name}: {e.details()}")
