@@ -41,15 +41,14 @@ from controller_client.controller_channel import (
     diagnose_tls,
     open_channel,
     parse_controller_address,
+    status_error,
     unavailable_hint,
 )
 from controller_client.controller_channel import ControllerClientConfig as ControllerClientConfig  # re-exported
 from controller_client.controller_channel import parse_controller_uri as parse_controller_uri  # re-exported
 from controller_client.errors import (
-    ControllerAuthenticationError,
     ControllerError,
     ControllerFailureError,
-    ControllerPermissionError,
     ControllerTlsError,
     ControllerUnavailableError,
     GenerationMismatchError,
@@ -196,7 +195,7 @@ class ControllerClient:
             except grpc.aio.AioRpcError as e:
                 code = e.code()
                 if code != grpc.StatusCode.UNAVAILABLE:
-                    raise self._grpc_error(rpc, e, not_found) from e
+                    raise status_error(rpc, e, self._target, config.rpc_timeout_s, not_found) from e
                 details = e.details() or ""
                 if not looked_at_tls and self._address is not None and self._address.tls:
                     looked_at_tls = True  # once per call: a certificate problem is not retried
@@ -214,24 +213,6 @@ class ControllerClient:
                 raise ControllerError(f"{rpc}: client is closed") from e
             await self._sleep(min(backoff, remaining))
             backoff = min(backoff * config.backoff_multiplier, config.max_backoff_s)
-
-    def _grpc_error(self, rpc: str, e: grpc.aio.AioRpcError, not_found: ControllerError | None) -> ControllerError:
-        code = e.code()
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return ControllerUnavailableError(
-                f"{rpc}: controller {self._target} did not answer within {self._config.rpc_timeout_s}s"
-            )
-        if code == grpc.StatusCode.INVALID_ARGUMENT:
-            return InvalidArgumentError(f"{rpc}: {e.details()}")
-        details = e.details() or ""
-        said = details if details.startswith(f"{rpc}: ") else f"{rpc}: {details}"  # ours name the RPC already
-        if code == grpc.StatusCode.UNAUTHENTICATED:
-            return ControllerAuthenticationError(f"controller {self._target}: {said}")
-        if code == grpc.StatusCode.PERMISSION_DENIED:
-            return ControllerPermissionError(said)
-        if code == grpc.StatusCode.NOT_FOUND and not_found is not None:
-            return not_found
-        return ControllerFailureError(f"{rpc}: gRPC {code.name}: {e.details()}")
 
     # ---- scopes ---------------------------------------------------------------------------------------------
     async def create_scope(self, scope: str) -> bool:

@@ -14,7 +14,8 @@ Certificate problems are not retried: gRPC reports them as UNAVAILABLE, like a c
 the first UNAVAILABLE of a call the client looks closer, by what gRPC says (:func:`tls_problem`) and with one
 TLS connection of its own (:func:`probe_tls`), and raises :class:`~controller_client.errors.ControllerTlsError`
 at once when the certificates do not fit, instead of retrying for ``retry_timeout_s``. A plain-text client that
-gives up on a controller serving TLS is told so (:func:`serves_tls`).
+gives up on a controller serving TLS is told so (:func:`serves_tls`). Other gRPC statuses map to the typed errors
+of :mod:`controller_client.errors` in :func:`status_error`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ from urllib.parse import urlsplit
 import grpc
 import grpc.aio
 
-from controller_client.errors import InvalidArgumentError
+from controller_client.errors import (
+    ControllerAuthenticationError,
+    ControllerError,
+    ControllerFailureError,
+    ControllerPermissionError,
+    ControllerUnavailableError,
+    InvalidArgumentError,
+)
 from segment_store.auth.passwords import basic_header
 from segment_store.auth.tls import TrustConfig, is_tls_scheme
 
@@ -246,3 +254,23 @@ async def serves_tls(address: ControllerAddress, timeout_s: float) -> bool:
     except (OSError, TimeoutError):
         return False
     return True
+
+
+def status_error(
+    rpc: str, e: grpc.aio.AioRpcError, target: str, rpc_timeout_s: float, not_found: ControllerError | None
+) -> ControllerError:
+    """The typed error for a gRPC status other than UNAVAILABLE (``not_found`` for NOT_FOUND, if given)."""
+    code = e.code()
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return ControllerUnavailableError(f"{rpc}: controller {target} did not answer within {rpc_timeout_s}s")
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidArgumentError(f"{rpc}: {e.details()}")
+    details = e.details() or ""
+    said = details if details.startswith(f"{rpc}: ") else f"{rpc}: {details}"  # ours name the RPC already
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return ControllerAuthenticationError(f"controller {target}: {said}")
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        return ControllerPermissionError(said)
+    if code == grpc.StatusCode.NOT_FOUND and not_found is not None:
+        return not_found
+    return ControllerFailureError(f"{rpc}: gRPC {code.name}: {e.details()}")
