@@ -9,7 +9,13 @@ import pravega_client  # the official Pravega client: a test dependency (pyproje
 
 def official_read(uri: str, scope: str, stream: str, group: str, count: int, timeout_s: float = 60.0) -> list[str]:
     """Read ``count`` events (decoded) through a new reader group with one reader, in read order."""
-    manager = pravega_client.StreamManager(uri)
+    return read_with_group(pravega_client.StreamManager(uri), scope, stream, group, count, timeout_s)
+
+
+def read_with_group(
+    manager: pravega_client.StreamManager, scope: str, stream: str, group: str, count: int, timeout_s: float = 60.0
+) -> list[str]:
+    """Read ``count`` events (decoded) through a new reader group of ``manager`` with one reader, in read order."""
     reader = manager.create_reader_group(group, scope, stream).create_reader("reader-1")
     events: list[str] = []
 

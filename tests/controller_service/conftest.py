@@ -1,17 +1,28 @@
-"""Fixtures of the metadata store contract tests: a store over the in-memory or the ZooKeeper coordination
-store (both must behave identically), and a manual clock."""
+"""Fixtures of the controller tests: ``env`` (a controller core over in-memory parts, ``controller_env``), and for
+the metadata store contract tests a store over the in-memory or the ZooKeeper coordination store (both must
+behave identically) and a manual clock."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
 import pytest
+from controller_env import ControllerEnv
 from metadata_contract_env import Clock, Connect
 
 from controller.metadata import StreamMetadataStore
 from segment_store.coordination.kazoo_store import KazooCoordinationStore
 from segment_store.coordination.memory_store import MemoryCoordinationServer
 from segment_store.coordination.store import CoordinationStore
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[ControllerEnv]:
+    environment = await ControllerEnv.start()
+    try:
+        yield environment
+    finally:
+        await environment.close()
 
 
 @pytest.fixture(params=["memory", "zookeeper"])

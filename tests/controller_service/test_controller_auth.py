@@ -32,15 +32,6 @@ USERS = {
 ACCESS = pb.StreamInfo.AccessOperation
 
 
-@pytest.fixture
-async def env() -> AsyncIterator[ControllerEnv]:
-    environment = await ControllerEnv.start()
-    try:
-        yield environment
-    finally:
-        await environment.close()
-
-
 class Caller:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self.stub = pb_grpc.ControllerServiceStub(channel)

@@ -26,15 +26,6 @@ async def stub(env: ControllerEnv) -> AsyncIterator[pb_grpc.ControllerServiceStu
         await server.stop(None)
 
 
-@pytest.fixture
-async def env() -> AsyncIterator[ControllerEnv]:
-    environment = await ControllerEnv.start()
-    try:
-        yield environment
-    finally:
-        await environment.close()
-
-
 def stream_config(scope: str, stream: str, segments: int = 2) -> pb.StreamConfig:
     return pb.StreamConfig(
         streamInfo=pb.StreamInfo(scope=scope, stream=stream),

@@ -36,15 +36,6 @@ TEXTS = st.sampled_from(["", " ", "a", "../x", "scope/stream", "x" * 300, "\u00e
 
 
 @pytest.fixture
-async def env() -> AsyncIterator[ControllerEnv]:
-    environment = await ControllerEnv.start()
-    try:
-        yield environment
-    finally:
-        await environment.close()
-
-
-@pytest.fixture
 async def channel(env: ControllerEnv) -> AsyncIterator[grpc.aio.Channel]:
     core = env.core()
     await core.create_scope("a")

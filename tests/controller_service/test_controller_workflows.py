@@ -4,7 +4,6 @@ metadata, and that a controller dying midway leaves work the next controller fin
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 
 import pytest
 from controller_env import ControllerEnv, Crash, read_events, write_events
@@ -31,15 +30,6 @@ from controller_client.model import (
 from segment_store.client import NoSuchSegmentError
 
 FOUR = StreamConfiguration(ScalingPolicy.fixed(4))
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[ControllerEnv]:
-    environment = await ControllerEnv.start()
-    try:
-        yield environment
-    finally:
-        await environment.close()
 
 
 def name(stream: str, sid: int, scope: str = "s") -> str:

@@ -5,12 +5,12 @@ transaction; our client, as a user the ACL does not allow, is refused on the sam
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pravega_client  # the official Pravega client: a test dependency (pyproject), never skipped
 import pytest
+from official_client import read_with_group
 from standalone_process import StandaloneProcess
 from tls_fixtures import TlsFiles, make_tls_files
 
@@ -52,23 +52,6 @@ def official(process: StandaloneProcess, files: Path, monkeypatch: pytest.Monkey
     return pravega_client.StreamManager(uri(process), auth_enabled=True, tls_enabled=True)
 
 
-def read_with_group(manager: object, group: str, count: int) -> list[str]:
-    reader = manager.create_reader_group(group, "sec", "events").create_reader("reader-1")  # type: ignore[attr-defined]
-    events: list[str] = []
-
-    async def consume() -> None:
-        while len(events) < count:
-            segment_slice = await reader.get_segment_slice_async()
-            events.extend(event.data().decode() for event in segment_slice)
-            reader.release_segment(segment_slice)
-
-    try:
-        asyncio.run(asyncio.wait_for(consume(), 120))
-    finally:
-        reader.reader_offline()
-    return events
-
-
 def test_official_client_with_tls_and_auth_writes_reads_a_group_and_commits(
     secured: StandaloneProcess, files: TlsFiles, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -84,7 +67,7 @@ def test_official_client_with_tls_and_auth_writes_reads_a_group_and_commits(
     for i in range(50):
         txn.write_event(f"txn-{i}", f"key-{i % 5}")
     txn.commit()
-    events = read_with_group(manager, "secured-group", 350)
+    events = read_with_group(manager, "sec", "events", "secured-group", 350, timeout_s=120)
     assert sorted(events) == sorted([f"plain-{i}" for i in range(300)] + [f"txn-{i}" for i in range(50)])
 
 

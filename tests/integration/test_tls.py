@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pravega_client  # the official Pravega client: a test dependency (pyproject), never skipped
 import pytest
+from official_client import read_with_group
 from standalone_process import StandaloneProcess
 from tls_fixtures import TlsFiles, make_tls_files
 
@@ -180,19 +181,7 @@ def test_official_client_writes_and_reads_over_tls(
     for i in range(500):
         writer.write_event(f"official-{i}", f"key-{i % 5}")
     writer.flush()
-    reader = manager.create_reader_group("tls-group", "tls-official", "events").create_reader("reader-1")
-    events: list[str] = []
-
-    async def consume() -> None:
-        while len(events) < 500:
-            segment_slice = await reader.get_segment_slice_async()
-            events.extend(event.data().decode() for event in segment_slice)
-            reader.release_segment(segment_slice)
-
-    try:
-        asyncio.run(asyncio.wait_for(consume(), 120))
-    finally:
-        reader.reader_offline()
+    events = read_with_group(manager, "tls-official", "events", "tls-group", 500, timeout_s=120)
     assert sorted(events) == sorted(f"official-{i}" for i in range(500))
 
 
