@@ -49,10 +49,16 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from controller_client.controller_api import ControllerClient, ControllerClientConfig
-from controller_client.errors import ControllerError, ControllerTlsError, StreamNotFoundError
+from controller_client.errors import (
+    ControllerAuthenticationError,
+    ControllerError,
+    ControllerPermissionError,
+    ControllerTlsError,
+    StreamNotFoundError,
+)
 from controller_client.model import StreamCut, qualified_segment_name
 from controller_client.stream_manager import StreamManager, StreamManagerConfig
-from pravega_spark.options_common import SegstoreOptionError
+from pravega_spark.options_common import SegstoreOptionError, StreamTarget
 from segment_store.auth.tls import TlsConfigError
 from segment_store.client import ClientConfig, NoSuchSegmentError, ReaderConfig, SegmentStatus
 from segment_store.client.sync import _LoopThread
@@ -225,12 +231,18 @@ class StreamConnection:
         timeout_s: float = 30.0,
         reader: ReaderConfig | None = None,
         trust_store: str | None = None,
+        credentials: StreamTarget | None = None,
     ) -> None:
+        """``credentials``: the target whose trust store, user and password or token to use (instead of
+        ``trust_store`` alone)."""
         self.controller_uri = controller_uri
         self._runner = _LoopThread("segstore-spark")
-        config = ControllerClientConfig(
-            rpc_timeout_s=max(timeout_s, 1.0), retry_timeout_s=timeout_s, trust_store=trust_store
-        )
+        timeouts: dict[str, Any] = {"rpc_timeout_s": max(timeout_s, 1.0), "retry_timeout_s": timeout_s}
+        if credentials is not None:
+            config = credentials.controller_config(**timeouts)
+        else:
+            config = ControllerClientConfig(trust_store=trust_store, **timeouts)
+        self._token_auth = config.token is not None
         try:
             self.controller: ControllerClient = self.run(
                 ControllerClient.connect(controller_uri, config, wait_ready=True)
@@ -243,6 +255,10 @@ class StreamConnection:
             raise SegstoreOptionError(
                 "trustStore", f"TLS to the controller at {controller_uri} failed: {error}"
             ) from None
+        except ControllerAuthenticationError as error:
+            self._runner.stop()
+            option = "token" if config.token is not None else "password"
+            raise SegstoreOptionError(option, f"the controller at {controller_uri} refused it ({error})") from None
         except ControllerError as error:
             self._runner.stop()
             raise SegstoreOptionError(
@@ -253,6 +269,10 @@ class StreamConnection:
             raise
         client = ClientConfig(reader=reader or ReaderConfig(read_request_bytes=MIB, prefetch_bytes=8 * MIB))
         self.manager: StreamManager = self.run(_make_manager(self.controller, StreamManagerConfig(client=client)))
+
+    def delegation_token(self, scope: str, stream: str, write: bool) -> str:
+        """A token for the executors on the stream (READ, or READ_UPDATE if ``write``)."""
+        return self.run(self.controller.get_delegation_token(scope, stream, write))
 
     def run(self, coroutine: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
         return self._runner.run(coroutine, timeout_s)
@@ -275,8 +295,17 @@ class StreamConnection:
 
     # ---- lookups ------------------------------------------------------------------------------------------
     def require_stream(self, scope: str, stream: str) -> None:
-        """Raise SegstoreOptionError naming option ``stream`` unless ``scope/stream`` exists."""
-        if not self.run(self.manager.stream_exists(scope, stream)):
+        """Raise SegstoreOptionError naming option ``stream`` unless ``scope/stream`` exists (``password`` or
+        ``token`` if the controller refuses the credentials, ``username`` if they may not read the stream)."""
+        try:
+            exists = self.run(self.manager.stream_exists(scope, stream))
+        except ControllerAuthenticationError as error:
+            option = "token" if self._token_auth else "password"
+            raise SegstoreOptionError(option, f"the controller at {self.controller_uri} refused it ({error})") from None
+        except ControllerPermissionError as error:
+            option = "token" if self._token_auth else "username"
+            raise SegstoreOptionError(option, f"may not read {scope}/{stream}: {error}") from None
+        if not exists:
             raise SegstoreOptionError(
                 "stream", f"stream {scope}/{stream} does not exist (controller {self.controller_uri})"
             )

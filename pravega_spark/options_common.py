@@ -9,9 +9,12 @@ Unknown options are ignored, as Spark's own sources do (Spark passes its own opt
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from controller_client.controller_channel import ControllerClientConfig
 from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
 from segment_store.auth.tls import is_tls_scheme
 
@@ -89,6 +92,28 @@ class StreamTarget:
     """Option ``trustStore``: with a ``tls://`` controller, the PEM file of trusted certificates (CAs) for the
     controller and the segment stores, read by the driver and by every executor at this same path; None = the
     system's default trust store."""
+    username: str | None = None
+    """Options ``username`` and ``password``: the driver logs in with them; executors never get them (they work
+    with a delegation token the driver gets for the stream, see :meth:`for_executors`)."""
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    """Option ``token`` (a delegation token from ``getDelegationToken``), or the token the driver handed to the
+    executors: sent as ``Bearer`` to the controller, it grants exactly that stream."""
+
+    def controller_config(self, **settings: Any) -> ControllerClientConfig:
+        """The controller client's configuration: ``settings``, the trust store and the credentials."""
+        return ControllerClientConfig(
+            trust_store=self.trust_store, username=self.username, password=self.password, token=self.token, **settings
+        )
+
+    def for_executors(self, token: str) -> StreamTarget:
+        """This target as executors get it: the driver's delegation token instead of any password."""
+        return dataclasses.replace(self, username=None, password=None, token=token)
+
+    @property
+    def logs_in(self) -> bool:
+        """Whether the driver authenticates with a user and password (then executors need a token from it)."""
+        return self.username is not None
 
     @classmethod
     def parse(cls, options: Options) -> StreamTarget:
@@ -102,6 +127,12 @@ class StreamTarget:
             raise SegstoreOptionError(
                 "trustStore", f"is for TLS: the controller URI must then be tls://host:port, got {controller!r}"
             )
+        username, password, token = options.raw("username"), options.raw("password"), options.raw("token")
+        if (username is None) != (password is None):
+            missing = "password" if password is None else "username"
+            raise SegstoreOptionError(missing, "username and password go together")
+        if token is not None and username is not None:
+            raise SegstoreOptionError("token", "give either username and password or a token, not both")
         scope = options.required("scope")
         stream = options.required("stream")
         try:
@@ -112,4 +143,4 @@ class StreamTarget:
             validate_stream_name(stream)
         except InvalidModelError as error:
             raise SegstoreOptionError("stream", str(error)) from None
-        return cls(controller, scope, stream, trust_store)
+        return cls(controller, scope, stream, trust_store, username, password, token)

@@ -33,7 +33,7 @@ import os
 import struct
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -84,6 +84,8 @@ class SegmentRangePartition(InputPartition):
     """The Tier-2 root as executors see it (option ``tier2Location``); None: only locations chunks report."""
     trust_store: str | None = None
     """Option ``trustStore`` (TLS): read by the executor at this path."""
+    token: str | None = field(default=None, repr=False)
+    """With authentication: the delegation token the driver got for this read (never a password)."""
 
     @property
     def segment_name(self) -> str:
@@ -235,19 +237,25 @@ def batches_from_chunks(
 
 # ---- executor runtime ------------------------------------------------------------------------------------------
 _lock = threading.Lock()
-_connections: dict[tuple[int, str, str | None], Any] = {}
+_connections: dict[tuple[int, str, str | None], tuple[str | None, Any]] = {}
 
 
-def _connection(controller: str, timeout_s: float, trust_store: str | None = None) -> Any:
-    """This process's connection to ``controller`` (made after fork, reused by later tasks)."""
+def _connection(controller: str, timeout_s: float, trust_store: str | None = None, token: str | None = None) -> Any:
+    """This process's connection to ``controller`` (made after fork, reused by later tasks; made again when the
+    driver hands out a new token, as it does for every batch with authentication on)."""
     from pravega_spark.offsets import StreamConnection
+    from pravega_spark.options_common import StreamTarget
 
     key = (os.getpid(), controller, trust_store)
     with _lock:
-        connection = _connections.get(key)
-        if connection is None:
-            connection = StreamConnection(controller, timeout_s, trust_store=trust_store)
-            _connections[key] = connection
+        held = _connections.get(key)
+        if held is not None and held[0] == token:
+            return held[1]
+        if held is not None:
+            held[1].close()
+        credentials = StreamTarget(controller, "-", "-", trust_store, token=token)
+        connection = StreamConnection(controller, timeout_s, credentials=credentials)
+        _connections[key] = (token, connection)
         return connection
 
 
@@ -303,7 +311,7 @@ def read_partition(partition: SegmentRangePartition) -> Iterator[pa.RecordBatch]
     position = partition.start
     if position >= partition.end:
         return
-    connection = _connection(partition.controller, partition.timeout_s, partition.trust_store)
+    connection = _connection(partition.controller, partition.timeout_s, partition.trust_store, partition.token)
     served = [position]
     yield from _from_tier2(partition, connection, served)
     position = served[0]

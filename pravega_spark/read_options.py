@@ -25,6 +25,10 @@ trustStore             trust_store                 with a ``tls://host:port`` co
                                                    segment stores (default: the system's trust store). The
                                                    driver and every executor read it at this path: the file
                                                    must exist there on each of them
+username, password                                 with authentication: the driver logs in with them;
+                                                   executors get a READ delegation token instead (new
+                                                   every micro-batch), never the password
+token                                              instead of username/password: a delegation token
 tier2Location                                      the segment store's Tier-2 root as the executors (and the
                                                    driver) see it: an absolute path, ``file:///dir`` or
                                                    ``s3://bucket/prefix?endpoint_override=...``; history

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -66,8 +67,14 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from controller_client.controller_api import ControllerClient, ControllerClientConfig
-from controller_client.errors import ControllerTlsError, ControllerUnavailableError, InvalidArgumentError
+from controller_client.controller_api import ControllerClient
+from controller_client.errors import (
+    ControllerAuthenticationError,
+    ControllerPermissionError,
+    ControllerTlsError,
+    ControllerUnavailableError,
+    InvalidArgumentError,
+)
 from controller_client.event_writer import EventStreamWriter, session_writer_id
 from controller_client.model import ScalingPolicy, SegmentRange, StreamConfiguration
 from controller_client.routing import KeyHasher, SegmentMap
@@ -171,12 +178,11 @@ class _TaskInfo:
 
 async def _connect(options: WriteOptions, wait_ready: bool = False) -> ControllerClient:
     uri = options.target.controller
-    trust_store = options.target.trust_store
     try:
         if wait_ready:
-            config = ControllerClientConfig(retry_timeout_s=CONNECT_TIMEOUT_S, trust_store=trust_store)
+            config = options.target.controller_config(retry_timeout_s=CONNECT_TIMEOUT_S)
         else:
-            config = ControllerClientConfig(trust_store=trust_store)
+            config = options.target.controller_config()
         return await ControllerClient.connect(uri, config, wait_ready=wait_ready)
     except InvalidArgumentError as error:
         raise SegstoreOptionError("controller", str(error)) from None
@@ -186,9 +192,23 @@ async def _connect(options: WriteOptions, wait_ready: bool = False) -> Controlle
         raise SegstoreOptionError("trustStore", f"TLS to the controller at {uri} failed: {error}") from None
     except ControllerUnavailableError as error:
         raise SegstoreOptionError("controller", f"cannot reach the controller at {uri}: {error}") from None
+    except ControllerAuthenticationError as error:
+        option = "token" if options.target.token is not None else "password"
+        raise SegstoreOptionError(option, f"the controller at {uri} refused it ({error})") from None
 
 
 _ENSURED: set[tuple[str, str, str]] = set()
+
+
+async def _token_for_executors(options: WriteOptions) -> str:
+    """A READ_UPDATE delegation token for the stream, which the driver hands to the executors."""
+    controller = await _connect(options, wait_ready=True)
+    try:
+        return await controller.get_delegation_token(options.target.scope, options.target.stream, write=True)
+    except ControllerPermissionError as error:
+        raise SegstoreOptionError("username", f"may not write to this stream: {error}") from None
+    finally:
+        await controller.close()
 
 
 async def _ensure_stream(options: WriteOptions) -> None:
@@ -209,6 +229,12 @@ async def _ensure_stream(options: WriteOptions) -> None:
             raise SegstoreOptionError(
                 "controller", f"cannot reach the controller at {target.controller}: {error}"
             ) from None
+        except ControllerAuthenticationError as error:
+            option = "token" if target.token is not None else "password"
+            raise SegstoreOptionError(option, f"the controller refused it ({error})") from None
+        except ControllerPermissionError as error:
+            option = "token" if target.token is not None else "username"
+            raise SegstoreOptionError(option, f"may not use {target.scope}/{target.stream}: {error}") from None
     finally:
         await controller.close()
     _ENSURED.add(key)
@@ -531,6 +557,20 @@ class _SinkWriter:
                 "append-only; overwrite (or the complete output mode) is not supported, use append",
             )
         asyncio.run(_ensure_stream(self.options))
+        self._driver = self.options
+        """The options as given (the driver's commits and aborts log in with them)."""
+        if self.options.target.logs_in:  # executors get a token for the stream, never the password
+            token = asyncio.run(_token_for_executors(self.options))
+            self.options = dataclasses.replace(self.options, target=self.options.target.for_executors(token))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_driver"] = None  # what executors get: no password
+        return state
+
+    @property
+    def driver_options(self) -> WriteOptions:
+        return self._driver if self._driver is not None else self.options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SegstoreCommitMessage:
         return asyncio.run(_write_task(self.options, self.columns, iterator, _TaskInfo.current()))
@@ -544,12 +584,12 @@ class SegstoreBatchWriter(_SinkWriter, DataSourceArrowWriter):
         if not ids:
             return
         what = f"batch write to {self.options.target.scope}/{self.options.target.stream}"
-        asyncio.run(_with_committer(self.options, False, lambda c: c.commit_unlogged(ids, what)))
+        asyncio.run(_with_committer(self.driver_options, False, lambda c: c.commit_unlogged(ids, what)))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         ids = _txn_ids(_messages(messages))
         if ids:
-            asyncio.run(_with_committer(self.options, False, lambda c: c.abort_transactions(ids)))
+            asyncio.run(_with_committer(self.driver_options, False, lambda c: c.abort_transactions(ids)))
 
 
 class SegstoreStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
@@ -577,7 +617,7 @@ class SegstoreStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
                 "exactly-once needs one"
             )
         outcome: CommitOutcome = asyncio.run(
-            _with_committer(self.options, True, lambda c: c.commit(query, batchId, ids))
+            _with_committer(self.driver_options, True, lambda c: c.commit(query, batchId, ids))
         )
         _log.info("segstore sink: batch %d of query %s: %s (%d transactions)", batchId, query, outcome.value, len(ids))
 
@@ -587,4 +627,4 @@ class SegstoreStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
         if not ids:
             return
         query = self._query_key(mine)
-        asyncio.run(_with_committer(self.options, True, lambda c: c.abort(query, batchId, ids)))
+        asyncio.run(_with_committer(self.driver_options, True, lambda c: c.abort(query, batchId, ids)))

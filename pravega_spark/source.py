@@ -22,7 +22,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from pravega_spark.offsets import ReadState, StreamConnection, cut_at_timestamp, head_cut, is_initial, tail_cut
-from pravega_spark.options_common import SegstoreOptionError
+from pravega_spark.options_common import SegstoreOptionError, StreamTarget
 from pravega_spark.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
 from pravega_spark.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, pack_ranges, plan_ranges
 from pravega_spark.read_options import Position, ReadOptions
@@ -135,7 +135,15 @@ def resolve_position(connection: StreamConnection, options: ReadOptions, positio
     return state
 
 
-def _partitions(options: ReadOptions, ranges: Sequence[ReadRange]) -> list[InputPartition]:
+def _executor_token(connection: StreamConnection, target: StreamTarget) -> str | None:
+    """What the executors read with: a READ token the driver gets now when it logs in with a password (a new
+    one for every batch, so a long query never outlives it), the ``token`` option as given, or None."""
+    if target.logs_in:
+        return connection.delegation_token(target.scope, target.stream, write=False)
+    return target.token
+
+
+def _partitions(options: ReadOptions, ranges: Sequence[ReadRange], token: str | None = None) -> list[InputPartition]:
     """One input partition per group of :func:`~pravega_spark.planning.pack_ranges`."""
     target = options.target
 
@@ -151,6 +159,7 @@ def _partitions(options: ReadOptions, ranges: Sequence[ReadRange]) -> list[Input
             options.controller_timeout_s,
             options.tier2_location,
             target.trust_store,
+            token,
         )
 
     return [
@@ -182,10 +191,9 @@ class SegstoreBatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         options = self.options
         target = options.target
-        with StreamConnection(
-            target.controller, options.controller_timeout_s, trust_store=target.trust_store
-        ) as connection:
+        with StreamConnection(target.controller, options.controller_timeout_s, credentials=target) as connection:
             connection.require_stream(target.scope, target.stream)
+            token = _executor_token(connection, target)
             start = resolve_position(connection, options, options.starting_or("earliest"))
             end = resolve_position(connection, options, options.ending or Position.latest("endingOffsets"))
             catalog = LiveCatalog(connection, target.scope, target.stream)
@@ -193,7 +201,7 @@ class SegstoreBatchReader(DataSourceReader):
                 ranges = plan_ranges(start, end, catalog, fail_on_data_loss=options.fail_on_data_loss)
             except UnreachableEndError as error:
                 raise SegstoreOptionError("endingOffsets", f"is not after startingOffsets: {error}") from None
-        return _partitions(options, ranges)
+        return _partitions(options, ranges, token)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition, self.arrow_schema)
@@ -221,9 +229,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _connect(self) -> StreamConnection:
         if self._connection is None:
             target = self.options.target
-            connection = StreamConnection(
-                target.controller, self.options.controller_timeout_s, trust_store=target.trust_store
-            )
+            connection = StreamConnection(target.controller, self.options.controller_timeout_s, credentials=target)
             try:
                 connection.require_stream(target.scope, target.stream)
             except BaseException:
@@ -280,7 +286,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = plan_ranges(
             self._state(start), self._state(end), self._catalog(), fail_on_data_loss=self.options.fail_on_data_loss
         )
-        return _partitions(self.options, ranges)
+        return _partitions(self.options, ranges, _executor_token(self._connect(), self.options.target))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition, self.arrow_schema)

@@ -8,6 +8,10 @@ controller                 ``tcp://host:port`` of the controller (default ``tcp:
 trustStore (trust_store)   with TLS: PEM file of the certificates (CAs) trusted in the controller and the
                            segment stores (default: the system's trust store); the driver and every
                            executor read it at this path, so the file must exist there on each of them
+username, password         with authentication: the driver logs in with them (and commits with them);
+                           executors get a READ_UPDATE delegation token the driver got at the start,
+                           never the password (a streaming write must end within the token's lifetime)
+token                      instead of username/password: a delegation token
 scope, stream              where to write; both are created when missing
 exactlyOnce                ``true`` (default): each task writes into a transaction the driver commits;
 (exactly_once)             ``false``: plain event writers, at-least-once (see :mod:`pravega_spark.sink`)
