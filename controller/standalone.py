@@ -43,6 +43,7 @@ from controller.config import ControllerConfig
 from controller.rpc.authentication import AuthConfig
 from segment_store.auth.settings import SIGNING_KEY_ENV
 from segment_store.auth.tls import TlsConfig, TrustConfig
+from segment_store.child_process import die_with_parent
 from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 
 log = logging.getLogger(__name__)
@@ -202,7 +203,7 @@ class Standalone:
             if self.config.auth is not None:
                 env = {**os.environ, SIGNING_KEY_ENV: self.config.auth.token_signing_key}
             self._segmentstore = await asyncio.create_subprocess_exec(
-                *self._segmentstore_command(), stdout=log_file, stderr=log_file, preexec_fn=_die_with_parent, env=env
+                *self._segmentstore_command(), stdout=log_file, stderr=log_file, preexec_fn=die_with_parent, env=env
             )
         log.info("segment store process %d started (log %s)", self._segmentstore.pid, log_path)
 
@@ -244,16 +245,6 @@ class Standalone:
         if self.zookeeper is not None:
             await asyncio.to_thread(self.zookeeper.stop)
             self.zookeeper = None
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux to SIGTERM it when the standalone process dies (even by kill -9)."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 async def run_standalone(config: StandaloneConfig) -> int:

@@ -18,6 +18,17 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 
+def die_with_parent() -> None:
+    """``preexec_fn`` of a child: ask Linux to SIGTERM it when the process that started it dies (even by kill -9),
+    so a killed supervisor (standalone, selftest) leaves no server running."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 class Freezable:
     """A server in ``self.process`` that can be frozen (SIGSTOP: the kernel still accepts connections, nothing
     answers them: an outage as a client sees a hung server) and thawed."""
