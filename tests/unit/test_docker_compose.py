@@ -1,6 +1,7 @@
 """``docker-compose.yml`` describes a shared-nothing cluster that fits together (no Docker engine here, so the
 file is checked, not run): each segment store has its own volume and Tier-1 on the three NATS nodes, whose
-configurations the real ``nats-server`` accepts, route to each other and take a full data frame."""
+configurations the real ``nats-server`` accepts, route to each other and take a full data frame; every server's
+command line is one ``segstore`` accepts, with TLS and authentication on, from files that are declared secrets."""
 
 from __future__ import annotations
 
@@ -53,3 +54,23 @@ def test_nats_configurations_are_valid_routed_and_fit_a_frame(tmp_path: Path) ->
         assert payload and int(payload[1]) * 1024 * 1024 >= 1024 * 1024 + 8 * 1024 + HEADER_ROOM
     assert sorted(f"nats://{listen}" for listen in listens) == sorted(urls)
     assert len(set(routes)) == 1 and routes[0].count("nats-route://") == 3
+
+
+def test_servers_run_with_tls_and_authentication_from_declared_secrets() -> None:
+    from segment_store.cli import build_parser
+
+    document = compose()
+    declared = {f"/run/secrets/{name}" for name in document["secrets"]}
+    servers = {n: s for n, s in document["services"].items() if n == "controller" or n.startswith("segmentstore")}
+    keys = set()
+    for name, service in servers.items():
+        args = build_parser().parse_args(service["command"])  # flags segstore knows (SystemExit otherwise)
+        mounted = {f"/run/secrets/{secret}" for secret in service["secrets"]}
+        files = [args.tls_cert, args.tls_key, args.auth_token_signing_key_file]
+        assert all(files), f"{name}: TLS and the token signing key must be on"
+        if name == "controller":
+            files += [args.auth_password_file, args.tls_trust_store]
+        assert set(files) <= declared & mounted, f"{name}: {set(files) - (declared & mounted)} is not a mounted secret"
+        assert args.advertise_host == "localhost", f"{name}: advertise the name the certificate holds"
+        keys.add(args.auth_token_signing_key_file)
+    assert len(keys) == 1, "the controller and the segment stores must share one signing key"
