@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
+from auth_fixtures import write_password_file
 from controller_env import ControllerEnv
 
 from controller.rpc.authentication import AuthConfig, ControllerAuth
@@ -59,11 +60,7 @@ def clock() -> list[float]:
 
 @pytest.fixture
 async def call(env: ControllerEnv, tmp_path: Path, clock: list[float]) -> AsyncIterator[Caller]:
-    passwords = PasswordFile.parse("")
-    for user, (password, acl) in USERS.items():
-        passwords = passwords.with_user(user, password, acl)
-    path = tmp_path / "passwd"
-    path.write_text(passwords.dump())
+    path = write_password_file(tmp_path / "passwd", USERS)
     core = env.core()
     await core.create_scope("a")
     await core.create_scope("b")

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pravega_client  # the official Pravega client: a test dependency (pyproject), never skipped
 import pytest
+from auth_fixtures import write_password_file
 from official_client import read_with_group
 from standalone_process import StandaloneProcess
 from tls_fixtures import TlsFiles, make_tls_files
 
 from controller_client import ControllerClient, ControllerClientConfig, StreamManager
 from controller_client.errors import ControllerAuthenticationError, ControllerPermissionError
-from segment_store.auth.passwords import PasswordFile
 
 pytestmark = pytest.mark.slow
 USERS = {"admin": ("admin-pw", "prn::*,READ_UPDATE"), "reader": ("reader-pw", "prn::/,READ;prn::/scope:sec/*,READ")}
@@ -30,10 +30,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory, files: TlsFiles) -> Iterator[StandaloneProcess]:
     base = tmp_path_factory.mktemp("secured")
-    passwords = PasswordFile.parse("")
-    for user, (password, acl) in USERS.items():
-        passwords = passwords.with_user(user, password, acl)
-    (base / "passwd").write_text(passwords.dump())
+    write_password_file(base / "passwd", USERS)
     flags = ("--tls-cert", str(files.cert), "--tls-key", str(files.key), "--auth-password-file", str(base / "passwd"))
     with StandaloneProcess(base / "data", extra_args=flags) as process:
         yield process

@@ -8,12 +8,12 @@ import pickle
 from collections.abc import Iterator
 
 import pytest
+from auth_fixtures import write_password_file
 from standalone_process import StandaloneProcess
 
 from pravega_spark.read_options import ReadOptions
 from pravega_spark.sink import SegstoreBatchWriter
 from pravega_spark.source import SegstoreBatchReader
-from segment_store.auth.passwords import PasswordFile
 
 pytestmark = pytest.mark.slow
 USERS = {
@@ -25,10 +25,7 @@ USERS = {
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
     base = tmp_path_factory.mktemp("spark-secured")
-    passwords = PasswordFile.parse("")
-    for user, (password, acl) in USERS.items():
-        passwords = passwords.with_user(user, password, acl)
-    (base / "passwd").write_text(passwords.dump())
+    write_password_file(base / "passwd", USERS)
     with StandaloneProcess(base / "data", extra_args=("--auth-password-file", str(base / "passwd"))) as process:
         yield process
 
