@@ -20,6 +20,7 @@ from pathlib import Path
 
 from segment_store.coordination.kazoo_store import KazooCoordinationStore
 from segment_store.coordination.store import NodeNotFoundError
+from segment_store.logs.config import DurableLogConfig
 from segment_store.protocol import parse_events
 from segment_store.storage.chunked_storage import data_prefix, escape_segment_name, parse_data_chunk_name
 from segment_store.storage.fs_chunk_storage import FsChunkStorage
@@ -27,6 +28,13 @@ from segment_store.tier1.log_metadata import LogMetadata
 
 HEADER = struct.Struct(">IQI")  # writer, event number, body length
 LOG_METADATA_ROOT = "/segstore/tier1/logs"  # FileLedgerLogConfig.metadata_root's default
+SMALL_DURABLE_LOG = DurableLogConfig(
+    max_frame_bytes=64 * 1024,
+    checkpoint_min_commit_count=20,
+    checkpoint_commit_count=100,
+    checkpoint_total_commit_length_bytes=512 * 1024,
+)
+"""Small frames and frequent checkpoints, so Tier-1 truncation happens within a test's load."""
 
 
 def payload(writer: int, number: int) -> bytes:

@@ -35,13 +35,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crash_support import WriterRecord, check_segments, data_chunks, log_metadata, payloads, wait_until
+from crash_support import (
+    SMALL_DURABLE_LOG,
+    WriterRecord,
+    check_segments,
+    data_chunks,
+    log_metadata,
+    payloads,
+    wait_until,
+)
 
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.segment_container import SegmentContainer
 from segment_store.contracts import SegmentExistsError
 from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.logs.config import DurableLogConfig
 from segment_store.protocol import encode_events
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
 from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
@@ -56,12 +63,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SEGMENTS = ["kill/stream/0.#epoch.0", "kill/stream/1.#epoch.0"]
 WRITERS = 4  # per run; writer ids run * 10 + w, writer w appends to SEGMENTS[w % 2]
 CONFIG = ContainerConfig(
-    durable_log=DurableLogConfig(
-        max_frame_bytes=64 * 1024,
-        checkpoint_min_commit_count=20,
-        checkpoint_commit_count=100,
-        checkpoint_total_commit_length_bytes=512 * 1024,
-    ),
+    durable_log=SMALL_DURABLE_LOG,
     writer=WriterConfig(
         flush_threshold_bytes=96 * 1024,
         max_flush_bytes=128 * 1024,  # a backlog takes many flushes to catch up

@@ -29,12 +29,19 @@ import uuid
 from pathlib import Path
 
 import pytest
-from crash_support import WriterRecord, check_segments, data_chunks, log_metadata, payloads, wait_until
+from crash_support import (
+    SMALL_DURABLE_LOG,
+    WriterRecord,
+    check_segments,
+    data_chunks,
+    log_metadata,
+    payloads,
+    wait_until,
+)
 
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.mapping import container_of
 from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.logs.config import DurableLogConfig
 from segment_store.protocol import (
     AppendSetup,
     CreateSegment,
@@ -58,12 +65,7 @@ CONTAINERS = 2
 SEGMENTS = ["killtest/stream/0.#epoch.0", "killtest/stream/1.#epoch.0", "killtest/stream/5.#epoch.0"]
 WRITERS = 6  # writer w appends to SEGMENTS[w % 3]
 CONTAINER_CONFIG = ContainerConfig(
-    durable_log=DurableLogConfig(
-        max_frame_bytes=64 * 1024,
-        checkpoint_min_commit_count=20,
-        checkpoint_commit_count=100,
-        checkpoint_total_commit_length_bytes=512 * 1024,
-    ),
+    durable_log=SMALL_DURABLE_LOG,
     writer=WriterConfig(
         flush_threshold_bytes=128 * 1024,
         max_flush_bytes=256 * 1024,
