@@ -87,7 +87,7 @@ the first ones printed.
     .venv/bin/python bench/e2e.py [--quick] [--seconds 10] [--latency-seconds 4] [--segments 1,10,100]
                                   [--windows 1,100] [--yield-every 1000] [--official-inflight 10000]
                                   [--rounds 3] [--fall-slices 24] [--fall-slice-s 0.5]
-                                  [--only official,ours] [--profile [no-yield|yield]] [--no-pin] [--tls]
+                                  [--only official,ours] [--profile [no-yield|yield]] [--no-pin] [--tls] [--auth]
                                   [--py-spy /path/to/py-spy] [--no-cprofile]
                                   [--dir /var/tmp] [--out PATH]
 
@@ -97,7 +97,10 @@ and writes JSON (default ``bench/results/e2e.json``; ``bench/results/`` is git-i
 ``--tls`` runs the whole bench twice on each Tier-1 backend, in plain text and then on a standalone with TLS on
 both planes (controller ``tls://localhost:PORT``, segment store TLS from the first byte; a throwaway CA made at
 run time, see :mod:`e2e_variants`), prints both reports and a table of plain against TLS with the ratio, and
-writes both runs and the comparison (``by_tier1``, ``tls_by_tier1``, ``tls_vs_plain``).
+writes both runs and the comparison (``by_tier1``, ``tls_by_tier1``, ``tls_vs_plain``). ``--auth`` does the same
+with authentication on in the second run (a password file with one user, delegation tokens checked by the segment
+store on every command; our client and the official one log in); with ``--tls`` too, the second run has both
+(the JSON keys keep their names).
 """
 
 from __future__ import annotations
@@ -133,8 +136,8 @@ from e2e_common import (
 )
 from e2e_official import official_fall, official_latency, official_throughput
 from e2e_report import report
-from e2e_system import Meter, Standalone, pin_process
-from e2e_variants import compare_tier1, compare_tls, tier1_flags, tls_flags
+from e2e_system import Auth, Meter, Standalone, pin_process
+from e2e_variants import auth_flags, compare_tier1, compare_tls, tier1_flags, tls_flags
 from profiles import cprofile_top, py_spy, pyspy_top
 
 from controller_client import ControllerClient, EventStreamWriter, ScalingPolicy, StreamConfiguration, StreamManager
@@ -362,11 +365,16 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
 
 # ---- driver ----------------------------------------------------------------------------------------------
 def run(
-    args: argparse.Namespace, data_dir: Path, extra_args: tuple[str, ...] = (), trust_store: Path | None = None
+    args: argparse.Namespace,
+    data_dir: Path,
+    extra_args: tuple[str, ...] = (),
+    trust_store: Path | None = None,
+    auth: Auth | None = None,
 ) -> dict[str, Any]:
-    """The whole bench on one standalone (``trust_store``: it runs with TLS, ``extra_args`` has its flags)."""
+    """The whole bench on one standalone (``trust_store``: it runs with TLS, ``auth``: with authentication;
+    ``extra_args`` has their flags)."""
     only = set(args.only.split(",")) if args.only else {"official", "ours"}
-    system = Standalone(data_dir, extra_args, trust_store)
+    system = Standalone(data_dir, extra_args, trust_store, auth)
     results: dict[str, Any] = {"throughput": [], "latency": [], "rounds": args.rounds}
     try:
         results["standalone_start_s"] = round(system.start(), 1)
@@ -453,6 +461,12 @@ def main() -> None:
         help="run everything twice, in plain text and with TLS on both planes (a throwaway CA), and compare",
     )
     parser.add_argument(
+        "--auth",
+        action="store_true",
+        help="run everything twice, without and with authentication (users, delegation tokens checked on every "
+        "command), and compare; with --tls the second run has both",
+    )
+    parser.add_argument(
         "--profile",
         nargs="?",
         const="worse",
@@ -482,6 +496,7 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     backends = args.tier1.split(",")
+    secured = " and ".join(name for name, on in (("TLS", args.tls), ("authentication", args.auth)) if on)
     by_tier1: dict[str, dict[str, Any]] = {}
     tls_by_tier1: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-e2e-", dir=args.dir) as tmp:
@@ -490,22 +505,24 @@ def main() -> None:
             print(f"\n== Tier-1: {backend}", flush=True)
             with tier1_flags(backend, args.work / f"nats-{backend}") as flags:
                 by_tier1[backend] = run(args, args.work / f"data-{backend}", flags)
-            if args.tls:
-                print(f"\n== Tier-1: {backend}, TLS", flush=True)
-                certificates, ca = tls_flags(args.work / "certs")
-                with tier1_flags(backend, args.work / f"nats-{backend}-tls") as flags:
-                    tls_by_tier1[backend] = run(args, args.work / f"data-{backend}-tls", (*flags, *certificates), ca)
+            if args.tls or args.auth:
+                print(f"\n== Tier-1: {backend}, {secured}", flush=True)
+                certificates, ca = tls_flags(args.work / "certs") if args.tls else ((), None)
+                users, auth = auth_flags(args.work / "auth") if args.auth else ((), None)
+                with tier1_flags(backend, args.work / f"nats-{backend}-secured") as flags:
+                    data = args.work / f"data-{backend}-secured"
+                    tls_by_tier1[backend] = run(args, data, (*flags, *certificates, *users), ca, auth)
     for backend, found in by_tier1.items():
         print(f"\n== Tier-1: {backend}")
         report(found, EVENT_BYTES, FALL_RATIO)
     for backend, found in tls_by_tier1.items():
-        print(f"\n== Tier-1: {backend}, TLS")
+        print(f"\n== Tier-1: {backend}, {secured}")
         report(found, EVENT_BYTES, FALL_RATIO)
     results: dict[str, Any] = by_tier1[backends[0]] if len(backends) == 1 else {"by_tier1": by_tier1}
     if len(backends) > 1:
         compare_tier1(by_tier1)
-    if args.tls:
-        comparison = compare_tls(by_tier1, tls_by_tier1)
+    if args.tls or args.auth:
+        comparison = compare_tls(by_tier1, tls_by_tier1, secured)
         results = {"by_tier1": by_tier1, "tls_by_tier1": tls_by_tier1, "tls_vs_plain": comparison}
     total_s = time.perf_counter() - started
     load_after = os.getloadavg()
@@ -526,6 +543,7 @@ def main() -> None:
         "no_cprofile",
         "tier1",
         "tls",
+        "auth",
     )
     document = {
         "benchmark": "e2e",

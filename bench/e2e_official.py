@@ -26,9 +26,8 @@ OFFICIAL_MAX_SEGMENTS = 64  # pravega 0.3.7 writes to streams of at most 64 segm
 
 # ---- the official client -----------------------------------------------------------------------------
 def official_throughput(system: Standalone, seconds: float, inflight: int) -> dict[str, Any]:
-    import pravega_client
 
-    manager = pravega_client.StreamManager(system.uri)
+    manager = system.official_manager()
     manager.create_scope(SCOPE)
     stream = "official4"
     manager.create_stream(SCOPE, stream, 4)
@@ -69,10 +68,9 @@ def official_fall(
 ) -> dict[str, Any]:
     """``ours_fall`` for the official client (``write_event_bytes`` as in ``official_throughput``, 1,000 keys),
     over the same segment counts capped at ``OFFICIAL_MAX_SEGMENTS``."""
-    import pravega_client
 
     counts = sorted({min(count, OFFICIAL_MAX_SEGMENTS) for count in segment_counts})
-    manager = pravega_client.StreamManager(system.uri)
+    manager = system.official_manager()
     manager.create_scope(SCOPE)
     keys = [f"key-{k}" for k in range(1000)]
     payload = payload_bytes()
@@ -103,9 +101,8 @@ def official_fall(
 
 
 async def official_latency(system: Standalone, seconds: float, window: int) -> dict[str, Any]:
-    import pravega_client
 
-    manager = pravega_client.StreamManager(system.uri)
+    manager = system.official_manager()
     stream = f"officiallat{window}"
     manager.create_stream(SCOPE, stream, 4)
     writer = manager.create_writer(SCOPE, stream, 0)  # its futures complete on the ack (window 1: ~3 ms)

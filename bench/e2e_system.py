@@ -11,12 +11,16 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from controller_client import ControllerClientConfig
+from segment_store.auth.settings import SIGNING_KEY_ENV
 from segment_store.auth.tls import TrustConfig
+from segment_store.auth.tokens import TokenSigner
 from segment_store.client import ClientConfig, ConnectionConfig, SegmentClient
+from segment_store.client.tokens import SignedTokens
 from segment_store.coordination.zookeeper_server import free_port
 
 READY = "segstore standalone ready"
@@ -46,11 +50,35 @@ def machine_busy_s() -> float:
     return (sum(fields) - idle - guest) / os.sysconf("SC_CLK_TCK")
 
 
+@dataclass(frozen=True)
+class Auth:
+    """A user of a standalone with authentication on, and the key its tokens are signed with."""
+
+    user: str
+    password: str
+    signing_key: str
+
+    def official_client_environment(self) -> dict[str, str]:
+        return {
+            "pravega_client_auth_method": "Basic",
+            "pravega_client_auth_username": self.user,
+            "pravega_client_auth_password": self.password,
+        }
+
+
 class Standalone:
     """``segstore standalone`` on ``data_dir`` and free ports; ``start`` waits for its ready line."""
 
-    def __init__(self, data_dir: Path, extra_args: tuple[str, ...] = (), trust_store: Path | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        extra_args: tuple[str, ...] = (),
+        trust_store: Path | None = None,
+        auth: Auth | None = None,
+    ) -> None:
         self.data_dir = data_dir
+        self.auth = auth
+        """Authentication (its ``--auth-password-file`` is in ``extra_args``): who the clients log in as."""
         self.extra_args = extra_args
         """More ``segstore standalone`` flags (``--tier1 jetstream --nats ...``, ``--tls-cert ... --tls-key ...``)."""
         self.trust_store = trust_store
@@ -73,8 +101,20 @@ class Standalone:
 
     @property
     def client_config(self) -> ControllerClientConfig | None:
-        """Our controller client's settings: the trust store with TLS, else the defaults (None)."""
-        return ControllerClientConfig(trust_store=str(self.trust_store)) if self.trust_store is not None else None
+        """Our controller client's settings: the trust store with TLS, the user with authentication, else the
+        defaults (None)."""
+        if self.trust_store is None and self.auth is None:
+            return None
+        user, password = (self.auth.user, self.auth.password) if self.auth is not None else (None, None)
+        trust_store = str(self.trust_store) if self.trust_store is not None else None
+        return ControllerClientConfig(trust_store=trust_store, username=user, password=password)
+
+    def official_manager(self) -> Any:
+        """The official client's StreamManager for this system (TLS and credentials from the environment that
+        :meth:`start` set)."""
+        import pravega_client
+
+        return pravega_client.StreamManager(self.uri, auth_enabled=self.auth is not None)
 
     @property
     def pid(self) -> int:
@@ -88,6 +128,9 @@ class Standalone:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         if self.trust_store is not None:  # the official client reads its CA file from here when it is made
             os.environ["pravega_client_tls_cert_path"] = str(self.trust_store)  # noqa: SIM112 (its exact name)
+        if self.auth is not None:  # the official client's credentials; the standalone's signing key
+            os.environ.update(self.auth.official_client_environment())
+            env[SIGNING_KEY_ENV] = self.auth.signing_key
         started = time.perf_counter()
         self.proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env
@@ -135,7 +178,8 @@ class Standalone:
             config = ClientConfig(connection=ConnectionConfig(tls=TrustConfig(self.trust_store)))
         else:
             endpoint, config = ("127.0.0.1", self.segmentstore_port), ClientConfig()
-        async with SegmentClient(endpoint, config) as client:
+        tokens = SignedTokens(TokenSigner(self.auth.signing_key)) if self.auth is not None else None
+        async with SegmentClient(endpoint, config, tokens=tokens) as client:
             for container in range(self.container_count):
                 await client.flush_to_storage(container, endpoint)
         return time.perf_counter() - started

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import table
+from e2e_system import Auth
 
 from segment_store.tier1.nats_server import NatsCluster
 
@@ -50,6 +51,20 @@ def tls_flags(directory: Path) -> tuple[tuple[str, ...], Path]:
     server.cert_chain_pems[0].write_to_path(str(cert))
     server.private_key_pem.write_to_path(str(key))
     return ("--tls-cert", str(cert), "--tls-key", str(key)), ca_path
+
+
+def auth_flags(directory: Path) -> tuple[tuple[str, ...], Auth]:
+    """A password file with one user allowed everything, and a signing key: the standalone's flags and who the
+    clients log in as."""
+    import secrets
+
+    from segment_store.auth.passwords import PasswordFile
+
+    directory.mkdir(parents=True, exist_ok=True)
+    password = secrets.token_urlsafe(16)
+    passwd = directory / "passwd"
+    passwd.write_text(PasswordFile.parse("").with_user("bench", password, "prn::*,READ_UPDATE").dump())
+    return ("--auth-password-file", str(passwd)), Auth("bench", password, secrets.token_urlsafe(32))
 
 
 def compare_tier1(by_tier1: dict[str, dict[str, Any]]) -> None:
@@ -87,9 +102,12 @@ def headline(found: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def compare_tls(plain: dict[str, dict[str, Any]], tls: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per Tier-1 backend, plain text against TLS, metric by metric, with the ratio TLS / plain; printed and
-    returned (for the JSON)."""
+def compare_tls(
+    plain: dict[str, dict[str, Any]], tls: dict[str, dict[str, Any]], secured: str = "TLS"
+) -> list[dict[str, Any]]:
+    """Per Tier-1 backend, plain text against the secured run (``secured`` says what it had on: TLS,
+    authentication or both), metric by metric, with the ratio secured / plain; printed and returned (for the
+    JSON)."""
     rows: list[dict[str, Any]] = []
     for backend in plain:
         before, after = headline(plain[backend]), headline(tls.get(backend, {}))
@@ -97,7 +115,7 @@ def compare_tls(plain: dict[str, dict[str, Any]], tls: dict[str, dict[str, Any]]
             other = after.get(metric)
             ratio = round(other / value, 2) if isinstance(other, int | float) and value else None
             rows.append({"tier1": backend, "metric": metric, "plain": value, "tls": other, "tls_over_plain": ratio})
-    columns = [("tier1", "tier1"), ("metric", "metric"), ("plain", "plain"), ("tls", "TLS"),
-               ("tls_over_plain", "TLS / plain")]  # fmt: skip
-    table("plain text against TLS on both planes (100 B events; a ratio < 1 for events/s is a cost)", rows, columns)
+    columns = [("tier1", "tier1"), ("metric", "metric"), ("plain", "plain"), ("tls", secured),
+               ("tls_over_plain", f"{secured} / plain")]  # fmt: skip
+    table(f"plain against {secured} (100 B events; a ratio < 1 for events/s is a cost)", rows, columns)
     return rows
