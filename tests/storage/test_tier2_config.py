@@ -75,7 +75,7 @@ def test_bad_settings_raise_value_error_naming_the_key(values: dict[str, str], k
         Tier2Config.from_mapping(values)
 
 
-def test_flags_override_environment() -> None:
+def test_flags_override_environment(tmp_path: Path) -> None:
     env = {"SEGSTORE_TIER2_BACKEND": "s3", "SEGSTORE_TIER2_S3_PREFIX": "env/"}
     args = parse("--s3-bucket", "flagged", "--s3-endpoint", "http://127.0.0.1:1", "--s3-create-bucket")
     config = Tier2Config.from_cli(args, env)  # the bucket only comes from a flag: fine
@@ -85,7 +85,8 @@ def test_flags_override_environment() -> None:
         "env/",
         True,
     )
-    assert Tier2Config.from_cli(parse("--tier2", "fs", "--tier2-dir", "/x"), env).fs_root == Path("/x")
+    root = tmp_path / "x"
+    assert Tier2Config.from_cli(parse("--tier2", "fs", "--tier2-dir", str(root)), env).fs_root == root
     assert Tier2Config.from_cli(parse(), {}) == Tier2Config()
     with pytest.raises(ValueError, match="s3_bucket"):
         Tier2Config.from_cli(parse("--tier2", "s3"), {})

@@ -170,8 +170,9 @@ def test_from_cli_flags_win_over_the_environment(files: TlsFiles) -> None:
     assert TlsConfig.from_cli(args, env) == TlsConfig(files.cert, files.key, files.ca)
     none = build_parser().parse_args(["segmentstore"])
     assert TlsConfig.from_cli(none, {}) is None
-    from_env = TlsConfig.from_cli(none, {"SEGSTORE_TLS_CERT": "/c.pem", "SEGSTORE_TLS_KEY": "/k.pem"})
-    assert from_env == TlsConfig(Path("/c.pem"), Path("/k.pem"))
+    cert, key = files.cert.parent / "c.pem", files.cert.parent / "k.pem"  # named, never opened
+    from_env = TlsConfig.from_cli(none, {"SEGSTORE_TLS_CERT": str(cert), "SEGSTORE_TLS_KEY": str(key)})
+    assert from_env == TlsConfig(cert, key)
 
 
 @pytest.mark.parametrize(
@@ -192,8 +193,9 @@ def test_trust_from_cli_prefers_the_trust_store_then_the_client_ca_then_the_fall
     base = ["controller", "--zookeeper", "z:1", "--tls-cert", str(files.cert), "--tls-key", str(files.key)]
     assert trust_from_cli(parse(base), {}) == TrustConfig(None)
     assert trust_from_cli(parse(base), {}, fallback=files.cert) == TrustConfig(files.cert)
-    store = trust_from_cli(parse([*base, "--tls-trust-store", "/t.pem"]), {})
-    assert store == TrustConfig(Path("/t.pem"))
+    trust_store = files.ca.parent / "t.pem"  # named, never opened
+    store = trust_from_cli(parse([*base, "--tls-trust-store", str(trust_store)]), {})
+    assert store == TrustConfig(trust_store)
     mutual = trust_from_cli(parse([*base, "--tls-ca", str(files.ca)]), {}, fallback=files.cert)
     assert mutual == TrustConfig(files.ca, cert_path=files.cert, key_path=files.key)  # presents its certificate
 
