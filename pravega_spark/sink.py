@@ -67,23 +67,15 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from controller_client.controller_api import ControllerClient
-from controller_client.errors import (
-    ControllerAuthenticationError,
-    ControllerPermissionError,
-    ControllerTlsError,
-    ControllerUnavailableError,
-    InvalidArgumentError,
-)
 from controller_client.event_writer import EventStreamWriter, session_writer_id
-from controller_client.model import ScalingPolicy, SegmentRange, StreamConfiguration
+from controller_client.model import SegmentRange
 from controller_client.routing import KeyHasher, SegmentMap
 from controller_client.stream_manager import StreamManager
 from controller_client.txn_writer import Transaction, TransactionalEventStreamWriter, TxnWriterConfig
 from pravega_spark.commit_log import BatchCommitter, CommitLog, CommitLogError, CommitOutcome, CrashHook
 from pravega_spark.options_common import SegstoreOptionError
+from pravega_spark.sink_connection import connect, ensure_stream, token_for_executors
 from pravega_spark.write_options import WriteOptions
-from segment_store.auth.tls import TlsConfigError
 from segment_store.client import SegmentWriter
 from segment_store.protocol import HEADER_SIZE
 from segment_store.protocol.constants import EVENT_TYPE_CODE
@@ -101,7 +93,6 @@ point of :class:`~pravega_spark.commit_log.BatchCommitter` (SIGKILL of ``CRASH_P
 group if set, then ``os._exit``)."""
 CRASH_PGID_ENV = "SEGSTORE_SPARK_SINK_CRASH_PGID"
 WRITER_ID_NAMESPACE = uuid.UUID("6f1d3c1e-4a59-4d0e-9a3c-5e3f2b7d9a10")
-CONNECT_TIMEOUT_S = 10.0
 
 
 class SegstoreSchemaError(ValueError):
@@ -171,73 +162,6 @@ class _TaskInfo:
         if self.query_id is None or self.batch_id is None:
             return uuid.uuid4()
         return uuid.uuid5(WRITER_ID_NAMESPACE, f"{self.query_id}/{self.batch_id}/{self.partition}")
-
-
-# ---- connections ---------------------------------------------------------------------------------------------
-
-
-async def _connect(options: WriteOptions, wait_ready: bool = False) -> ControllerClient:
-    uri = options.target.controller
-    try:
-        if wait_ready:
-            config = options.target.controller_config(retry_timeout_s=CONNECT_TIMEOUT_S)
-        else:
-            config = options.target.controller_config()
-        return await ControllerClient.connect(uri, config, wait_ready=wait_ready)
-    except InvalidArgumentError as error:
-        raise SegstoreOptionError("controller", str(error)) from None
-    except TlsConfigError as error:
-        raise SegstoreOptionError("trustStore", f"{error.path}: {error.problem}") from None
-    except ControllerTlsError as error:
-        raise SegstoreOptionError("trustStore", f"TLS to the controller at {uri} failed: {error}") from None
-    except ControllerUnavailableError as error:
-        raise SegstoreOptionError("controller", f"cannot reach the controller at {uri}: {error}") from None
-    except ControllerAuthenticationError as error:
-        option = "token" if options.target.token is not None else "password"
-        raise SegstoreOptionError(option, f"the controller at {uri} refused it ({error})") from None
-
-
-_ENSURED: set[tuple[str, str, str]] = set()
-
-
-async def _token_for_executors(options: WriteOptions) -> str:
-    """A READ_UPDATE delegation token for the stream, which the driver hands to the executors."""
-    controller = await _connect(options, wait_ready=True)
-    try:
-        return await controller.get_delegation_token(options.target.scope, options.target.stream, write=True)
-    except ControllerPermissionError as error:
-        raise SegstoreOptionError("username", f"may not write to this stream: {error}") from None
-    finally:
-        await controller.close()
-
-
-async def _ensure_stream(options: WriteOptions) -> None:
-    """Create the scope and the stream unless they exist (once per process)."""
-    target = options.target
-    key = (target.controller, target.scope, target.stream)
-    if key in _ENSURED:
-        return
-    controller = await _connect(options, wait_ready=True)
-    try:
-        try:
-            if not await controller.stream_exists(target.scope, target.stream):
-                await controller.create_scope(target.scope)
-                config = StreamConfiguration(ScalingPolicy.fixed(options.default_num_segments))
-                if await controller.create_stream(target.scope, target.stream, config):
-                    _log.info("segstore sink: created stream %s/%s", target.scope, target.stream)
-        except ControllerUnavailableError as error:
-            raise SegstoreOptionError(
-                "controller", f"cannot reach the controller at {target.controller}: {error}"
-            ) from None
-        except ControllerAuthenticationError as error:
-            option = "token" if target.token is not None else "password"
-            raise SegstoreOptionError(option, f"the controller refused it ({error})") from None
-        except ControllerPermissionError as error:
-            option = "token" if target.token is not None else "username"
-            raise SegstoreOptionError(option, f"may not use {target.scope}/{target.stream}: {error}") from None
-    finally:
-        await controller.close()
-    _ENSURED.add(key)
 
 
 # ---- routing Arrow batches -----------------------------------------------------------------------------------
@@ -464,7 +388,7 @@ class _PlainTaskWriter:
 async def _write_task(
     options: WriteOptions, columns: SinkColumns, batches: Iterator[pa.RecordBatch], task: _TaskInfo
 ) -> SegstoreCommitMessage:
-    controller = await _connect(options)
+    controller = await connect(options)
     manager = StreamManager(controller)
     writer_id = task.writer_id()
     writer: _TxnTaskWriter | _PlainTaskWriter
@@ -522,7 +446,7 @@ def _txn_ids(messages: Sequence[SegstoreCommitMessage]) -> list[uuid.UUID]:
 
 
 async def _with_committer(options: WriteOptions, logged: bool, work: Any) -> Any:
-    controller = await _connect(options)
+    controller = await connect(options)
     manager = StreamManager(controller)
     try:
         target = options.target
@@ -556,11 +480,11 @@ class _SinkWriter:
                 f"stream {self.options.target.scope}/{self.options.target.stream}: segstore streams are "
                 "append-only; overwrite (or the complete output mode) is not supported, use append",
             )
-        asyncio.run(_ensure_stream(self.options))
+        asyncio.run(ensure_stream(self.options))
         self._driver = self.options
         """The options as given (the driver's commits and aborts log in with them)."""
         if self.options.target.logs_in:  # executors get a token for the stream, never the password
-            token = asyncio.run(_token_for_executors(self.options))
+            token = asyncio.run(token_for_executors(self.options))
             self.options = dataclasses.replace(self.options, target=self.options.target.for_executors(token))
 
     def __getstate__(self) -> dict[str, Any]:

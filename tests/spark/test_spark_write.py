@@ -16,7 +16,7 @@ import pytest
 from standalone_process import StandaloneProcess
 
 from controller_client import BlockingStreamManager, ControllerClient, StreamManager, TxnState
-from pravega_spark import sink
+from pravega_spark import sink_connection
 from pravega_spark.commit_log import DONE, BatchRecord, CommitLog
 from pravega_spark.options_common import SegstoreOptionError
 from pravega_spark.sink import SegstoreBatchWriter
@@ -197,7 +197,7 @@ def test_write_errors_name_the_column_or_the_option(spark, standalone: Standalon
 def test_unreachable_controller_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    monkeypatch.setattr(sink, "CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(sink_connection, "CONNECT_TIMEOUT_S", 1.0)
 
     schema = StructType([StructField("event", BinaryType())])
     with pytest.raises(

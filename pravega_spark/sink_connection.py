@@ -1,0 +1,86 @@
+"""The sink's connections to the controller, made from its options (errors name the option): connecting,
+creating the scope and stream once per process, and the delegation token the driver hands to executors."""
+
+from __future__ import annotations
+
+import logging
+
+from controller_client.controller_api import ControllerClient
+from controller_client.errors import (
+    ControllerAuthenticationError,
+    ControllerPermissionError,
+    ControllerTlsError,
+    ControllerUnavailableError,
+    InvalidArgumentError,
+)
+from controller_client.model import ScalingPolicy, StreamConfiguration
+from pravega_spark.options_common import SegstoreOptionError
+from pravega_spark.write_options import WriteOptions
+from segment_store.auth.tls import TlsConfigError
+
+_log = logging.getLogger("pravega_spark.sink")
+CONNECT_TIMEOUT_S = 10.0
+
+
+async def connect(options: WriteOptions, wait_ready: bool = False) -> ControllerClient:
+    uri = options.target.controller
+    try:
+        if wait_ready:
+            config = options.target.controller_config(retry_timeout_s=CONNECT_TIMEOUT_S)
+        else:
+            config = options.target.controller_config()
+        return await ControllerClient.connect(uri, config, wait_ready=wait_ready)
+    except InvalidArgumentError as error:
+        raise SegstoreOptionError("controller", str(error)) from None
+    except TlsConfigError as error:
+        raise SegstoreOptionError("trustStore", f"{error.path}: {error.problem}") from None
+    except ControllerTlsError as error:
+        raise SegstoreOptionError("trustStore", f"TLS to the controller at {uri} failed: {error}") from None
+    except ControllerUnavailableError as error:
+        raise SegstoreOptionError("controller", f"cannot reach the controller at {uri}: {error}") from None
+    except ControllerAuthenticationError as error:
+        option = "token" if options.target.token is not None else "password"
+        raise SegstoreOptionError(option, f"the controller at {uri} refused it ({error})") from None
+
+
+ENSURED: set[tuple[str, str, str]] = set()
+
+
+async def token_for_executors(options: WriteOptions) -> str:
+    """A READ_UPDATE delegation token for the stream, which the driver hands to the executors."""
+    controller = await connect(options, wait_ready=True)
+    try:
+        return await controller.get_delegation_token(options.target.scope, options.target.stream, write=True)
+    except ControllerPermissionError as error:
+        raise SegstoreOptionError("username", f"may not write to this stream: {error}") from None
+    finally:
+        await controller.close()
+
+
+async def ensure_stream(options: WriteOptions) -> None:
+    """Create the scope and the stream unless they exist (once per process)."""
+    target = options.target
+    key = (target.controller, target.scope, target.stream)
+    if key in ENSURED:
+        return
+    controller = await connect(options, wait_ready=True)
+    try:
+        try:
+            if not await controller.stream_exists(target.scope, target.stream):
+                await controller.create_scope(target.scope)
+                config = StreamConfiguration(ScalingPolicy.fixed(options.default_num_segments))
+                if await controller.create_stream(target.scope, target.stream, config):
+                    _log.info("segstore sink: created stream %s/%s", target.scope, target.stream)
+        except ControllerUnavailableError as error:
+            raise SegstoreOptionError(
+                "controller", f"cannot reach the controller at {target.controller}: {error}"
+            ) from None
+        except ControllerAuthenticationError as error:
+            option = "token" if target.token is not None else "password"
+            raise SegstoreOptionError(option, f"the controller refused it ({error})") from None
+        except ControllerPermissionError as error:
+            option = "token" if target.token is not None else "username"
+            raise SegstoreOptionError(option, f"may not use {target.scope}/{target.stream}: {error}") from None
+    finally:
+        await controller.close()
+    ENSURED.add(key)
