@@ -102,7 +102,9 @@ def _auth(command: str, args: argparse.Namespace, make_key: bool) -> AuthConfig 
                 f"--auth-password-file needs a token signing key shared with the segment stores: "
                 f"--auth-token-signing-key-file or ${settings.SIGNING_KEY_ENV}"
             )
-        config = AuthConfig(passwords, key, settings.token_ttl_s(args))
+        config = AuthConfig(
+            passwords, key, settings.token_ttl_s(args), token_max_lifetime_s=settings.token_max_lifetime_s(args)
+        )
         ControllerAuth(config)  # reads the password file now: a bad one stops the start, naming the line
     except (settings.AuthSettingsError, PasswordFileError, ValueError) as error:
         print(f"segstore {command}: {error}", file=sys.stderr)

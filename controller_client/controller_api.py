@@ -23,34 +23,19 @@ Usage::
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Self
-
-import grpc
-import grpc.aio
+from typing import Any
 
 from controller_client import proto_convert as conv
-from controller_client.controller_channel import (
-    ControllerAddress,
-    diagnose_tls,
-    open_channel,
-    parse_controller_address,
-    status_error,
-    unavailable_hint,
-)
 from controller_client.controller_channel import ControllerClientConfig as ControllerClientConfig  # re-exported
 from controller_client.controller_channel import parse_controller_uri as parse_controller_uri  # re-exported
+from controller_client.controller_transport import ControllerTransport
 from controller_client.errors import (
     ControllerError,
     ControllerFailureError,
-    ControllerTlsError,
-    ControllerUnavailableError,
     GenerationMismatchError,
     InvalidArgumentError,
     ReaderGroupNotFoundError,
@@ -66,10 +51,8 @@ from controller_client.errors import (
 )
 from controller_client.model import InvalidModelError, SegmentRange, StreamConfiguration, StreamCut, TxnState
 from controller_client.proto import Controller_pb2 as pb
-from controller_client.proto import Controller_pb2_grpc as pb_grpc
 from controller_client.proto_convert import ReaderGroupConfig as ReaderGroupConfig  # re-exported
 from controller_client.proto_convert import ReaderGroupRetention as ReaderGroupRetention  # re-exported
-from segment_store.auth.tls import TrustConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,115 +87,8 @@ def _decoding(rpc: str) -> Iterator[None]:
         raise ControllerFailureError(f"{rpc}: invalid response from controller: {e}") from e
 
 
-class ControllerClient:
+class ControllerClient(ControllerTransport):
     """One controller connection. Safe to use from many tasks of one event loop at once."""
-
-    def __init__(
-        self,
-        channel: grpc.aio.Channel,
-        config: ControllerClientConfig | None = None,
-        *,
-        target: str = "",
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        address: ControllerAddress | None = None,
-    ) -> None:
-        """Use ``channel`` (the client owns it and closes it in :meth:`close`); ``address`` is where it leads."""
-        self._channel = channel
-        self._stub = pb_grpc.ControllerServiceStub(channel)
-        self._config = config or ControllerClientConfig()
-        self._metadata = self._config.call_metadata()
-        self._target = target or (address.target if address is not None else "controller")
-        self._address = address
-        self._sleep = sleep
-        self._clock = clock
-
-    @property
-    def tls(self) -> TrustConfig | None:
-        """The TLS trust of this client when its URI asked for TLS (segment stores are then reached with TLS
-        and the same trust, as Pravega's clients do); None for plain text."""
-        if self._address is None or not self._address.tls:
-            return None
-        return self._config.trust()
-
-    @classmethod
-    async def connect(
-        cls, uri: str, config: ControllerClientConfig | None = None, *, wait_ready: bool = False
-    ) -> ControllerClient:
-        """A client for the controller at ``uri`` (``tcp://host:port``, or ``tls://host:port`` for TLS with
-        ``config.trust_store``). The channel connects lazily; with ``wait_ready`` this waits up to
-        ``retry_timeout_s`` for a connection and raises :class:`ControllerUnavailableError` when there is
-        none (:class:`ControllerTlsError` at once for a certificate problem). Raises InvalidArgumentError
-        for a bad URI, TlsConfigError for a trust store or client certificate that cannot be used."""
-        config = config or ControllerClientConfig()
-        address = parse_controller_address(uri)
-        client = cls(open_channel(address, config), config, address=address)
-        if wait_ready:
-            try:
-                await client._wait_ready()
-            except BaseException:
-                await client.close()
-                raise
-        return client
-
-    async def _wait_ready(self) -> None:
-        timeout_s = self._config.retry_timeout_s
-        if self.tls is not None:  # an RPC, so a certificate problem is told apart from a controller that is down
-            with contextlib.suppress(ControllerFailureError, InvalidArgumentError):  # it answered: it is there
-                await self._call("getControllerServerList", pb.ServerRequest())
-            return
-        try:
-            await asyncio.wait_for(self._channel.channel_ready(), timeout_s)
-        except TimeoutError:
-            raise ControllerUnavailableError(f"controller {self._target}: no connection within {timeout_s}s") from None
-
-    async def close(self) -> None:
-        """Close the channel; RPCs in flight are cancelled. Idempotent."""
-        await self._channel.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    # ---- transport ------------------------------------------------------------------------------------------
-    async def _call(self, rpc: str, request: Any, *, not_found: ControllerError | None = None) -> Any:
-        """Invoke ``rpc`` with deadline and UNAVAILABLE retries; map gRPC errors to typed ones.
-
-        ``not_found`` is raised for gRPC NOT_FOUND (a Pravega controller answers that way when the
-        stream of a read-only query does not exist)."""
-        config = self._config
-        give_up_at = self._clock() + config.retry_timeout_s
-        backoff = config.initial_backoff_s
-        attempts = 0
-        looked_at_tls = False
-        method = getattr(self._stub, rpc)
-        while True:
-            attempts += 1
-            try:
-                return await method(request, timeout=config.rpc_timeout_s, metadata=self._metadata)
-            except grpc.aio.AioRpcError as e:
-                code = e.code()
-                if code != grpc.StatusCode.UNAVAILABLE:
-                    raise status_error(rpc, e, self._target, config.rpc_timeout_s, not_found) from e
-                details = e.details() or ""
-                if not looked_at_tls and self._address is not None and self._address.tls:
-                    looked_at_tls = True  # once per call: a certificate problem is not retried
-                    problem = await diagnose_tls(details, self._address, config)
-                    if problem is not None:
-                        raise ControllerTlsError(f"{rpc}: TLS to controller {self._target}: {problem}") from e
-                remaining = give_up_at - self._clock()
-                if remaining <= 0:
-                    hint = await unavailable_hint(self._address) if self._address is not None else ""
-                    raise ControllerUnavailableError(
-                        f"{rpc}: controller {self._target} unavailable after {attempts} attempts "
-                        f"in {config.retry_timeout_s}s: {details}{hint}"
-                    ) from e
-            except grpc.aio.UsageError as e:
-                raise ControllerError(f"{rpc}: client is closed") from e
-            await self._sleep(min(backoff, remaining))
-            backoff = min(backoff * config.backoff_multiplier, config.max_backoff_s)
 
     # ---- scopes ---------------------------------------------------------------------------------------------
     async def create_scope(self, scope: str) -> bool:

@@ -2,8 +2,9 @@
 
 :class:`ControllerTokens` is the :class:`~segment_store.client.tokens.TokenSource` of a ``StreamManager``: for a
 segment it asks the controller (``getDelegationToken``) for a token on the segment's stream — ``READ_UPDATE``
-for a request that changes the segment, ``READ`` for a read — and keeps it until ``refresh_before_s`` before
-its ``exp`` (read without verifying: only the segment stores can), or until a segment store says it expired.
+for a request that changes the segment, ``READ`` for a read — and keeps it until ``refresh_before_s`` (or a
+quarter of its lifetime, if shorter) before its ``exp`` (read without verifying: only the segment stores can),
+or until a segment store says it expired.
 A READ_UPDATE token also serves reads. With authentication off the controller answers an empty token, which
 is kept for ever (one call per stream).
 
@@ -18,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from segment_store.auth.tokens import token_expiry
+from segment_store.auth.tokens import renew_at
 
 REFRESH_BEFORE_S = 5.0
 
@@ -30,7 +31,7 @@ Fetch = Callable[[str, str, bool], Awaitable[str]]
 class _Held:
     token: str
     write: bool
-    expires_at: float | None
+    renew_at: float | None
 
 
 class ControllerTokens:
@@ -57,11 +58,11 @@ class ControllerTokens:
             return held.token
         token = await self._fetch(stream[0], stream[1], write)
         self.fetches += 1
-        self._held[stream] = _Held(token, write, token_expiry(token))
+        self._held[stream] = _Held(token, write, renew_at(token, self._refresh_before_s))
         return token
 
     def _due(self, held: _Held) -> bool:
-        return held.expires_at is not None and self._clock() + self._refresh_before_s >= held.expires_at
+        return held.renew_at is not None and self._clock() >= held.renew_at
 
     def expired(self, segment: str) -> None:
         stream = self.stream_of(segment)

@@ -8,6 +8,13 @@ A caller sends gRPC metadata ``authorization``:
 - ``Bearer <token>``: a delegation token this controller (or another with the same signing key) issued; it
   grants exactly its claims (Spark executors work with the tokens their driver got, never the password).
 
+Renewal (segstore's, like Hadoop's and Kafka's delegation tokens): a token issued to a user carries the user
+and a renewal bound, ``token_max_lifetime_s`` (default 7 days) after the user logged in. Shown as ``Bearer``
+to ``getDelegationToken`` — even after its ``exp``, up to that bound — it buys a fresh token for what it
+grants, with the same bound (a chain of renewals never outlives it), and only while the user still exists
+and their ACL still allows it (the password file is the authority; removing a user or a permission stops
+renewals at once). Every other RPC refuses an expired token. A long Spark job's executors renew this way.
+
 Invariants: wrong credentials answer ``UNAUTHENTICATED`` on every RPC (the message never quotes a secret);
 no credentials are enough only for RPCs that need nothing (``getControllerServerList``), else
 ``UNAUTHENTICATED``; a caller whose ACL lacks a permission gets ``PERMISSION_DENIED`` naming the resource and
@@ -33,13 +40,32 @@ from controller.rpc.authorization import needs, token_permission
 from segment_store.auth import acl as resources
 from segment_store.auth.acl import Acl, AclEntry, Permission
 from segment_store.auth.passwords import CredentialsError, PasswordFile, parse_basic
+from segment_store.auth.settings import DEFAULT_TOKEN_MAX_LIFETIME_S
 from segment_store.auth.tokens import TokenError, TokenSigner, TokenVerifier
 
 CACHE_ENTRIES = 1024
 RELOAD_CHECK_S = 1.0
 
-caller: contextvars.ContextVar[Acl | None] = contextvars.ContextVar("caller", default=None)
-"""The ACL of the caller of the RPC being served (None: authentication is off)."""
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling: what their credentials grant, and what a token issued to them may say."""
+
+    acl: Acl
+    user: str | None
+    """The user who logged in, or to whom the shown token was issued (None: a token naming nobody)."""
+    token_bound: int | None = None
+    """For a caller showing a token: when its renewals end (tokens bought with it end then too)."""
+    owner_acl: Acl | None = None
+    """For a token shown for renewal: its user's ACL now, which must allow what is asked as well."""
+
+    @property
+    def showed_token(self) -> bool:
+        return self.token_bound is not None or self.owner_acl is not None
+
+
+caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("caller", default=None)
+"""The caller of the RPC being served (None: authentication is off)."""
 
 
 class AuthenticationError(ControllerError):
@@ -58,6 +84,8 @@ class AuthConfig:
     token_signing_key: str
     """Shared with every segment store (they verify the delegation tokens signed with it)."""
     token_ttl_s: int = 600
+    token_max_lifetime_s: int = DEFAULT_TOKEN_MAX_LIFETIME_S
+    """How long after a user logs in the tokens issued to them may still be renewed (0: not past their exp)."""
     cache_ttl_s: float = 60.0
 
     def __post_init__(self) -> None:
@@ -65,6 +93,8 @@ class AuthConfig:
             raise ValueError("token_signing_key: must not be empty when authentication is on")
         if self.token_ttl_s <= 0:
             raise ValueError(f"token_ttl_s: must be positive, not {self.token_ttl_s}")
+        if self.token_max_lifetime_s < 0:
+            raise ValueError(f"token_max_lifetime_s: must be >= 0, not {self.token_max_lifetime_s}")
 
 
 class ControllerAuth:
@@ -76,17 +106,19 @@ class ControllerAuth:
         self._passwords = PasswordFile.load(config.password_file)
         self._mtime = self._stat()
         self._checked_at = clock()
-        self._cache: OrderedDict[bytes, tuple[Acl, float]] = OrderedDict()
+        self._cache: OrderedDict[bytes, tuple[Caller, float]] = OrderedDict()
 
     # ---- who ------------------------------------------------------------------------------------------------
 
-    def authenticate(self, metadata: Iterable[tuple[str, Any]] | None) -> Acl | None:
-        """The caller's ACL; None without credentials; AuthenticationError for wrong or malformed ones."""
+    def authenticate(self, metadata: Iterable[tuple[str, Any]] | None, rpc: str = "") -> Caller | None:
+        """The caller; None without credentials; AuthenticationError for wrong or malformed ones. A token
+        shown to ``getDelegationToken`` is checked for renewal (see the module docstring)."""
         header = next((str(v) for k, v in metadata or () if k.lower() == "authorization"), None)
         if header is None:
             return None
         if header.startswith("Bearer "):
-            return self._bearer(header[len("Bearer ") :].strip())
+            token = header[len("Bearer ") :].strip()
+            return self._renewing(token) if rpc == "getDelegationToken" else self._bearer(token)
         key = hashlib.sha256(header.encode("utf-8", "surrogatepass")).digest()
         self._reload_if_changed()
         now = self._clock()
@@ -98,20 +130,36 @@ class ControllerAuth:
             user, password = parse_basic(header)
         except CredentialsError as exc:
             raise AuthenticationError(f"Authentication failed: {exc}") from None
-        found = self._passwords.authenticate(user, password)
-        if found is None:
+        acl = self._passwords.authenticate(user, password)
+        if acl is None:
             raise AuthenticationError(f"Authentication failed for user {user!r}")
+        found = Caller(acl, user)
         self._cache[key] = (found, now + self.config.cache_ttl_s)
         while len(self._cache) > CACHE_ENTRIES:
             self._cache.popitem(last=False)
         return found
 
-    def _bearer(self, token: str) -> Acl:
+    def _bearer(self, token: str) -> Caller:
         try:
             granted = self._verifier.grants(token)
         except TokenError as exc:
             raise AuthenticationError(f"Authentication failed: {exc}") from None
-        return Acl(tuple(AclEntry("prn::*" if r == "*" else r, p) for r, p in granted.items()))
+        return Caller(_token_acl(granted), None)
+
+    def _renewing(self, token: str) -> Caller:
+        try:
+            renewal = self._verifier.renewal(token)
+        except TokenError as exc:
+            raise AuthenticationError(f"Authentication failed: {exc}") from None
+        owner_acl = None
+        if renewal.user is not None:
+            self._reload_if_changed()
+            entry = self._passwords.users.get(renewal.user)
+            if entry is None:
+                raise AuthenticationError(f"Authentication failed: user {renewal.user!r} of the token is gone")
+            owner_acl = entry.acl
+        bound = renewal.renew_until if renewal.renew_until is not None else 0
+        return Caller(_token_acl(renewal.grants), renewal.user, token_bound=bound, owner_acl=owner_acl)
 
     def _stat(self) -> float | None:
         try:
@@ -132,7 +180,7 @@ class ControllerAuth:
 
     # ---- may they -------------------------------------------------------------------------------------------
 
-    def authorize(self, who: Acl | None, rpc: str, request: Any) -> None:
+    def authorize(self, who: Caller | None, rpc: str, request: Any) -> None:
         """Raise unless ``who`` may call ``rpc`` with ``request`` (see ``authorization``)."""
         required = needs(rpc, request)
         if not required:
@@ -140,12 +188,30 @@ class ControllerAuth:
         if who is None:
             raise AuthenticationError("Authentication failed: no credentials (authorization metadata)")
         for resource, permission in required:
-            if not who.allows(resource, permission):
+            if not who.acl.allows(resource, permission):
                 raise PermissionDeniedError(f"Authorization failed: {permission.name} on {resource} is not granted")
+            if who.owner_acl is not None and not who.owner_acl.allows(resource, permission):
+                raise PermissionDeniedError(
+                    f"Authorization failed: {permission.name} on {resource} is no longer granted to {who.user!r}"
+                )
 
     def delegation_token(self, scope: str, stream: str, access: int) -> str:
-        """A token granting what ``access`` asks for on the stream (the caller was authorized for it)."""
-        return self.signer.sign(resources.raw_stream(scope, stream), token_permission(access))
+        """A token granting what ``access`` asks for on the stream (the caller was authorized for it): for a
+        user, renewable for ``token_max_lifetime_s``; for a token, renewable as long as that token."""
+        who = caller.get()
+        bound: int | None = None
+        if who is not None and who.showed_token:
+            bound = who.token_bound or None
+        elif self.config.token_max_lifetime_s > 0:
+            bound = int(self._clock()) + self.config.token_max_lifetime_s
+        user = who.user if who is not None else None
+        return self.signer.sign(
+            resources.raw_stream(scope, stream), token_permission(access), user=user, renew_until=bound
+        )
+
+
+def _token_acl(granted: dict[str, Permission]) -> Acl:
+    return Acl(tuple(AclEntry("prn::*" if r == "*" else r, p) for r, p in granted.items()))
 
 
 def visible(names: Iterable[str], resource: Callable[[str], str]) -> list[str]:
@@ -153,4 +219,4 @@ def visible(names: Iterable[str], resource: Callable[[str], str]) -> list[str]:
     who = caller.get()
     if who is None:
         return list(names)
-    return [name for name in names if who.allows(resource(name), Permission.READ)]
+    return [name for name in names if who.acl.allows(resource(name), Permission.READ)]

@@ -5,7 +5,7 @@ status value of its response becomes a gRPC status with a message:
 
 - with authentication on (the servicer's ``_auth``), the caller is authenticated and authorized first
   (``authentication``): wrong or missing credentials -> ``UNAUTHENTICATED``, a missing permission ->
-  ``PERMISSION_DENIED``; the caller's ACL is in ``authentication.caller`` while the method runs;
+  ``PERMISSION_DENIED``; the caller is in ``authentication.caller`` while the method runs;
 - :class:`~controller_client.model.InvalidModelError` (malformed request) -> ``INVALID_ARGUMENT``;
 - retriable errors (ZooKeeper or a segment store unreachable, a stream busy with another operation)
   -> ``UNAVAILABLE``, which Pravega clients retry;
@@ -62,7 +62,7 @@ def rpc(method: Handler[Req, Resp]) -> Handler[Req, Resp]:
             auth = getattr(self, "_auth", None)
             if auth is None:
                 return await method(self, request, context)
-            who = auth.authenticate(context.invocation_metadata())
+            who = auth.authenticate(context.invocation_metadata(), method.__name__)
             auth.authorize(who, method.__name__, request)
             token = caller.set(who)
             try:

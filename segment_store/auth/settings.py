@@ -6,7 +6,12 @@ setting                                   environment                        fla
 password file (controller, standalone)    ``SEGSTORE_AUTH_PASSWORD_FILE``    ``--auth-password-file PATH``
 token signing key (every process)         ``SEGSTORE_AUTH_TOKEN_SIGNING_KEY`` ``--auth-token-signing-key-file PATH``
 token lifetime, seconds (controller)      ``SEGSTORE_AUTH_TOKEN_TTL_S``      ``--auth-token-ttl-s N``
+token renewal bound, seconds (controller) ``SEGSTORE_AUTH_TOKEN_MAX_LIFETIME_S`` ``--auth-token-max-lifetime-s N``
 ========================================  =================================  =====================================
+
+A token lives ``--auth-token-ttl-s`` (600); a client holding one exchanges it for a fresh one until
+``--auth-token-max-lifetime-s`` (7 days; 0: not past its expiry) after its user logged in
+(``controller.rpc.authentication``).
 
 The signing key is a secret shared by the controllers and the segment stores: it is read from a file (its
 content, stripped) or the environment, never from the command line (which ``ps`` shows), and never logged.
@@ -26,7 +31,9 @@ from segment_store.errors import SegstoreError
 PASSWORD_FILE_ENV = "SEGSTORE_AUTH_PASSWORD_FILE"
 SIGNING_KEY_ENV = "SEGSTORE_AUTH_TOKEN_SIGNING_KEY"
 TOKEN_TTL_ENV = "SEGSTORE_AUTH_TOKEN_TTL_S"
+TOKEN_MAX_LIFETIME_ENV = "SEGSTORE_AUTH_TOKEN_MAX_LIFETIME_S"
 DEFAULT_TOKEN_TTL_S = 600
+DEFAULT_TOKEN_MAX_LIFETIME_S = 7 * 24 * 3600
 
 
 class AuthSettingsError(SegstoreError):
@@ -46,6 +53,12 @@ def add_cli_arguments(parser: argparse.ArgumentParser, *, controller: bool) -> N
             type=int,
             help=f"lifetime of the delegation tokens this controller signs (default {DEFAULT_TOKEN_TTL_S}) "
             f"(${TOKEN_TTL_ENV})",
+        )
+        group.add_argument(
+            "--auth-token-max-lifetime-s",
+            type=int,
+            help=f"how long after a user logs in the tokens issued to them may be renewed (default "
+            f"{DEFAULT_TOKEN_MAX_LIFETIME_S}, 7 days; 0: not past their lifetime) (${TOKEN_MAX_LIFETIME_ENV})",
         )
     group.add_argument(
         "--auth-token-signing-key-file",
@@ -84,13 +97,25 @@ def password_file(args: argparse.Namespace, environ: Mapping[str, str] | None = 
 
 
 def token_ttl_s(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
-    value = getattr(args, "auth_token_ttl_s", None)
-    if value is None:
-        text = _environ(environ).get(TOKEN_TTL_ENV, "").strip()
-        try:
-            value = int(text) if text else DEFAULT_TOKEN_TTL_S
-        except ValueError:
-            raise AuthSettingsError(f"{TOKEN_TTL_ENV}: not a number of seconds: {text!r}") from None
+    value = _seconds(args, "auth_token_ttl_s", TOKEN_TTL_ENV, DEFAULT_TOKEN_TTL_S, environ)
     if value <= 0:
         raise AuthSettingsError(f"--auth-token-ttl-s: must be positive, not {value}")
+    return value
+
+
+def token_max_lifetime_s(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
+    value = _seconds(args, "auth_token_max_lifetime_s", TOKEN_MAX_LIFETIME_ENV, DEFAULT_TOKEN_MAX_LIFETIME_S, environ)
+    if value < 0:
+        raise AuthSettingsError(f"--auth-token-max-lifetime-s: must be 0 or more, not {value}")
+    return value
+
+
+def _seconds(args: argparse.Namespace, name: str, env: str, default: int, environ: Mapping[str, str] | None) -> int:
+    value = getattr(args, name, None)
+    if value is None:
+        text = _environ(environ).get(env, "").strip()
+        try:
+            value = int(text) if text else default
+        except ValueError:
+            raise AuthSettingsError(f"{env}: not a number of seconds: {text!r}") from None
     return int(value)

@@ -24,6 +24,7 @@ import math
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from jwt import PyJWS
@@ -36,22 +37,34 @@ from segment_store.errors import RetriableError, SegstoreError
 
 __all__ = [
     "AUDIENCE",
+    "RENEW_UNTIL_CLAIM",
     "SUBJECT",
+    "USER_CLAIM",
+    "Renewal",
     "TokenError",
     "TokenExpiredError",
     "TokenInvalidError",
     "TokenSigner",
     "TokenVerifier",
     "claim_key_matches",
+    "renew_at",
+    "stream_grant",
     "token_expiry",
+    "unverified_claims",
 ]
 
 SUBJECT = "segmentstoreresource"
 AUDIENCE = "segmentstore"
 ALGORITHM = "HS512"
 MASTER_RESOURCE = "*"
-# the claims that are not resource -> permission (Pravega's JwtParser.CLAIMS_TO_FILTER)
-_STANDARD_CLAIMS = frozenset({"sub", "aud", "exp", "iat"})
+USER_CLAIM = "segstore:user"
+"""segstore's claim: the user the controller issued the token to (checked again when the token is renewed)."""
+RENEW_UNTIL_CLAIM = "segstore:renewUntil"
+"""segstore's claim: until when (epoch s) the token may be exchanged at the controller for a fresh one, even
+after its ``exp``. Neither claim can name a segment (``:`` is not allowed in scope names), and neither value
+is a permission name, so Pravega's and the Rust client's readers pass over them."""
+# the claims that are not resource -> permission (Pravega's JwtParser.CLAIMS_TO_FILTER, and segstore's two)
+_STANDARD_CLAIMS = frozenset({"sub", "aud", "exp", "iat", USER_CLAIM, RENEW_UNTIL_CLAIM})
 # the only ASCII characters whose byte can encode to '-' or '_' (see the module docstring)
 _ESCAPES = {ord(c): f"\\u{ord(c):04x}" for c in ">?~\x7f"}
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
@@ -59,6 +72,7 @@ _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 RUST_EXP_PATTERN = re.compile(r'"exp":\s?(?P<body>\d+)')
 # Pravega's TokenVerifierImpl.RESOURCE_PARTS_TO_REPLACE
 _RESOURCE_PARTS = re.compile(r"prn::|/scope:|stream:")
+_STREAM_RESOURCE = re.compile(r"prn::/scope:(?P<scope>[^/]+)/stream:(?P<stream>[^/]+)")
 
 
 class TokenError(SegstoreError):
@@ -128,11 +142,16 @@ class TokenSigner:
     def ttl_s(self) -> int:
         return self._ttl_s
 
-    def sign(self, resource: str, permission: Permission) -> str:
-        """A token granting ``permission`` on ``resource`` (e.g. ``prn::/scope:s/stream:t``), valid ``ttl_s``."""
+    def sign(
+        self, resource: str, permission: Permission, *, user: str | None = None, renew_until: int | None = None
+    ) -> str:
+        """A token granting ``permission`` on ``resource`` (e.g. ``prn::/scope:s/stream:t``), valid ``ttl_s``.
+
+        ``user`` and ``renew_until`` (epoch s) make it renewable (:meth:`TokenVerifier.renewal`); its ``exp``
+        is then never past ``renew_until``."""
         if not resource or resource in _STANDARD_CLAIMS:
             raise ValueError(f"a token resource must be non-empty and not one of {sorted(_STANDARD_CLAIMS)}")
-        return self._sign(resource, Permission(permission))
+        return self._sign(resource, Permission(permission), user, renew_until)
 
     def sign_master(self) -> str:
         """The controller's own token for its calls to segment stores: ``{"*": "READ_UPDATE"}``.
@@ -141,11 +160,18 @@ class TokenSigner:
         """
         return self._sign(MASTER_RESOURCE, Permission.READ_UPDATE)
 
-    def _sign(self, resource: str, permission: Permission) -> str:
+    def _sign(
+        self, resource: str, permission: Permission, user: str | None = None, renew_until: int | None = None
+    ) -> str:
         issued = int(self._clock())
         claims: dict[str, Any] = {"sub": SUBJECT, "aud": AUDIENCE, "iat": issued}
         claims[resource] = permission.name
-        claims["exp"] = issued + self._ttl_s
+        expires = issued + self._ttl_s
+        claims["exp"] = expires if renew_until is None else min(expires, int(renew_until))
+        if user is not None:
+            claims[USER_CLAIM] = user
+        if renew_until is not None:
+            claims[RENEW_UNTIL_CLAIM] = int(renew_until)
         # headers typ=None: PyJWT then leaves typ out, and the header is exactly {"alg":"HS512"}
         return self._jws.encode(_body(claims), self._key, algorithm=ALGORITHM, headers={"typ": None})
 
@@ -214,13 +240,23 @@ class TokenVerifier:
     def grants(self, token: str, what: str = "the controller") -> dict[str, Permission]:
         """The resources a valid token grants and at what permission (``*`` for the master claim); raises
         :class:`TokenExpiredError` or :class:`TokenInvalidError`, naming ``what`` the token was shown to."""
-        claims = self._valid_claims(token, what)
-        granted: dict[str, Permission] = {}
-        for key, value in claims.items():
-            permission = Permission.from_name(value) if isinstance(value, str) else None
-            if key not in _STANDARD_CLAIMS and permission is not None:
-                granted[key] = permission
-        return granted
+        return _granted(self._valid_claims(token, what))
+
+    def renewal(self, token: str, what: str = "the controller") -> Renewal:
+        """What a token shown for renewal grants, to whom, and until when it may be renewed.
+
+        The signature and audience are checked as always; ``exp`` may have passed as long as the token's
+        renewal bound has not (``now > renewUntil``: :class:`TokenExpiredError`). A token without the bound is
+        renewable only until its own ``exp``; without a user it names nobody (``user`` None)."""
+        claims = self._audience_checked(self._verified_claims(token, what), what)
+        exp = claims.get("exp")
+        bound = claims.get(RENEW_UNTIL_CLAIM, exp)
+        if bound is not None and not _is_number(bound):
+            raise TokenInvalidError(f"token for {what}: {RENEW_UNTIL_CLAIM} is not a number")
+        if bound is not None and self._clock() > bound:
+            raise TokenExpiredError(f"token for {what} expired at {exp} and may not be renewed after {bound}")
+        user = claims.get(USER_CLAIM)
+        return Renewal(_granted(claims), user if isinstance(user, str) else None, None if bound is None else int(bound))
 
     def _valid_claims(self, token: str, what: str) -> dict[str, Any]:
         """Signature, ``exp`` and audience checked; the claims."""
@@ -231,6 +267,10 @@ class TokenVerifier:
                 raise TokenInvalidError(f"token for {what}: exp is not a number")
             if self._clock() > exp:
                 raise TokenExpiredError(f"token for {what} expired at {exp}")
+        return self._audience_checked(claims, what)
+
+    @staticmethod
+    def _audience_checked(claims: dict[str, Any], what: str) -> dict[str, Any]:
         aud = claims.get("aud")
         if aud != AUDIENCE and not (isinstance(aud, list) and AUDIENCE in aud):
             raise TokenInvalidError(f"token for {what}: audience is not {AUDIENCE}")
@@ -265,6 +305,25 @@ class TokenVerifier:
         return claims
 
 
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """A token shown for renewal (see :meth:`TokenVerifier.renewal`)."""
+
+    grants: dict[str, Permission]
+    user: str | None
+    renew_until: int | None
+    """Epoch s; None: no bound (a token without ``exp``, i.e. Pravega's master token)."""
+
+
+def _granted(claims: dict[str, Any]) -> dict[str, Permission]:
+    granted: dict[str, Permission] = {}
+    for key, value in claims.items():
+        permission = Permission.from_name(value) if isinstance(value, str) else None
+        if key not in _STANDARD_CLAIMS and permission is not None:
+            granted[key] = permission
+    return granted
+
+
 def _is_number(value: object) -> bool:
     """A JSON number that is a time: not a bool, not NaN or infinite (Python's json reads those)."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
@@ -282,6 +341,30 @@ def token_expiry(token: str) -> float | None:
     """
     if not token:
         return None
+    exp = unverified_claims(token).get("exp")
+    if exp is None:
+        return None
+    if not _is_number(exp):
+        raise TokenInvalidError("the delegation token's exp is not a number")
+    return float(exp)
+
+
+def renew_at(token: str, before_s: float) -> float | None:
+    """When a client should get a fresh token: ``before_s`` before ``exp``, or a quarter of the token's
+    lifetime (``exp - iat``) before it if that is shorter; None for a token that never expires (or "").
+    Read WITHOUT verifying; raises :class:`TokenInvalidError` like :func:`token_expiry`."""
+    exp = token_expiry(token)
+    if exp is None:
+        return None
+    iat = unverified_claims(token).get("iat")
+    lifetime = exp - float(iat) if isinstance(iat, int | float) and _is_number(iat) and iat <= exp else before_s * 4
+    return exp - min(before_s, lifetime / 4)
+
+
+def unverified_claims(token: str) -> dict[str, Any]:
+    """The token's claims read WITHOUT verifying (only a segment store or controller can): for a client
+    deciding when and how to renew it. Raises :class:`TokenInvalidError` for what is not a JWT with a JSON
+    object body."""
     parts = token.split(".")
     if len(parts) != 3:
         raise TokenInvalidError("the delegation token is not a JWT (three parts)")
@@ -291,9 +374,15 @@ def token_expiry(token: str) -> float | None:
         raise TokenInvalidError("the delegation token's body is not base64url JSON") from None
     if not isinstance(claims, dict):
         raise TokenInvalidError("the delegation token's body is not a JSON object")
-    exp = claims.get("exp")
-    if exp is None:
+    return claims
+
+
+def stream_grant(token: str) -> tuple[str, str, Permission] | None:
+    """``(scope, stream, permission)`` when the token (read WITHOUT verifying) grants exactly one stream, as
+    ``getDelegationToken`` answers; None for any other token."""
+    granted = _granted(unverified_claims(token))
+    if len(granted) != 1:
         return None
-    if not _is_number(exp):
-        raise TokenInvalidError("the delegation token's exp is not a number")
-    return float(exp)
+    ((resource, permission),) = granted.items()
+    match = _STREAM_RESOURCE.fullmatch(resource)
+    return (match["scope"], match["stream"], permission) if match else None

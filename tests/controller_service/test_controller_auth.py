@@ -17,12 +17,20 @@ from controller_env import ControllerEnv
 
 from controller.rpc.authentication import AuthConfig, ControllerAuth
 from controller.rpc.servicer import ControllerServicer
+from controller_client.controller_api import ControllerClient, ControllerClientConfig
+from controller_client.errors import ControllerAuthenticationError
 from controller_client.model import ScalingPolicy, StreamConfiguration
 from controller_client.proto import Controller_pb2 as pb
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
 from segment_store.auth.acl import Permission
 from segment_store.auth.passwords import PasswordFile, basic_header
-from segment_store.auth.tokens import TokenExpiredError, TokenInvalidError, TokenVerifier
+from segment_store.auth.tokens import (
+    RENEW_UNTIL_CLAIM,
+    TokenExpiredError,
+    TokenInvalidError,
+    TokenVerifier,
+    unverified_claims,
+)
 
 KEY = "test-signing-key"
 USERS = {
@@ -31,11 +39,13 @@ USERS = {
     "nobody": ("nobody-pass", ""),
 }
 ACCESS = pb.StreamInfo.AccessOperation
+WEEK = 7 * 24 * 3600
 
 
 class Caller:
-    def __init__(self, channel: grpc.aio.Channel) -> None:
+    def __init__(self, channel: grpc.aio.Channel, port: int) -> None:
         self.stub = pb_grpc.ControllerServiceStub(channel)
+        self.port = port
 
     async def __call__(self, rpc: str, request: Any, header: str | None = None) -> Any:
         metadata = (("authorization", header),) if header is not None else None
@@ -74,7 +84,7 @@ async def call(env: ControllerEnv, tmp_path: Path, clock: list[float]) -> AsyncI
     await server.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
-        yield Caller(channel)
+        yield Caller(channel, port)
     finally:
         await channel.close()
         await server.stop(None)
@@ -174,3 +184,63 @@ async def test_a_changed_password_file_is_read_again(call: Caller, tmp_path: Pat
     assert (await call("createScope", pb.ScopeInfo(scope="e"), basic_header("late", "pw"))).status == (
         pb.CreateScopeStatus.SUCCESS
     )
+
+
+async def test_an_expired_token_buys_a_fresh_one_for_its_own_stream_until_its_bound(
+    call: Caller, clock: list[float]
+) -> None:
+    first = (await call("getDelegationToken", info("b"), login("admin"))).delegationToken
+    bound = unverified_claims(first)[RENEW_UNTIL_CLAIM]
+    assert bound == int(clock[0]) + WEEK
+    clock[0] += 601
+    code, message = await call.code("getURI", pb.SegmentId(streamInfo=info("b")), f"Bearer {first}")
+    assert code == grpc.StatusCode.UNAUTHENTICATED and "expired" in message
+    fresh = (await call("getDelegationToken", info("b"), f"Bearer {first}")).delegationToken
+    assert unverified_claims(fresh)[RENEW_UNTIL_CLAIM] == bound  # renewing never extends the bound
+    TokenVerifier(KEY, clock=lambda: clock[0]).check(fresh, "b/s/0.#epoch.0", Permission.READ_UPDATE)
+    assert (await call("getURI", pb.SegmentId(streamInfo=info("b")), f"Bearer {fresh}")).port > 0
+    assert (await call.code("getDelegationToken", info("a"), f"Bearer {first}"))[0] == grpc.StatusCode.PERMISSION_DENIED
+    read = (await call("getDelegationToken", info("b", access=ACCESS.READ), f"Bearer {first}")).delegationToken
+    assert (await call.code("getDelegationToken", info("b"), f"Bearer {read}"))[0] == grpc.StatusCode.PERMISSION_DENIED
+    clock[0] = bound - 10
+    last = (await call("getDelegationToken", info("b"), f"Bearer {fresh}")).delegationToken
+    assert unverified_claims(last)["exp"] == bound
+    clock[0] = bound + 1
+    code, message = await call.code("getDelegationToken", info("b"), f"Bearer {last}")
+    assert code == grpc.StatusCode.UNAUTHENTICATED and "may not be renewed" in message and last not in message
+
+
+async def test_renewals_stop_when_the_user_or_their_permission_is_gone(
+    call: Caller, tmp_path: Path, clock: list[float]
+) -> None:
+    token = (await call("getDelegationToken", info(access=ACCESS.READ), login("reader"))).delegationToken
+    path = tmp_path / "passwd"
+    passwords = PasswordFile.load(path)
+    path.write_text(passwords.with_user("reader", "reader:pass", "prn::/,READ").dump())
+    os.utime(path, (clock[0] + 5, clock[0] + 5))
+    clock[0] += 2
+    code, message = await call.code("getDelegationToken", info(access=ACCESS.READ), f"Bearer {token}")
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "no longer granted to 'reader'" in message
+    write_password_file(path, {"admin": USERS["admin"]})
+    os.utime(path, (clock[0] + 10, clock[0] + 10))
+    clock[0] += 2
+    code, message = await call.code("getDelegationToken", info(access=ACCESS.READ), f"Bearer {token}")
+    assert code == grpc.StatusCode.UNAUTHENTICATED and "user 'reader' of the token is gone" in message
+
+
+async def test_a_client_with_a_token_renews_it_and_goes_on_working(call: Caller, clock: list[float]) -> None:
+    token = (await call("getDelegationToken", info("b"), login("admin"))).delegationToken
+    config = ControllerClientConfig(token=token, retry_timeout_s=5)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{call.port}")
+    async with ControllerClient(channel, config, wall_clock=lambda: clock[0]) as client:
+        assert await client.get_current_segments("b", "s")
+        clock[0] += 3_600  # six lifetimes later
+        assert await client.get_current_segments("b", "s")
+        txn, _ = await client.create_transaction("b", "s", 10_000)
+        await client.abort_transaction("b", "s", txn)
+        assert client._bearer is not None and client._bearer.renewals == 1
+        clock[0] += WEEK
+        with pytest.raises(
+            ControllerAuthenticationError, match=r"the token could not be renewed: .*may not be renewed"
+        ):
+            await client.get_current_segments("b", "s")
