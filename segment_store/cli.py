@@ -321,10 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
     ss.set_defaults(func=_cmd_segmentstore)
 
     from controller.cli import add_commands
+    from segment_store.admin.cli import add_commands as add_admin_commands
     from segment_store.auth.cli import add_commands as add_auth_commands
 
     add_commands(sub)
     add_auth_commands(sub)
+    add_admin_commands(sub)
 
     st = sub.add_parser(
         "selftest",
