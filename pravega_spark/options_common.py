@@ -4,7 +4,8 @@ Spark options are case-insensitive strings. :class:`Options` looks them up case-
 the Pravega Spark connector's names as aliases (so its users can move over), and every error is a
 :class:`SegstoreOptionError` (a ``ValueError``) whose message starts with the option's name as the user
 would write it, e.g. ``option 'maxBytesPerTrigger': must be a positive integer, got 'x'``.
-Unknown options are ignored, as Spark's own sources do (Spark passes its own options through).
+Options are strict: :meth:`Options.of` with a kind refuses any option that kind does not take (a typo names
+the closest known option), and lookups are held to :mod:`pravega_spark.option_names`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from controller_client.controller_channel import ControllerClientConfig
 from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
+from pravega_spark.option_names import Kind, check_known, is_registered
 from segment_store.auth.tls import is_tls_scheme
 
 DEFAULT_CONTROLLER = "tcp://127.0.0.1:9090"
@@ -31,26 +33,45 @@ class SegstoreOptionError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Options:
-    """Case-insensitive view of Spark's option map, with aliases."""
+    """Case-insensitive view of Spark's option map, with aliases.
+
+    With a ``kind`` (:meth:`of`), every option given must be one that kind takes, and every name looked up must be
+    registered for it in :mod:`pravega_spark.option_names`; ``looked_up`` records the names asked for (tests hold
+    the registry to the parsers with it)."""
 
     values: Mapping[str, str]
+    kind: Kind | None = None
+    looked_up: set[str] = field(default_factory=set, compare=False, repr=False)
 
     @classmethod
-    def of(cls, options: Mapping[str, str]) -> Options:
-        return cls({str(k).lower(): str(v) for k, v in options.items()})
+    def of(cls, options: Mapping[str, str], kind: Kind | None = None) -> Options:
+        """Raises SegstoreOptionError naming the first option given that ``kind`` does not take."""
+        if kind is not None:
+            check_known([str(k) for k in options], kind)
+        return cls({str(k).lower(): str(v) for k, v in options.items()}, kind)
 
     def raw(self, name: str, aliases: Iterable[str] = ()) -> str | None:
         """The value of ``name`` or of its first alias given; an empty string counts as given."""
+        for key in (name, *aliases):
+            assert self.kind is None or is_registered(key, self.kind), f"option {key!r} is not in option_names"
+            self.looked_up.add(key.lower())
         for key in (name, *aliases):
             value = self.values.get(key.lower())
             if value is not None:
                 return value
         return None
 
+    def label(self, name: str, aliases: Iterable[str] = ()) -> str:
+        """The name to put in an error: ``name``, or the alias the user gave instead (as it is spelled here)."""
+        for alias in aliases:
+            if alias.lower() in self.values and name.lower() not in self.values:
+                return alias
+        return name
+
     def required(self, name: str, aliases: Iterable[str] = ()) -> str:
         value = self.raw(name, aliases)
         if value is None or not value.strip():
-            raise SegstoreOptionError(name, "is required")
+            raise SegstoreOptionError(self.label(name, aliases), "is required")
         return value.strip()
 
     def string(self, name: str, default: str, aliases: Iterable[str] = ()) -> str:
@@ -61,12 +82,13 @@ class Options:
         value = self.raw(name, aliases)
         if value is None or not value.strip():
             return default
+        label = self.label(name, aliases)
         try:
             number = int(value.strip())
         except ValueError:
-            raise SegstoreOptionError(name, f"must be an integer >= {minimum}, got {value!r}") from None
+            raise SegstoreOptionError(label, f"must be an integer >= {minimum}, got {value!r}") from None
         if number < minimum:
-            raise SegstoreOptionError(name, f"must be an integer >= {minimum}, got {value!r}")
+            raise SegstoreOptionError(label, f"must be an integer >= {minimum}, got {value!r}")
         return number
 
     def boolean(self, name: str, default: bool, aliases: Iterable[str] = ()) -> bool:
@@ -78,7 +100,7 @@ class Options:
             return True
         if text in ("false", "0", "no"):
             return False
-        raise SegstoreOptionError(name, f"must be true or false, got {value!r}")
+        raise SegstoreOptionError(self.label(name, aliases), f"must be true or false, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +138,8 @@ class StreamTarget:
         return self.username is not None
 
     @classmethod
-    def parse(cls, options: Options) -> StreamTarget:
+    def parse(cls, options: Options, require_stream: bool = True) -> StreamTarget:
+        """``require_stream=False``: the stream may be left out (then ``stream`` is ``""``)."""
         controller = options.string("controller", DEFAULT_CONTROLLER)
         scheme = controller.partition("://")[0].lower() if "://" in controller else "tcp"
         if scheme not in ("tcp", "pravega") and not is_tls_scheme(scheme):
@@ -133,14 +156,37 @@ class StreamTarget:
             raise SegstoreOptionError(missing, "username and password go together")
         if token is not None and username is not None:
             raise SegstoreOptionError("token", "give either username and password or a token, not both")
-        scope = options.required("scope")
-        stream = options.required("stream")
+        scope, stream = _scope_and_stream(options, require_stream)
         try:
             validate_scope_name(scope)
         except InvalidModelError as error:
             raise SegstoreOptionError("scope", str(error)) from None
         try:
-            validate_stream_name(stream)
+            if stream or require_stream:
+                validate_stream_name(stream)
         except InvalidModelError as error:
             raise SegstoreOptionError("stream", str(error)) from None
         return cls(controller, scope, stream, trust_store, username, password, token)
+
+
+def _scope_and_stream(options: Options, require_stream: bool) -> tuple[str, str]:
+    """Options ``scope`` and ``stream``, or Spark's ``path`` (``load("scope/stream")``) standing for both."""
+    paths = options.raw("paths") if options.kind != "write" else None
+    if paths is not None:
+        raise SegstoreOptionError(
+            "paths", f"a segstore query reads one stream: give load() one path 'scope/stream' or none, got {paths}"
+        )
+    path = options.raw("path")
+    scope, stream = options.raw("scope"), options.raw("stream")
+    if path is not None and path.strip():
+        parts = path.strip().split("/")
+        if len(parts) != 2 or not all(parts):
+            raise SegstoreOptionError("path", f"must be 'scope/stream', got {path!r}")
+        for option, given, value in (("scope", scope, parts[0]), ("stream", stream, parts[1])):
+            if given is not None and given.strip() and given.strip() != value:
+                raise SegstoreOptionError("path", f"{path!r} names {option} {value!r}, option '{option}' {given!r}")
+        return parts[0], parts[1]
+    found_scope = options.required("scope")
+    if not require_stream and (stream is None or not stream.strip()):
+        return found_scope, ""
+    return found_scope, options.required("stream")

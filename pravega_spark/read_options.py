@@ -1,43 +1,8 @@
 """Options of ``spark.read.format("segstore")`` and ``spark.readStream.format("segstore")``, parsed once.
 
-=====================  ==========================  ==========================================================
-option                 alias (Pravega connector)   meaning
-=====================  ==========================  ==========================================================
-controller                                         ``tcp://host:port`` of the controller (default
-                                                   ``tcp://127.0.0.1:9090``); ``tls://host:port``: TLS to
-                                                   it and to the segment stores
-scope, stream                                      the stream to read (required)
-startingOffsets        start_stream_cut            ``earliest`` (the head), ``latest`` (the tail) or a stream
-                                                   cut JSON ``{"positions": {"<segment id>": offset}}``
-                                                   (see :mod:`pravega_spark.offsets`). Default: ``earliest``
-                                                   for batch, ``latest`` for streaming queries
-endingOffsets          end_stream_cut              batch only: ``latest`` (default) or a stream cut JSON
-startingTimestamp                                  epoch ms: per segment, from the first event ingested at
-                                                   or after it (instead of startingOffsets); exact, from
-                                                   the ingestion times the segment stores keep
-maxBytesPerTrigger     approx_bytes_per_trigger    streaming: at most this many bytes per micro-batch
-                                                   (at least one event)
-failOnDataLoss                                     default true: a truncated range fails the query; false:
-                                                   it is skipped and logged
-controllerTimeoutMs                                how long to wait for the controller (default 30000)
-trustStore             trust_store                 with a ``tls://host:port`` controller: PEM file of the
-                                                   certificates (CAs) trusted in the controller and the
-                                                   segment stores (default: the system's trust store). The
-                                                   driver and every executor read it at this path: the file
-                                                   must exist there on each of them
-username, password                                 with authentication: the driver logs in with them;
-                                                   executors get a READ delegation token instead (new
-                                                   every micro-batch), never the password
-token                                              instead of username/password: a delegation token
-tier2Location                                      the segment store's Tier-2 root as the executors (and the
-                                                   driver) see it: an absolute path, ``file:///dir`` or
-                                                   ``s3://bucket/prefix?endpoint_override=...``; history
-                                                   below a segment's storage length is then read straight
-                                                   from its Parquet chunks
-                                                   (:mod:`pravega_spark.tier2_direct`)
-=====================  ==========================  ==========================================================
-
-Every error is a :class:`~pravega_spark.options_common.SegstoreOptionError` naming the option.
+What each option means is in the README's Spark section (one table for reads and writes, checked against
+:mod:`pravega_spark.option_names`). An option reads do not take fails; every error is a
+:class:`~pravega_spark.options_common.SegstoreOptionError` naming the option.
 """
 
 from __future__ import annotations
@@ -125,7 +90,7 @@ class ReadOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
-        view = Options.of(options)
+        view = Options.of(options, "read")
         target = StreamTarget.parse(view)
         starting = _position(view, "startingOffsets", ("start_stream_cut",), target, allow_earliest=True)
         timestamp = view.integer("startingTimestamp", None, minimum=0)

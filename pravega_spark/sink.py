@@ -1,11 +1,11 @@
 """The ``segstore`` sink: ``df.write.format("segstore")`` and ``df.writeStream.format("segstore")``.
 
 Input columns: ``event`` (binary or string, required, not null) and ``routing_key`` (string, optional;
-null means no key). Other columns are ignored. Options: :mod:`pravega_spark.write_options` (``controller``,
-``scope``, ``stream``, ``exactlyOnce``, ``transactionTimeoutMs``, ``defaultNumSegments``,
-``readAfterWriteConsistency``). The scope and the stream are created when missing (a fixed number of
-segments, ``defaultNumSegments``). Streams are append-only: ``mode("overwrite")`` and the ``complete``
-output mode are refused; use ``append`` (Spark offers no ``update`` mode to Python data sources).
+null means no key). Other columns are ignored. Options: the README's Spark section (parsed in
+:mod:`pravega_spark.write_options`; an option writes do not take fails, naming it). The scope and the stream
+are created when missing (a fixed number of segments, ``defaultNumSegments``). Streams are append-only:
+``mode("overwrite")`` and the ``complete`` output mode are refused; use ``append`` (Spark offers no ``update``
+mode to Python data sources).
 
 Example::
 

@@ -52,11 +52,11 @@ class SegstoreDataSource(DataSource):
         offset      bigint   where the event's header starts in that segment
 
     ``(segment_id, offset)`` identifies an event; the events of one routing key come in order within a
-    segment. Options are in :mod:`pravega_spark.read_options` (controller, scope, stream, startingOffsets,
-    endingOffsets, startingTimestamp, maxBytesPerTrigger, failOnDataLoss); offsets are stream cuts
-    (:mod:`pravega_spark.offsets`). A streaming query follows scaling: a sealed segment read to its end is
-    replaced by its successors, each started once all of its predecessors are read; one input partition per
-    segment range; admission control by ``maxBytesPerTrigger``; Trigger.AvailableNow is supported.
+    segment. Options: the README's Spark section (parsed in :mod:`pravega_spark.read_options`; an option reads
+    do not take fails, naming it); offsets are stream cuts (:mod:`pravega_spark.offsets`). A streaming query
+    follows scaling: a sealed segment read to its end is replaced by its successors, each started once all of
+    its predecessors are read; one input partition per segment range; admission control by
+    ``maxBytesPerTrigger``; Trigger.AvailableNow is supported.
 
     Writing (``df.write`` / ``df.writeStream``): see :mod:`pravega_spark.sink`.
 

@@ -1,28 +1,7 @@
 """Options of the ``segstore`` sink (batch and streaming writes), parsed once; errors name the option.
 
-=========================  =============================================================================
-option (alias)             meaning
-=========================  =============================================================================
-controller                 ``tcp://host:port`` of the controller (default ``tcp://127.0.0.1:9090``);
-                           ``tls://host:port``: TLS to it and to the segment stores
-trustStore (trust_store)   with TLS: PEM file of the certificates (CAs) trusted in the controller and the
-                           segment stores (default: the system's trust store); the driver and every
-                           executor read it at this path, so the file must exist there on each of them
-username, password         with authentication: the driver logs in with them (and commits with them);
-                           executors get a READ_UPDATE delegation token the driver got at the start,
-                           never the password (a streaming write must end within the token's lifetime)
-token                      instead of username/password: a delegation token
-scope, stream              where to write; both are created when missing
-exactlyOnce                ``true`` (default): each task writes into a transaction the driver commits;
-(exactly_once)             ``false``: plain event writers, at-least-once (see :mod:`pravega_spark.sink`)
-transactionTimeoutMs       lease of the transactions (default 120000): it must cover a whole
-(transaction_timeout_ms)   micro-batch, from the first task's end to the driver's commit
-defaultNumSegments         segments of the stream when the sink creates it (default 1)
-(default_num_segments)
-readAfterWriteConsistency  ``true`` (default): the commit returns once the transactions are merged
-(read_after_write_         into the stream, so the rows are readable when the batch is done;
-consistency)               ``false``: once the controller accepted the commit
-=========================  =============================================================================
+What each option means is in the README's Spark section (one table for reads and writes, checked against
+:mod:`pravega_spark.option_names`). An option writes do not take fails.
 """
 
 from __future__ import annotations
@@ -54,7 +33,7 @@ class WriteOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
         """Raises SegstoreOptionError naming the first missing or invalid option."""
-        view = Options.of(options)
+        view = Options.of(options, "write")
         target = StreamTarget.parse(view)
         exactly_once = view.boolean("exactlyOnce", True, aliases=["exactly_once"])
         timeout = view.integer(
@@ -72,6 +51,7 @@ class WriteOptions:
         assert segments is not None
         consistency = view.boolean("readAfterWriteConsistency", True, aliases=["read_after_write_consistency"])
         checkpoint = view.raw("checkpointLocation")
+        view.raw("queryName")  # Spark's own (the query's name): taken, and left to Spark
         return cls(
             target=target,
             exactly_once=exactly_once,

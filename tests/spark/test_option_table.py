@@ -1,0 +1,99 @@
+"""The README documents every option of ``format("segstore")`` once, in one table, and that table is the parsers'.
+
+Three lists must agree: the README's option table (Spark section), :data:`pravega_spark.option_names.OPTIONS`, and
+the names the parsers actually look up (``Options.looked_up``; a lookup of an unregistered name already fails).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pravega_spark import option_names
+from pravega_spark.option_names import OPTIONS, OptionName
+from pravega_spark.options_common import Options
+from pravega_spark.read_options import ReadOptions
+from pravega_spark.write_options import WriteOptions
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+HEADER = "| option | alias | for | meaning |"
+
+
+def _spark_section() -> str:
+    text = README.read_text()
+    start = text.index("## Spark: ")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def _table(section: str, header: str) -> list[list[str]]:
+    """The rows of the Markdown table that starts with ``header``, as lists of cells."""
+    lines = section[section.index(header) :].splitlines()
+    rows = []
+    for line in lines[2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip()[1:-1].split("|")])
+    return rows
+
+
+def _names(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def readme_options() -> list[OptionName]:
+    options = []
+    for cells in _table(_spark_section(), HEADER):
+        assert len(cells) == 4, cells
+        name, aliases, kinds, meaning = cells
+        (option,) = _names(name)
+        used_by = {k.strip() for k in kinds.split(",")}
+        assert used_by <= {"reads", "writes"} and used_by, cells
+        assert meaning, f"{option}: no meaning"
+        spark = meaning.startswith("Spark's own")
+        options.append(OptionName(option, tuple(_names(aliases)), "reads" in used_by, "writes" in used_by, spark))
+    return options
+
+
+def test_the_readme_has_one_option_table_and_it_is_the_registry() -> None:
+    section = _spark_section()
+    assert section.count("| option |") == 1
+    documented = readme_options()
+    assert [o.name for o in documented] == [o.name for o in OPTIONS]  # same options, same order
+    assert documented == list(OPTIONS)  # same aliases, same reads/writes, same "Spark's own"
+
+
+def test_every_option_is_documented_once() -> None:
+    names = [n.lower() for o in readme_options() for n in o.names]
+    assert len(names) == len(set(names))
+
+
+def _looked_up(parse: object, options: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    views: list[Options] = []
+    real = Options.of
+
+    def spy(values: dict[str, str], kind: option_names.Kind | None = None) -> Options:
+        view = real(values, kind)
+        views.append(view)
+        return view
+
+    monkeypatch.setattr(Options, "of", staticmethod(spy))
+    parse(options)  # type: ignore[operator]
+    (view,) = views
+    return view.looked_up
+
+
+def _registered(kind: option_names.Kind) -> Iterator[str]:
+    return (n.lower() for n in option_names.known_names(kind))
+
+
+@pytest.mark.parametrize(
+    ("kind", "parse"), [("read", ReadOptions.parse), ("write", WriteOptions.parse)], ids=["reads", "writes"]
+)
+def test_the_parsers_look_up_exactly_the_registered_options(
+    kind: option_names.Kind, parse: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looked_up = _looked_up(parse, {"scope": "s", "stream": "x"}, monkeypatch)
+    assert looked_up == set(_registered(kind))
