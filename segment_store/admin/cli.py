@@ -57,7 +57,14 @@ def _command(
     """A leaf command ``name`` running ``target`` (``module:function`` under ``segment_store.admin``)."""
     from segment_store.admin.connection import add_connection_arguments
 
-    parser = verbs.add_parser(name, help=help_text, description=kwargs.pop("description", help_text), **kwargs)
+    parser = verbs.add_parser(
+        name,
+        help=help_text,
+        description=kwargs.pop("description", help_text),
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kwargs,
+    )
     add_connection_arguments(parser, suppress=True)
     parser.set_defaults(func=run, admin_command=target)
     return parser
@@ -122,8 +129,8 @@ def _stream_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
         "scale",
         "streams:scale_stream",
         "replace segments by new ones (and wait for it)",
-        description="Scale a stream: --to N replaces every active segment by N over even key ranges; "
-        "--seal and --ranges replace some segments by others over the same keys. Waits until the "
+        description="Scale a stream: --to N replaces every active segment by N over even key ranges;\n"
+        "--seal and --ranges replace some segments by others over the same keys. Waits until the\n"
         "controller has done it, with a spinner on a terminal.",
     )
     scale.add_argument("stream", type=parsing.scoped_name, help=stream_help)
@@ -187,9 +194,9 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     admin = sub.add_parser(
         "admin",
         help="inspect and change scopes, streams, reader groups and segments through a controller",
-        description="Administer a running system through its controller (Controller.proto) and segment stores: "
-        "tables on a terminal, --json for scripts. The controller and security options go before or after the "
-        "command.",
+        description="Administer a running system through its controller (Controller.proto) and segment stores:\n"
+        "tables on a terminal, --json for scripts. The controller and security options go before or after\n"
+        "the command.",
         epilog=f"{_EXAMPLES}\n{EXIT_CODES_HELP}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -65,8 +65,9 @@ def message_for(error: SegstoreError | ValueError) -> str:
     """The one line that says what was wrong (a TLS file problem names the command line flag)."""
     if isinstance(error, TlsConfigError):
         flag = _TLS_FLAGS.get(error.option, error.option)
-        return f"{flag} {error.path}: {error.problem}" if error.path is not None else f"{flag}: {error.problem}"
-    if isinstance(error, ControllerUnavailableError):
-        return f"cannot reach the controller: {error}"
-    text = " ".join(str(error).split())  # one line, whatever the message held
-    return text or type(error).__name__
+        text = f"{flag} {error.path}: {error.problem}" if error.path is not None else f"{flag}: {error.problem}"
+    elif isinstance(error, ControllerUnavailableError):
+        text = f"cannot reach the controller: {error}"
+    else:
+        text = str(error) or type(error).__name__
+    return " ".join(text.split())  # one line, whatever the message held

@@ -318,6 +318,13 @@ def _(view: Names) -> list[RenderableType]:
     return [table]
 
 
+def _some(items: Sequence[str], most: int = 6) -> str:
+    """Up to ``most`` items joined by commas; more as the first and the last and how many in all."""
+    if len(items) <= most:
+        return ", ".join(items)
+    return f"{len(items)} segments: {items[0]} ... {items[-1]}"
+
+
 def _outcome_details(view: Outcome) -> str:
     parts: list[str] = []
     details = view.details
@@ -329,11 +336,10 @@ def _outcome_details(view: Outcome) -> str:
         parts.append(f"at {format_cut(cut, 'the head')}")
     sealed = details.get("sealed")
     if isinstance(sealed, Sequence):
-        parts.append("sealed " + ", ".join(segment_label(s) for s in sealed))
+        parts.append("sealed " + _some([segment_label(s) for s in sealed]))
     created = details.get("created")
     if isinstance(created, Mapping):
-        shown = ", ".join(f"{segment_label(s)} {format_range(r)}" for s, r in sorted(created.items()))
-        parts.append(f"created {shown}")
+        parts.append("created " + _some([f"{segment_label(s)} {format_range(r)}" for s, r in sorted(created.items())]))
     if "epoch" in details:
         parts.append(f"epoch {details['epoch']}")
     if view.note:
