@@ -24,6 +24,7 @@ from controller.errors import (
     SubscriberNotFoundError,
     from_metadata,
 )
+from controller.kvt import KeyValueTableConfiguration, KeyValueTables
 from controller.metadata import UNBOUNDED, ReaderGroupConfigRecord, ReaderGroupRetentionType, StreamMetadataStore
 from controller.metadata import errors as md
 from controller.policies.retention import truncation_point
@@ -327,6 +328,30 @@ class ControllerCore:
 
     async def controller_endpoints(self) -> list[tuple[str, int]]:
         return [(self.config.advertised_host, self.config.port)]
+
+    # ---- key-value tables (controller.kvt) ------------------------------------------------------------------
+    @property
+    def kvts(self) -> KeyValueTables:
+        """The key-value tables, kept beside the streams (made on first use; they have no periodic work)."""
+        tables: KeyValueTables | None = getattr(self, "_kvt_tables", None)
+        if tables is None:
+            tables = self._kvt_tables = KeyValueTables.over(self.store, self._ops)
+        return tables
+
+    async def create_key_value_table(self, scope: str, kvt: str, config: KeyValueTableConfiguration) -> bool:
+        return await self.kvts.create(scope, kvt, config)
+
+    async def delete_key_value_table(self, scope: str, kvt: str) -> None:
+        await self.kvts.delete(scope, kvt)
+
+    async def list_key_value_tables(self, scope: str, token: str, limit: int) -> tuple[list[str], str]:
+        return await self.kvts.list_tables(scope, token, limit)
+
+    async def key_value_table_configuration(self, scope: str, kvt: str) -> KeyValueTableConfiguration:
+        return await self.kvts.get_configuration(scope, kvt)
+
+    async def key_value_table_segments(self, scope: str, kvt: str) -> list[SegmentRange]:
+        return await self.kvts.current_segments(scope, kvt)
 
     # ---- auto-scaling ---------------------------------------------------------------------------------------
     async def apply_auto_scaling(self) -> None:

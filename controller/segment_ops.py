@@ -158,3 +158,22 @@ class SegmentStoreOps:
     async def abort_txn_segment(self, scope: str, stream: str, segment_id: int, txn_id: uuid.UUID) -> None:
         parent = qualified_segment_name(scope, stream, segment_id)
         await self.delete_named_segment(transaction_segment_name(parent, txn_id))
+
+    # ---- table segments (key-value tables) ----------------------------------------------------------------------
+    async def create_table_segment(self, name: str, key_length: int, rollover_size_bytes: int = 0) -> None:
+        """Create a table segment with fixed-length keys of ``key_length`` bytes (0: any length); existing is fine."""
+
+        async def attempt() -> None:
+            with contextlib.suppress(SegmentAlreadyExistsError):
+                await self._client.create_table_segment(name, key_length, rollover_size_bytes)
+
+        await self._call(attempt)
+
+    async def delete_table_segment(self, name: str) -> None:
+        """Delete a table segment, whatever it holds; a missing one is fine."""
+
+        async def attempt() -> None:
+            with contextlib.suppress(NoSuchSegmentError):
+                await self._client.delete_table_segment(name, must_be_empty=False)
+
+        await self._call(attempt)

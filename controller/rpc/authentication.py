@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import ControllerError
-from controller.rpc.authorization import needs, token_permission
+from controller.rpc.authorization import allows, needs, token_permission
 from segment_store.auth import acl as resources
 from segment_store.auth.acl import Acl, AclEntry, Permission
 from segment_store.auth.passwords import CredentialsError, PasswordFile, parse_basic
@@ -188,9 +188,9 @@ class ControllerAuth:
         if who is None:
             raise AuthenticationError("Authentication failed: no credentials (authorization metadata)")
         for resource, permission in required:
-            if not who.acl.allows(resource, permission):
+            if not allows(who.acl, resource, permission):
                 raise PermissionDeniedError(f"Authorization failed: {permission.name} on {resource} is not granted")
-            if who.owner_acl is not None and not who.owner_acl.allows(resource, permission):
+            if who.owner_acl is not None and not allows(who.owner_acl, resource, permission):
                 raise PermissionDeniedError(
                     f"Authorization failed: {permission.name} on {resource} is no longer granted to {who.user!r}"
                 )

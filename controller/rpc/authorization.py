@@ -8,6 +8,13 @@ results per item in the servicer; ``getDelegationToken`` needs what its access o
 Deliberate differences from Pravega: ``getDelegationToken`` with access operation ``ANY`` is refused as an
 invalid argument (Pravega answers INTERNAL); ``isStreamCutValid`` needs READ on the stream (Pravega checks
 nothing). ``getControllerServerList`` needs nothing, as in Pravega (clients call it before they log in).
+
+The table segments of key-value table ``K`` are the segments of stream ``K_kvtable`` (``scope/K_kvtable/<n>...``):
+clients ask ``getURI`` and ``getDelegationToken`` for that stream. A stream named ``K_kvtable`` (``K`` a valid table
+name) is therefore :class:`AnyOf` the stream itself (the Rust client's tables, e.g. a reader group's state) and
+the key-value table ``prn::/scope:S/key-value-table:K``: either granting the permission is enough, so a user
+allowed on a table can reach its segments (with a token on ``prn::/scope:S/stream:K_kvtable``, the claim the
+segment stores match; Pravega's ``key-value-table`` claim matches nothing there, pravega/pravega#5374).
 """
 
 from __future__ import annotations
@@ -15,17 +22,35 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from controller_client.kvt_model import kvt_of_stream
 from controller_client.model import InvalidModelError
 from controller_client.proto import Controller_pb2 as pb
 from segment_store.auth import acl
-from segment_store.auth.acl import Permission
+from segment_store.auth.acl import Acl, Permission
 
-Need = tuple[str, Permission]
+
+class AnyOf(tuple[str, ...]):
+    """Resources any one of which granting the permission is enough."""
+
+    def __str__(self) -> str:
+        return " or ".join(self)
+
+
+Need = tuple[str | AnyOf, Permission]
 READ, READ_UPDATE = Permission.READ, Permission.READ_UPDATE
 _ACCESS = pb.StreamInfo.AccessOperation
 
 
-def _stream(info: Any) -> str:
+def allows(granted: Acl, resource: str | AnyOf, permission: Permission) -> bool:
+    """Whether ``granted`` gives ``permission`` on ``resource`` (on one of them, for :class:`AnyOf`)."""
+    options = resource if isinstance(resource, AnyOf) else (resource,)
+    return any(granted.allows(option, permission) for option in options)
+
+
+def _stream(info: Any) -> str | AnyOf:
+    kvt = kvt_of_stream(info.stream)
+    if kvt is not None:  # a key-value table's segments (or a stream of that name)
+        return AnyOf((acl.stream(info.scope, info.stream), acl.key_value_table(info.scope, kvt)))
     return acl.stream(info.scope, info.stream)
 
 

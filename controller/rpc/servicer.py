@@ -6,13 +6,14 @@ import grpc
 
 from controller.core import ControllerCore
 from controller.rpc.authentication import ControllerAuth
+from controller.rpc.kvts import KvtRpcs
 from controller.rpc.streams import StreamRpcs
 from controller.rpc.txns import TxnRpcs
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
 from segment_store.auth.tls import TlsConfig
 
 
-class ControllerServicer(StreamRpcs, TxnRpcs, pb_grpc.ControllerServiceServicer):
+class ControllerServicer(StreamRpcs, TxnRpcs, KvtRpcs, pb_grpc.ControllerServiceServicer):
     """Every RPC of ``io.pravega.controller.stub.ControllerService`` over one :class:`ControllerCore`."""
 
     def __init__(self, core: ControllerCore, auth: ControllerAuth | None = None) -> None:

@@ -1,5 +1,5 @@
-"""Transaction, reader group, subscriber, writer-mark and cluster RPCs of ``ControllerService``; the key-value
-table and bucket RPCs answer ``UNIMPLEMENTED`` with a message."""
+"""Transaction, reader group, subscriber, writer-mark and cluster RPCs of ``ControllerService`` (the key-value
+table RPCs are in :mod:`controller.rpc.kvts`); the bucket RPC answers ``UNIMPLEMENTED`` with a message."""
 
 from __future__ import annotations
 
@@ -221,22 +221,5 @@ class TxnRpcs:
         return pb.ServerResponse(nodeURI=[cv.node_uri_to_proto(host, port) for host, port in endpoints])
 
     # ---- not supported ---------------------------------------------------------------------------------------
-    _KVT = "key-value tables are not implemented (use table segments through the segment store)"
-
-    async def createKeyValueTable(self, request: object, context: Ctx) -> None:
-        await unimplemented(context, "createKeyValueTable", self._KVT)
-
-    async def getCurrentSegmentsKeyValueTable(self, request: object, context: Ctx) -> None:
-        await unimplemented(context, "getCurrentSegmentsKeyValueTable", self._KVT)
-
-    async def listKeyValueTablesInScope(self, request: object, context: Ctx) -> None:
-        await unimplemented(context, "listKeyValueTablesInScope", self._KVT)
-
-    async def getKeyValueTableConfiguration(self, request: object, context: Ctx) -> None:
-        await unimplemented(context, "getKeyValueTableConfiguration", self._KVT)
-
-    async def deleteKeyValueTable(self, request: object, context: Ctx) -> None:
-        await unimplemented(context, "deleteKeyValueTable", self._KVT)
-
     async def getControllerToBucketMapping(self, request: object, context: Ctx) -> None:
         await unimplemented(context, "getControllerToBucketMapping", "background work is not bucketed")

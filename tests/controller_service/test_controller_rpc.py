@@ -148,13 +148,6 @@ async def test_reader_group_rpcs(stub: pb_grpc.ControllerServiceStub) -> None:
     assert deleted.status == pb.DeleteReaderGroupStatus.SUCCESS
 
 
-async def test_key_value_tables_are_unimplemented_with_a_message(stub: pb_grpc.ControllerServiceStub) -> None:
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await stub.createKeyValueTable(pb.KeyValueTableConfig(scope="sc", kvtName="t", partitionCount=1))
-    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "key-value tables" in (caught.value.details() or "")
-
-
 async def test_delegation_token_is_empty_while_auth_is_off(stub: pb_grpc.ControllerServiceStub) -> None:
     token = await stub.getDelegationToken(pb.StreamInfo(scope="sc", stream="st"))
     assert token.delegationToken == ""
