@@ -1,8 +1,11 @@
 """Spark Python data source ``segstore``: batch and streaming reads and writes of segstore streams.
 
 * ``source`` - :class:`SegstoreDataSource` (format name ``segstore``), the batch and streaming readers;
-* ``read_options`` / ``write_options`` - the options, parsed once, errors naming the option;
+* ``option_names`` - every option name reads and writes take (the README's table is checked against it);
+* ``read_options`` / ``write_options`` / ``stream_creation`` - the options, parsed once, errors naming the option;
 * ``offsets`` - query offsets as stream cuts and back, head and tail cuts of a stream;
+* ``stream_cut_text`` - stream cuts as the Pravega client's Base64 text (``StreamCut.asText()``);
+* ``metadata`` - option ``metadata``: the streams of a scope, or a stream's head and tail cuts;
 * ``planning`` - micro-batch ends (admission control) and segment ranges, following scaling;
 * ``partition_reader`` - executors: one segment range as Arrow record batches;
 * ``sink`` - the writers (exactly-once through transactions).
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
 
     from pravega_spark.offsets import head_offset, offset_to_stream_cut, stream_cut_to_offset, tail_offset
     from pravega_spark.source import SegstoreDataSource
+    from pravega_spark.stream_cut_text import stream_cut_from_base64, stream_cut_to_base64
 
 _WHERE = {
     "SegstoreDataSource": "source",
@@ -33,6 +37,8 @@ _WHERE = {
     "tail_offset": "offsets",
     "offset_to_stream_cut": "offsets",
     "stream_cut_to_offset": "offsets",
+    "stream_cut_from_base64": "stream_cut_text",
+    "stream_cut_to_base64": "stream_cut_text",
 }
 
 __all__ = [
@@ -40,6 +46,8 @@ __all__ = [
     "head_offset",
     "offset_to_stream_cut",
     "register",
+    "stream_cut_from_base64",
+    "stream_cut_to_base64",
     "stream_cut_to_offset",
     "tail_offset",
 ]

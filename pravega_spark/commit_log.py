@@ -208,7 +208,10 @@ class BatchCommitter:
         wait_timeout_s: float = 120.0,
         crash_hook: CrashHook | None = None,
         retry: RetryPolicy | None = None,
+        poll_interval_s: float = 0.25,
     ) -> None:
+        """``poll_interval_s``: while waiting for commits, the longest wait between two polls of the transactions'
+        states (the first comes after 5 ms, each next one after twice as long)."""
         self.controller = controller
         self.log = log
         self.scope = scope
@@ -218,6 +221,7 @@ class BatchCommitter:
         self.wait_timeout_s = wait_timeout_s
         self.crash_hook = crash_hook
         self._retry = retry or RetryPolicy(max_attempts=10, max_delay_ms=2_000)
+        self.poll_interval_s = poll_interval_s
 
     async def _controller(self, call: Callable[[], Awaitable[_T]]) -> _T:
         return await self._retry.call(call)
@@ -272,8 +276,8 @@ class BatchCommitter:
                         raise CommitLogError(f"{what}: transaction {txn} was aborted while committing")
                 pending = [t for t, s in zip(pending, states, strict=True) if s != TxnState.COMMITTED]
                 if pending:
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 0.25)
+                    await asyncio.sleep(min(delay, self.poll_interval_s))
+                    delay = min(delay * 2, self.poll_interval_s)
 
     async def abort_transactions(self, txn_ids: Iterable[uuid.UUID]) -> None:
         """Abort each transaction; ones already gone or ended are left as they are (logged)."""

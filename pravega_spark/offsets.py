@@ -59,6 +59,7 @@ from controller_client.errors import (
 from controller_client.model import StreamCut, qualified_segment_name
 from controller_client.stream_manager import StreamManager, StreamManagerConfig
 from pravega_spark.options_common import SegstoreOptionError, StreamTarget
+from pravega_spark.stream_cut_text import StreamCutTextError, decode_text
 from segment_store.auth.tls import TlsConfigError
 from segment_store.client import ClientConfig, NoSuchSegmentError, ReaderConfig, SegmentStatus
 from segment_store.client.sync import _LoopThread
@@ -205,14 +206,22 @@ def stream_cut_to_offset(cut: StreamCut) -> dict[str, Any]:
 
 
 def parse_cut_option(option: str, text: str, scope: str, stream: str) -> ReadState:
-    """The value of a stream-cut option; errors name the option."""
+    """The value of a stream-cut option: JSON, or the Base64 text of the Pravega client's ``StreamCut.asText()``
+    (:mod:`pravega_spark.stream_cut_text`); errors name the option."""
     try:
-        return ReadState.from_json(text, scope, stream)
+        if text.lstrip()[:1] in ("{", "[", '"'):  # JSON (no Base64 text starts so)
+            return ReadState.from_json(text, scope, stream)
+        try:
+            found_scope, found_stream, positions = decode_text(text)
+        except StreamCutTextError as error:
+            raise OffsetFormatError(f"not JSON, and not a Pravega Base64 stream cut: {error}") from None
+        cut = {"scope": found_scope, "stream": found_stream, "positions": {str(s): o for s, o in positions.items()}}
+        return ReadState.from_offset(cut, scope, stream, allow_end=True)
     except OffsetFormatError as error:
         raise SegstoreOptionError(
             option,
-            f"not a stream cut of {scope}/{stream} ({error}); expected 'earliest', 'latest' or JSON like "
-            '{"positions": {"<segment id>": <offset>}}',
+            f"not a stream cut of {scope}/{stream} ({error}); expected 'earliest', 'latest', 'unbounded', JSON like "
+            '{"positions": {"<segment id>": <offset>}} or the Base64 text of a Pravega StreamCut (asText())',
         ) from None
 
 

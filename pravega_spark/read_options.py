@@ -8,13 +8,16 @@ What each option means is in the README's Spark section (one table for reads and
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pravega_spark.offsets import INITIAL, OffsetFormatError, ReadState, initial_offset, parse_cut_option
 from pravega_spark.options_common import Options, SegstoreOptionError, StreamTarget
+from pravega_spark.stream_creation import StreamCreation
 
 PositionKind = Literal["earliest", "latest", "cut", "timestamp"]
+MetadataMode = Literal["Streams", "StreamInfo"]
+METADATA_MODES: tuple[MetadataMode, ...] = ("Streams", "StreamInfo")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,10 @@ class ReadOptions:
     fail_on_data_loss: bool
     controller_timeout_ms: int
     tier2_location: str | None = None
+    creation: StreamCreation = field(default_factory=lambda: StreamCreation(False, False))
+    """Options allowCreateScope, allowCreateStream and default*: reads create nothing unless told to."""
+    metadata: MetadataMode | None = None
+    """Option ``metadata``: a batch read of the scope's streams or of the stream's head and tail cuts instead."""
 
     @property
     def controller_timeout_s(self) -> float:
@@ -91,14 +98,15 @@ class ReadOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
         view = Options.of(options, "read")
-        target = StreamTarget.parse(view)
-        starting = _position(view, "startingOffsets", ("start_stream_cut",), target, allow_earliest=True)
+        metadata = metadata_mode(view)
+        target = StreamTarget.parse(view, require_stream=metadata != "Streams")
+        starting = _position(view, "startingOffsets", ("start_stream_cut",), target, start=True)
         timestamp = view.integer("startingTimestamp", None, minimum=0)
         if timestamp is not None:
             if starting is not None:
-                raise SegstoreOptionError("startingTimestamp", "cannot be combined with option 'startingOffsets'")
+                raise SegstoreOptionError("startingTimestamp", f"cannot be combined with option '{starting.option}'")
             starting = Position("timestamp", "startingTimestamp", timestamp_ms=timestamp)
-        ending = _position(view, "endingOffsets", ("end_stream_cut",), target, allow_earliest=False)
+        ending = _position(view, "endingOffsets", ("end_stream_cut",), target, start=False)
         max_bytes = view.integer("maxBytesPerTrigger", None, aliases=("approx_bytes_per_trigger",), minimum=1)
         fail = view.boolean("failOnDataLoss", True)
         timeout = view.integer("controllerTimeoutMs", 30_000, minimum=1)
@@ -107,27 +115,59 @@ class ReadOptions:
         tier2_location = tier2.strip() if tier2 is not None and tier2.strip() else None
         if tier2_location is not None:
             _check_tier2_location(tier2_location)
-        return cls(target, starting, ending, max_bytes, fail, timeout, tier2_location)
+        creation = StreamCreation.parse(view, create_by_default=False)
+        if metadata is not None:
+            given = starting or ending
+            if given is not None or max_bytes is not None:
+                option = (
+                    given.option
+                    if given is not None
+                    else view.label("maxBytesPerTrigger", ("approx_bytes_per_trigger",))
+                )
+                raise SegstoreOptionError(
+                    option, f"means nothing with option 'metadata' ({metadata}: no events are read)"
+                )
+        return cls(target, starting, ending, max_bytes, fail, timeout, tier2_location, creation, metadata)
 
     def starting_or(self, default: PositionKind) -> Position:
         return self.starting or Position(default, "startingOffsets")
 
 
+def metadata_mode(view: Options) -> MetadataMode | None:
+    """Option ``metadata``: ``Streams`` or ``StreamInfo`` (any case), as the Pravega Spark connector names them."""
+    raw = view.raw("metadata")
+    if raw is None or not raw.strip():
+        return None
+    for mode in METADATA_MODES:
+        if raw.strip().lower() == mode.lower():
+            return mode
+    raise SegstoreOptionError(
+        "metadata", f"must be 'Streams' (the streams of the scope) or 'StreamInfo' (head and tail cuts), got {raw!r}"
+    )
+
+
 def _position(
-    view: Options, option: str, aliases: tuple[str, ...], target: StreamTarget, *, allow_earliest: bool
+    view: Options, option: str, aliases: tuple[str, ...], target: StreamTarget, *, start: bool
 ) -> Position | None:
+    """A start (``earliest``, ``latest``, ``unbounded`` = the head, a cut) or an end (``latest``, ``unbounded`` = no
+    end: a batch read to the tail, a streaming query forever, a cut); None if not given or ``unbounded`` end."""
     raw = view.raw(option, aliases)
     if raw is None or not raw.strip():
         return None
+    label = view.label(option, aliases)
     text = raw.strip()
     lowered = text.lower()
     if lowered == "latest":
-        return Position.latest(option)
+        return Position.latest(label)
+    if lowered == "unbounded":
+        return Position.earliest(label) if start else None
     if lowered == "earliest":
-        if not allow_earliest:
-            raise SegstoreOptionError(option, "'earliest' is not allowed here; use 'latest' or a stream cut JSON")
-        return Position.earliest(option)
-    return Position("cut", option, cut=parse_cut_option(option, text, target.scope, target.stream))
+        if not start:
+            raise SegstoreOptionError(
+                label, "'earliest' is not allowed here; use 'latest', 'unbounded' or a stream cut"
+            )
+        return Position.earliest(label)
+    return Position("cut", label, cut=parse_cut_option(label, text, target.scope, target.stream))
 
 
 def _check_tier2_location(value: str) -> None:

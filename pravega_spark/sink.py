@@ -461,6 +461,7 @@ async def _with_committer(options: WriteOptions, logged: bool, work: Any) -> Any
             wait_committed=options.read_after_write_consistency,
             wait_timeout_s=max(120.0, options.transaction_timeout_ms / 1000.0),
             crash_hook=_env_crash_hook(),
+            poll_interval_s=options.transaction_status_poll_interval_ms / 1000.0,
         )
         return await work(committer)
     finally:

@@ -13,7 +13,7 @@ from controller_client.errors import (
     ControllerUnavailableError,
     InvalidArgumentError,
 )
-from controller_client.model import ScalingPolicy, StreamConfiguration
+from pravega_spark import stream_creation
 from pravega_spark.options_common import SegstoreOptionError
 from pravega_spark.write_options import WriteOptions
 from segment_store.auth.tls import TlsConfigError
@@ -58,29 +58,16 @@ async def token_for_executors(options: WriteOptions) -> str:
 
 
 async def ensure_stream(options: WriteOptions) -> None:
-    """Create the scope and the stream unless they exist (once per process)."""
+    """Create the scope and the stream unless they exist, as options allowCreateScope/allowCreateStream allow
+    (once per process). Raises SegstoreOptionError naming the option."""
     target = options.target
     key = (target.controller, target.scope, target.stream)
     if key in ENSURED:
         return
     controller = await connect(options, wait_ready=True)
     try:
-        try:
-            if not await controller.stream_exists(target.scope, target.stream):
-                await controller.create_scope(target.scope)
-                config = StreamConfiguration(ScalingPolicy.fixed(options.default_num_segments))
-                if await controller.create_stream(target.scope, target.stream, config):
-                    _log.info("segstore sink: created stream %s/%s", target.scope, target.stream)
-        except ControllerUnavailableError as error:
-            raise SegstoreOptionError(
-                "controller", f"cannot reach the controller at {target.controller}: {error}"
-            ) from None
-        except ControllerAuthenticationError as error:
-            option = "token" if target.token is not None else "password"
-            raise SegstoreOptionError(option, f"the controller refused it ({error})") from None
-        except ControllerPermissionError as error:
-            option = "token" if target.token is not None else "username"
-            raise SegstoreOptionError(option, f"may not use {target.scope}/{target.stream}: {error}") from None
+        if await stream_creation.ensure_stream(controller, target, options.creation):
+            _log.info("segstore sink: created stream %s/%s", target.scope, target.stream)
     finally:
         await controller.close()
     ENSURED.add(key)

@@ -22,10 +22,11 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from pravega_spark.offsets import ReadState, StreamConnection, cut_at_timestamp, head_cut, is_initial, tail_cut
-from pravega_spark.options_common import SegstoreOptionError, StreamTarget
+from pravega_spark.options_common import Options, SegstoreOptionError, StreamTarget
 from pravega_spark.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
 from pravega_spark.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, pack_ranges, plan_ranges
-from pravega_spark.read_options import Position, ReadOptions
+from pravega_spark.read_options import Position, ReadOptions, metadata_mode
+from pravega_spark.stream_creation import ensure_stream
 
 _log = logging.getLogger(__name__)
 
@@ -58,6 +59,9 @@ class SegstoreDataSource(DataSource):
     its predecessors are read; one input partition per segment range; admission control by
     ``maxBytesPerTrigger``; Trigger.AvailableNow is supported.
 
+    With option ``metadata`` a batch read gives rows about the scope (``Streams``) or the stream (``StreamInfo``:
+    its head and tail cuts as Base64 text) instead: :mod:`pravega_spark.metadata`.
+
     Writing (``df.write`` / ``df.writeStream``): see :mod:`pravega_spark.sink`.
 
     Example::
@@ -73,15 +77,31 @@ class SegstoreDataSource(DataSource):
         return "segstore"
 
     def schema(self) -> StructType:
-        return SCHEMA
+        mode = metadata_mode(Options.of(self.options))
+        if mode is None:
+            return SCHEMA
+        from pravega_spark.metadata import SCHEMAS
+
+        return SCHEMAS[mode]
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return SegstoreBatchReader(ReadOptions.parse(self.options), _checked(schema))
+        options = ReadOptions.parse(self.options)
+        if options.metadata is not None:
+            from pravega_spark.metadata import SegstoreMetadataReader
+
+            return SegstoreMetadataReader(options, schema)
+        return SegstoreBatchReader(options, _checked(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = ReadOptions.parse(self.options)
+        if options.metadata is not None:
+            raise SegstoreOptionError("metadata", "is for batch reads (spark.read), not for streaming queries")
         if options.ending is not None:
-            raise SegstoreOptionError(options.ending.option, "is for batch queries only (a streaming query never ends)")
+            raise SegstoreOptionError(
+                options.ending.option,
+                "is for batch queries only: a streaming query has no end here (only 'unbounded'; the Pravega "
+                "connector takes an end cut and never stops at it); read up to a cut with spark.read",
+            )
         return SegstoreStreamReader(options, _checked(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -133,6 +153,14 @@ def resolve_position(connection: StreamConnection, options: ReadOptions, positio
             "(its segments must exist and cover the key space once)",
         )
     return state
+
+
+def _create_if_allowed(connection: StreamConnection, options: ReadOptions) -> None:
+    """Options allowCreateScope/allowCreateStream (default false for reads): create what is missing."""
+    creation = options.creation
+    allowed = creation.allow_create_scope or creation.allow_create_stream
+    if allowed and connection.run(ensure_stream(connection.controller, options.target, creation)):
+        _log.info("segstore: created stream %s/%s", options.target.scope, options.target.stream)
 
 
 def _executor_token(connection: StreamConnection, target: StreamTarget) -> str | None:
@@ -192,6 +220,7 @@ class SegstoreBatchReader(DataSourceReader):
         options = self.options
         target = options.target
         with StreamConnection(target.controller, options.controller_timeout_s, credentials=target) as connection:
+            _create_if_allowed(connection, options)
             connection.require_stream(target.scope, target.stream)
             token = _executor_token(connection, target)
             start = resolve_position(connection, options, options.starting_or("earliest"))
@@ -231,6 +260,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             target = self.options.target
             connection = StreamConnection(target.controller, self.options.controller_timeout_s, credentials=target)
             try:
+                _create_if_allowed(connection, self.options)
                 connection.require_stream(target.scope, target.stream)
             except BaseException:
                 connection.close()
