@@ -59,10 +59,40 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ct.add_argument("--advertise-host", help="host name clients use for this controller (default --host)")
     ct.add_argument("--zookeeper", required=True, help="ZooKeeper connect string, e.g. zk1:2181,zk2:2181")
     ct.add_argument("--container-count", type=int, default=4, help="segment containers in the cluster (default 4)")
+    ct.add_argument(
+        "--zookeeper-session-timeout-ms",
+        type=int,
+        default=10_000,
+        help="how soon after this controller dies others take over its work (default 10000)",
+    )
     ct.add_argument("--log-level", default="info", help="logging level (default info)")
+    _add_periodic_arguments(ct)
     add_tls_arguments(ct, trust_store=True)
     add_auth_arguments(ct, controller=True)
     ct.set_defaults(func=_cmd_controller)
+
+
+_PERIODS = {
+    "retention_period_s": "how often retention policies are applied",
+    "watermark_period_s": "how often watermarks are computed from the writers' marks",
+    "auto_scale_period_s": "how often traffic is checked against auto-scaling policies",
+    "txn_timeout_check_s": "how often expired transaction leases are aborted",
+}
+
+
+def _add_periodic_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("periodic work", "shared among the controllers by buckets of streams")
+    defaults = ControllerConfig()
+    group.add_argument(
+        "--bucket-count",
+        type=int,
+        default=defaults.bucket_count,
+        help=f"buckets of streams the controllers share the periodic work by; fixed for the life of the cluster "
+        f"(default {defaults.bucket_count})",
+    )
+    for name, what in _PERIODS.items():
+        flag = "--" + name.replace("_", "-")
+        group.add_argument(flag, type=float, default=getattr(defaults, name), help=f"{what} (default %(default)s)")
 
 
 def _logging(level: str) -> None:
@@ -175,6 +205,9 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         tls=tls,
         segment_store_tls=trust,
         auth=auth,
+        bucket_count=args.bucket_count,
+        zookeeper_session_timeout_s=args.zookeeper_session_timeout_ms / 1000.0,
+        **{name: getattr(args, name) for name in _PERIODS},
     )
     if tls is not None:
         _warn_ip_literal("controller", config.advertised_host)

@@ -20,6 +20,8 @@ class ControllerConfig:
     """Host name clients should use for this controller (getControllerServerList); None = ``host``."""
     zookeeper: str = "127.0.0.1:2181"
     """ZooKeeper connect string (stream metadata, cluster membership, container mapping)."""
+    zookeeper_session_timeout_s: float = 10.0
+    """ZooKeeper session timeout: how soon after this process dies its buckets (and leadership) move."""
     container_count: int = 4
     """Segment containers in the cluster: fixed for the life of the data (it decides segment placement)."""
     metadata_root: str = "/controller"
@@ -36,6 +38,14 @@ class ControllerConfig:
     """How often retention policies are applied (a stream cut is recorded, then truncation is considered)."""
     auto_scale_period_s: float = 10.0
     """How often segment traffic is checked against auto-scaling policies."""
+    watermark_period_s: float = 10.0
+    """How often the writers' marks of a stream are turned into its next watermark."""
+    txn_scan_period_s: float = 10.0
+    """How often the streams this controller owns are scanned for transactions opened through other
+    controllers (so their leases are enforced) and for workflows left midway."""
+    bucket_count: int = 16
+    """Buckets the streams' periodic work is spread over among the controllers: fixed for the life of the
+    cluster's metadata (``controller.buckets``)."""
     auto_scale_cooldown_s: float = 60.0
     """A segment created by a scale is not scaled again before this long."""
     rpc_workers: int = 64
@@ -56,7 +66,10 @@ class ControllerConfig:
             raise ValueError("container_count: must be positive")
         if self.txn_default_lease_ms <= 0 or self.txn_max_lease_ms < self.txn_default_lease_ms:
             raise ValueError("txn_default_lease_ms/txn_max_lease_ms: need 0 < default <= max")
-        for name in ("txn_timeout_check_s", "retention_period_s", "auto_scale_period_s"):
+        if self.bucket_count <= 0:
+            raise ValueError("bucket_count: must be positive")
+        names = ("txn_timeout_check_s", "retention_period_s", "auto_scale_period_s", "watermark_period_s")
+        for name in (*names, "txn_scan_period_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be positive")
         if not self.metadata_root.startswith("/"):

@@ -1,9 +1,10 @@
 """The controller's domain API (Pravega's ``ControllerService``): what every RPC does, in model types.
 
 :class:`ControllerCore` answers queries from the stream metadata store, runs workflows
-(:mod:`controller.workflows`), answers ``getURI`` from the container mapping, and runs the background
-work while this controller leads the cluster: transaction timeouts, retention, and resuming workflows
-a previous controller left midway. Errors are those of :mod:`controller.errors`.
+(:mod:`controller.workflows`), answers ``getURI`` from the container mapping, and does the periodic work of
+each stream whose bucket this controller owns (:mod:`controller.background`, :mod:`controller.buckets`):
+transaction timeouts, retention, auto-scaling, watermarks, and resuming workflows a controller left midway.
+Errors are those of :mod:`controller.errors`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 
 from controller.autoscaler import AutoScaler
+from controller.background import BackgroundWork, PerStream
+from controller.buckets import SoleController, WorkScope
 from controller.cluster.host_store import HostStore
 from controller.config import ControllerConfig
 from controller.errors import (
@@ -50,61 +53,63 @@ class ControllerCore:
         store: StreamMetadataStore,
         ops: SegmentStoreOps,
         hosts: HostStore,
-        is_leader: Callable[[], bool] = lambda: True,
+        work_scope: WorkScope | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
+        """``work_scope``: which streams' periodic work this controller runs (default: all, alone)."""
         self.config = config
         self.store = store
         self._ops = ops
         self._hosts = hosts
-        self._is_leader = is_leader
+        self.work_scope = work_scope or SoleController(config.advertised_host, config.port)
         self._clock_ms = clock_ms
         locks = StreamLocks()
         self.streams = StreamWorkflows(store, ops, locks, clock_ms)
         self.txns = TxnWorkflows(store, ops, locks, config, clock_ms)
         self.autoscaler = AutoScaler(store, ops, self.scale, config.auto_scale_cooldown_s, clock_ms)
-        self._background: list[asyncio.Task[None]] = []
+        self.background = BackgroundWork(self, self.work_scope)
         self._scales: set[asyncio.Task[object]] = set()
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
-    async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._background = [
-            loop.create_task(self._resume_all(), name="resume workflows"),
-            loop.create_task(self._every(self.config.txn_timeout_check_s, self.txns.abort_expired), name="txn leases"),
-            loop.create_task(self._every(self.config.retention_period_s, self.apply_retention), name="retention"),
-            loop.create_task(self._every(self.config.auto_scale_period_s, self.apply_auto_scaling), name="auto-scale"),
-        ]
+    async def start(self, work_scope: WorkScope | None = None) -> None:
+        """Start the periodic work, over ``work_scope`` if given (a controller joins the cluster once its port
+        is known, so its scope may come only now)."""
+        if work_scope is not None:
+            self.work_scope = work_scope
+            self.background = BackgroundWork(self, work_scope)
+        await self.background.sweep()  # what is owned already is resumed at once
+        self.background.start()
 
     async def stop(self) -> None:
-        for task in [*self._background, *self._scales]:
+        await self.background.stop()
+        for task in self._scales:
             task.cancel()
-        for task in [*self._background, *self._scales]:
+        for task in list(self._scales):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._background.clear()
         await self.txns.close()
 
-    async def _every(self, period_s: float, work: Callable[[], Awaitable[object]]) -> None:
-        while True:
-            await asyncio.sleep(period_s)
-            if not self._is_leader():
-                continue
-            try:
-                await work()
-            except Exception:
-                log.exception("background work %s failed", getattr(work, "__name__", work))
+    async def resume(self, scope: str, stream: str) -> None:
+        """Finish the stream's workflows and transactions left midway; track its open transactions."""
+        await self.streams.resume(scope, stream)
+        await self.txns.resume(scope, stream)
 
-    async def _resume_all(self) -> None:
-        """Finish every workflow and transaction left midway (all streams; once, at start)."""
-        async for scope, stream in self._all_streams():
-            try:
-                await self.streams.resume(scope, stream)
-                await self.txns.resume(scope, stream)
-            except Exception:
-                log.exception("resuming the workflows of %s/%s failed", scope, stream)
+    async def guarded(self, kind: str, scope: str, stream: str, work: PerStream) -> bool:
+        """Run one stream's periodic ``work``; log a failure instead of raising (a stream deleted or still being
+        created meanwhile is skipped quietly). True if it ran to the end."""
+        try:
+            await work(scope, stream)
+            return True
+        except (md.StreamNotFoundError, md.ScopeNotFoundError):
+            return False
+        except md.DataNotFoundError:
+            if not await self._being_created(scope, stream):
+                log.exception("%s of %s/%s failed", kind, scope, stream)
+        except Exception:
+            log.exception("%s of %s/%s failed", kind, scope, stream)
+        return False
 
-    async def _all_streams(self) -> AsyncIterator[tuple[str, str]]:
+    async def all_streams(self) -> AsyncIterator[tuple[str, str]]:
         token = ""
         while True:
             scopes, token = await self.store.list_scopes(token, 1000)
@@ -129,7 +134,7 @@ class ControllerCore:
     async def delete_scope(self, scope: str, recursive: bool = False) -> None:
         with from_metadata(scope):
             if recursive:
-                async for owner, stream in self._all_streams():
+                async for owner, stream in self.all_streams():
                     if owner == scope:
                         await self.streams.seal(scope, stream)
                         await self.streams.delete(scope, stream)
@@ -271,7 +276,18 @@ class ControllerCore:
         return await self.txns.state(scope, stream, txn_id)
 
     async def completed_transactions(self, scope: str, stream: str) -> list[tuple[uuid.UUID, TxnState]]:
-        raise NotImplementedError("listing completed transactions is not supported yet")
+        """The outcome (COMMITTED, ABORTED) of the stream's transactions completed within ``completed_txn_ttl_s``,
+        oldest first."""
+        with from_metadata(scope, stream):
+            completed = await self.store.list_completed_txns(scope, stream)
+        completed.sort(key=lambda item: (item[1].complete_time_ms, item[0].hex))
+        return [(txn_id, record.status) for txn_id, record in completed]
+
+    async def forget_completed_transactions(self, scope: str, stream: str) -> None:
+        """Drop the outcomes older than ``completed_txn_ttl_s`` (periodic work of the bucket's owner)."""
+        await self.store.purge_completed_txns(
+            scope, stream, self._clock_ms() - int(self.config.completed_txn_ttl_s * 1000)
+        )
 
     # ---- reader groups --------------------------------------------------------------------------------------
     async def create_reader_group(self, config: ReaderGroupConfig) -> ReaderGroupConfig:
@@ -327,7 +343,13 @@ class ControllerCore:
         return True
 
     async def controller_endpoints(self) -> list[tuple[str, int]]:
-        return [(self.config.advertised_host, self.config.port)]
+        """Every live controller (this one at least, even before its registration lands)."""
+        members = await self.work_scope.members()
+        own = (self.config.advertised_host, self.config.port)
+        return members if own in members or self.config.port == 0 else [own, *members]
+
+    async def bucket_assignment(self) -> dict[str, list[int]]:
+        return await self.work_scope.assignment()
 
     # ---- key-value tables (controller.kvt) ------------------------------------------------------------------
     @property
@@ -355,17 +377,13 @@ class ControllerCore:
 
     # ---- auto-scaling ---------------------------------------------------------------------------------------
     async def apply_auto_scaling(self) -> None:
-        """Measure the streams with a rate policy and scale those whose traffic asks for it."""
-        async for scope, stream in self._all_streams():
-            try:
-                await self.autoscaler.check(scope, stream)
-            except (md.StreamNotFoundError, md.ScopeNotFoundError):
-                continue
-            except md.DataNotFoundError:
-                if not await self._being_created(scope, stream):
-                    log.exception("auto-scaling %s/%s failed", scope, stream)
-            except Exception:
-                log.exception("auto-scaling %s/%s failed", scope, stream)
+        """Measure every stream with a rate policy and scale those whose traffic asks for it (whatever the
+        buckets: for tests and tools; the periodic work runs :meth:`auto_scale` on owned streams)."""
+        async for scope, stream in self.all_streams():
+            await self.guarded("auto-scale", scope, stream, self.auto_scale)
+
+    async def auto_scale(self, scope: str, stream: str) -> None:
+        await self.autoscaler.check(scope, stream)
 
     async def _being_created(self, scope: str, stream: str) -> bool:
         """Whether a listed stream is not whole yet (its creation has not finished, so records may be missing)
@@ -379,20 +397,19 @@ class ControllerCore:
 
     # ---- retention ------------------------------------------------------------------------------------------
     async def apply_retention(self) -> None:
-        """Record a tail cut of every stream with a retention policy; truncate where the policy says."""
-        async for scope, stream in self._all_streams():
-            try:
-                config = await self.store.get_configuration(scope, stream)
-                if config.retention is None:
-                    continue
-                await self._retain(scope, stream, config)
-            except (md.StreamNotFoundError, md.ScopeNotFoundError):
-                continue
-            except md.DataNotFoundError:
-                if not await self._being_created(scope, stream):
-                    log.exception("retention of %s/%s failed", scope, stream)
-            except Exception:
-                log.exception("retention of %s/%s failed", scope, stream)
+        """:meth:`retain` every stream (whatever the buckets: for tests and tools)."""
+        async for scope, stream in self.all_streams():
+            await self.guarded("retention", scope, stream, self.retain)
+
+    async def retain(self, scope: str, stream: str) -> None:
+        """Record a tail cut of the stream if it has a retention policy; truncate where the policy says."""
+        config = await self.store.get_configuration(scope, stream)
+        if config.retention is not None:
+            await self._retain(scope, stream, config)
+
+    # ---- watermarks -----------------------------------------------------------------------------------------
+    async def watermark(self, scope: str, stream: str) -> None:
+        """Compute the stream's next watermark from its writers' marks (see ``controller.watermarks``)."""
 
     async def _retain(self, scope: str, stream: str, config: StreamConfiguration) -> None:
         from controller.metadata import StreamState

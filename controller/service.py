@@ -2,9 +2,11 @@
 container balancing, host store), stream metadata store, segment store client, the domain API with its
 background work, and the gRPC server.
 
-Start order: ZooKeeper session -> cluster manager (so ``getURI`` can answer) -> metadata store ->
-domain API (resumes workflows a previous controller left midway) -> gRPC server. Stop runs in
-reverse; the ZooKeeper session ends last, so the leader's ephemeral node goes away with it.
+Start order: ZooKeeper session -> cluster manager (so ``getURI`` can answer) -> metadata store -> domain API ->
+gRPC server -> joining the controllers and their buckets (``controller.buckets``; the port is known now) ->
+the periodic work over the owned buckets (which resumes workflows a controller left midway). Stop runs in
+reverse: the buckets are released at once, so other controllers take them without waiting for this session to
+expire; the ZooKeeper session ends last, so the leader's ephemeral node goes away with it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 
 import grpc
 
+from controller.buckets import BucketOwnership
 from controller.cluster.cluster_manager import ClusterManager
 from controller.config import ControllerConfig
 from controller.core import ControllerCore
@@ -42,6 +45,7 @@ class ControllerService:
         segments: SegmentClient,
         core: ControllerCore,
     ) -> None:
+        self.buckets: BucketOwnership | None = None
         self.config = config
         self.store = store
         self.cluster = cluster
@@ -52,7 +56,9 @@ class ControllerService:
 
     @classmethod
     async def start(cls, config: ControllerConfig) -> ControllerService:
-        store = await KazooCoordinationStore.connect(config.zookeeper)
+        store = await KazooCoordinationStore.connect(
+            config.zookeeper, session_timeout_s=config.zookeeper_session_timeout_s
+        )
         try:
             return await cls.start_with(config, store)
         except BaseException:
@@ -63,7 +69,7 @@ class ControllerService:
     async def start_with(cls, config: ControllerConfig, store: CoordinationStore) -> ControllerService:
         """Start over ``store`` (which the service then owns and closes)."""
         identity = f"{config.advertised_host}:{config.port}"
-        cluster = ClusterManager(store, config.container_count, identity=identity)
+        cluster = ClusterManager(store, config.container_count, identity=identity, bucket_count=config.bucket_count)
         await cluster.start()
         auth = ControllerAuth(config.auth) if config.auth is not None else None
         segments = SegmentClient(
@@ -75,10 +81,12 @@ class ControllerService:
         core = ControllerCore(config, metadata, SegmentStoreOps(segments), cluster.host_store)
         service = cls(config, store, cluster, segments, core)
         try:
-            await core.start()
             service._server, service._port = await start_grpc_server(
                 core, config.host, config.port, config.rpc_workers, config.tls, auth
             )
+            service.buckets = BucketOwnership(store, config.advertised_host, service._port, config.bucket_count)
+            await service.buckets.start()
+            await core.start(service.buckets)
         except BaseException:
             await service.stop()
             raise
@@ -124,6 +132,8 @@ class ControllerService:
             await self._server.stop(grace=1.0)
             self._server = None
         await self.core.stop()
+        if self.buckets is not None:
+            await self.buckets.stop()
         await self.segments.close()
         await self.cluster.stop()
         await self.store.close()

@@ -361,6 +361,17 @@ class ControllerClient(ControllerTransport):
         with _decoding("checkTransactionState"):
             return conv.txn_state_from_proto(resp)
 
+    async def list_completed_transactions(self, scope: str, stream: str) -> list[tuple[uuid.UUID, TxnState]]:
+        """The outcome (COMMITTED or ABORTED) of the stream's recently completed transactions (those the
+        controller still remembers: segstore keeps them ``completed_txn_ttl_s``, an hour by default)."""
+        request = pb.ListCompletedTxnRequest(streamInfo=pb.StreamInfo(scope=scope, stream=stream))
+        resp: pb.ListCompletedTxnResponse = await self._call(
+            "listCompletedTransactions", request, not_found=StreamNotFoundError(scope, stream)
+        )
+        states = {pb.TxnResponse.COMMITTED: TxnState.COMMITTED, pb.TxnResponse.ABORTED: TxnState.ABORTED}
+        with _decoding("listCompletedTransactions"):
+            return [(conv.txn_id_from_proto(r.txnId), states.get(r.status, TxnState.UNKNOWN)) for r in resp.response]
+
     # ---- reader groups and subscribers ----------------------------------------------------------------------
     async def create_reader_group(self, config: ReaderGroupConfig) -> ReaderGroupConfig:
         """Create the group (or find it existing) and return the configuration the controller holds.
@@ -456,6 +467,13 @@ class ControllerClient(ControllerTransport):
         request = pb.StreamInfo(scope=scope, stream=stream, accessOperation=access)
         resp: pb.DelegationToken = await self._call("getDelegationToken", request)
         return resp.delegationToken
+
+    async def get_controller_to_bucket_mapping(self) -> dict[str, list[int]]:
+        """Controller id (``host:port``) -> the buckets of periodic work it owns (segstore answers the same for
+        both of ``Controller.proto``'s service types; ``controller.buckets``)."""
+        request = pb.ControllerToBucketMappingRequest(serviceType=pb.ControllerToBucketMappingRequest.RetentionService)
+        resp: pb.ControllerToBucketMappingResponse = await self._call("getControllerToBucketMapping", request)
+        return {controller: sorted(ids.id) for controller, ids in resp.mapping.items()}
 
     async def get_controller_server_list(self) -> list[tuple[str, int]]:
         """``(host, port)`` of every controller of the cluster."""

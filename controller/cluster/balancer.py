@@ -48,10 +48,18 @@ class ContainerBalancer:
         *,
         settle_delay_s: float = 1.0,
         retry_delay_s: float = 0.5,
+        members_path: str = SEGMENT_STORES_PATH,
+        assignment_path: str = ASSIGNMENT_PATH,
+        what: str = "container",
     ) -> None:
+        """``members_path``/``assignment_path``/``what``: the same balancing of other things over other members
+        (the controllers' buckets: ``controller.buckets``)."""
         if container_count <= 0:
             raise ValueError(f"container_count must be positive, not {container_count}")
         self.container_count = container_count
+        self._members_path = members_path
+        self._assignment_path = assignment_path
+        self._what = what
         self._store = store
         self._settle_delay_s = settle_delay_s
         self._retry_delay_s = retry_delay_s
@@ -69,10 +77,10 @@ class ContainerBalancer:
             raise RuntimeError("ContainerBalancer.start() called twice")
         await self._read_assignment()  # raises ContainerCountMismatchError
         with contextlib.suppress(NodeExistsError):
-            await self._store.create(SEGMENT_STORES_PATH, b"", make_parents=True)
-        self._watch = await self._store.watch_children(SEGMENT_STORES_PATH, self._on_hosts)
+            await self._store.create(self._members_path, b"", make_parents=True)
+        self._watch = await self._store.watch_children(self._members_path, self._on_hosts)
         self._changed.set()
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="container balancer")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"{self._what} balancer")
 
     async def stop(self) -> None:
         """Stop reacting (an assignment write under way may still land); idempotent."""
@@ -97,9 +105,9 @@ class ContainerBalancer:
                 await self.balance_once()
             except (ContainerCountMismatchError, AssignmentFormatError) as exc:
                 self.failure = exc
-                log.error("container balancer: not writing an assignment: %s", exc)
+                log.error("%s balancer: not writing an assignment: %s", self._what, exc)
             except CoordinationError as exc:
-                log.warning("container balancer: coordination trouble, retrying: %r", exc)
+                log.warning("%s balancer: coordination trouble, retrying: %r", self._what, exc)
                 await asyncio.sleep(self._retry_delay_s)
                 self._changed.set()
 
@@ -110,9 +118,9 @@ class ContainerBalancer:
         ``AssignmentFormatError`` and coordination errors.
         """
         while True:
-            await self._store.sync(SEGMENT_STORES_PATH)
+            await self._store.sync(self._members_path)
             try:
-                hosts = await self._store.children(SEGMENT_STORES_PATH)
+                hosts = await self._store.children(self._members_path)
             except NodeNotFoundError:
                 hosts = []
             current, version = await self._read_assignment()
@@ -122,25 +130,25 @@ class ContainerBalancer:
                 return wanted
             try:
                 if version is None:
-                    await self._store.create(ASSIGNMENT_PATH, wanted.encode(), make_parents=True)
+                    await self._store.create(self._assignment_path, wanted.encode(), make_parents=True)
                 else:
-                    await self._store.compare_and_set(ASSIGNMENT_PATH, wanted.encode(), version)
+                    await self._store.compare_and_set(self._assignment_path, wanted.encode(), version)
             except (BadVersionError, NodeExistsError, NodeNotFoundError):
                 continue  # someone wrote in between: recompute from what is there now
             self.writes += 1
             self.failure = None
             moves = moved_containers(current, wanted)
             log.info(
-                "container assignment for %d live segment store(s): %s; moved %s",
-                len(hosts), dict(wanted.hosts), {cid: f"{old} -> {new}" for cid, (old, new) in sorted(moves.items())},
+                "%s assignment for %d live member(s) of %s: %s; moved %s", self._what, len(hosts), self._members_path,
+                dict(wanted.hosts), {cid: f"{old} -> {new}" for cid, (old, new) in sorted(moves.items())},
             )  # fmt: skip
             return wanted
 
     async def _read_assignment(self) -> tuple[ContainerAssignment | None, int | None]:
         try:
-            node = await self._store.get(ASSIGNMENT_PATH)
+            node = await self._store.get(self._assignment_path)
         except NodeNotFoundError:
             return None, None
         assignment = ContainerAssignment.decode(node.data)
-        assignment.check_container_count(self.container_count)
+        assignment.check_container_count(self.container_count, self._assignment_path, self._what)
         return assignment, node.version

@@ -10,8 +10,9 @@ Embed one :class:`ClusterManager` per controller process::
 
 Every controller runs the :class:`~controller.cluster.host_store.HostStore` (for ``getURI``) and takes part
 in the :class:`~controller.cluster.election.LeaderElection`; only the leader runs the
-:class:`~controller.cluster.balancer.ContainerBalancer`, started when it is elected and stopped when it
-loses leadership.
+:class:`~controller.cluster.balancer.ContainerBalancer`s, started when it is elected and stopped when it
+loses leadership: one places the segment containers on the segment stores, the other (with ``bucket_count``)
+the buckets of periodic work on the controllers (:mod:`controller.buckets`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import logging
 import os
 import socket
 
+from controller.buckets import BUCKET_ASSIGNMENT_PATH, CONTROLLERS_PATH
 from controller.cluster.balancer import ContainerBalancer
 from controller.cluster.election import LeaderElection
 from controller.cluster.host_store import HostStore
@@ -41,8 +43,10 @@ class ClusterManager:
         identity: str | None = None,
         settle_delay_s: float = 1.0,
         retry_delay_s: float = 0.5,
+        bucket_count: int | None = None,
     ) -> None:
         self.container_count = container_count
+        self.bucket_count = bucket_count
         self._store = store
         self._settle_delay_s = settle_delay_s
         self._retry_delay_s = retry_delay_s
@@ -52,6 +56,8 @@ class ClusterManager:
         )
         self.balancer: ContainerBalancer | None = None
         """The balancer while leading, else None."""
+        self.bucket_balancer: ContainerBalancer | None = None
+        """The balancer of the buckets while leading (with a ``bucket_count``), else None."""
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -82,21 +88,36 @@ class ClusterManager:
                 self._store, self.container_count, settle_delay_s=self._settle_delay_s,
                 retry_delay_s=self._retry_delay_s,
             )  # fmt: skip
+            buckets = self._bucket_balancer()
             try:
                 await balancer.start()
+                if buckets is not None:
+                    await buckets.start()
             except CoordinationError as exc:
+                await balancer.stop()
                 log.warning("cluster manager: balancer could not start, retrying: %r", exc)
                 await asyncio.sleep(self._retry_delay_s)
                 continue
             except Exception:  # a count mismatch: this controller must not balance; resign so another may
-                log.exception("cluster manager: cannot balance containers; leaving the election")
+                await balancer.stop()
+                log.exception("cluster manager: cannot balance containers or buckets; leaving the election")
                 await self.election.stop()
                 return
-            self.balancer = balancer
+            self.balancer, self.bucket_balancer = balancer, buckets
             await self.election.wait_lost()
             await self._stop_balancer()
 
+    def _bucket_balancer(self) -> ContainerBalancer | None:
+        if self.bucket_count is None:
+            return None
+        return ContainerBalancer(
+            self._store, self.bucket_count, settle_delay_s=self._settle_delay_s, retry_delay_s=self._retry_delay_s,
+            members_path=CONTROLLERS_PATH, assignment_path=BUCKET_ASSIGNMENT_PATH, what="bucket",
+        )  # fmt: skip
+
     async def _stop_balancer(self) -> None:
         balancer, self.balancer = self.balancer, None
-        if balancer is not None:
-            await balancer.stop()
+        buckets, self.bucket_balancer = self.bucket_balancer, None
+        for running in (balancer, buckets):
+            if running is not None:
+                await running.stop()

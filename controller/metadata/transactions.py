@@ -63,6 +63,19 @@ class TxnOps(EpochOps):
         found = await self._get_opt(self._sp(scope, stream, "completed", txn_id.hex), CompletedTxnRecord)
         return found[0] if found is not None else None
 
+    async def list_completed_txns(self, scope: str, stream: str) -> list[tuple[uuid.UUID, CompletedTxnRecord]]:
+        """Every completed transaction of the stream whose record is still kept (see
+        :meth:`purge_completed_txns`), in no particular order. Raises ``StreamNotFoundError``."""
+        try:
+            names = await self._coord.children(self._sp(scope, stream, "completed"))
+        except NodeNotFoundError:
+            names = []
+        await self._stream(scope, stream)
+        found = await asyncio.gather(
+            *(self._get_opt(self._sp(scope, stream, "completed", name), CompletedTxnRecord) for name in names)
+        )
+        return [(uuid.UUID(hex=name), record[0]) for name, record in zip(names, found, strict=True) if record]
+
     async def get_txn(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnInfo:
         """The active record of a transaction; :class:`TxnNotFoundError` once completed or unknown."""
         info = await self._find_txn(scope, stream, txn_id)

@@ -9,6 +9,8 @@ status value of its response becomes a gRPC status with a message:
 - :class:`~controller_client.model.InvalidModelError` (malformed request) -> ``INVALID_ARGUMENT``;
 - retriable errors (ZooKeeper or a segment store unreachable, a stream busy with another operation)
   -> ``UNAVAILABLE``, which Pravega clients retry;
+- a missing scope or stream (of a query whose response has no status for it) -> ``NOT_FOUND``, as Pravega's
+  controller answers (its ``DataNotFoundException``);
 - other controller errors (a failed precondition) -> ``FAILED_PRECONDITION``;
 - ``NotImplementedError`` -> ``UNIMPLEMENTED``;
 - anything else -> ``INTERNAL`` (logged with its traceback).
@@ -26,7 +28,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from controller.errors import ControllerError
+from controller.errors import ControllerError, ScopeNotFoundError, StreamNotFoundError
 from controller.rpc.authentication import AuthenticationError, PermissionDeniedError, caller
 from controller_client.model import InvalidModelError
 
@@ -46,6 +48,8 @@ def _code_for(error: BaseException) -> grpc.StatusCode:
         return grpc.StatusCode.INVALID_ARGUMENT
     if getattr(error, "retriable", False):
         return grpc.StatusCode.UNAVAILABLE
+    if isinstance(error, ScopeNotFoundError | StreamNotFoundError):
+        return grpc.StatusCode.NOT_FOUND
     if isinstance(error, ControllerError):
         return grpc.StatusCode.FAILED_PRECONDITION
     if isinstance(error, NotImplementedError):

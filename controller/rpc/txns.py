@@ -1,5 +1,5 @@
 """Transaction, reader group, subscriber, writer-mark and cluster RPCs of ``ControllerService`` (the key-value
-table RPCs are in :mod:`controller.rpc.kvts`); the bucket RPC answers ``UNIMPLEMENTED`` with a message."""
+table RPCs are in :mod:`controller.rpc.kvts`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import grpc
 
 from controller import errors
-from controller.rpc.handling import rpc, unimplemented
+from controller.rpc.handling import rpc
 from controller_client import proto_convert as cv
 from controller_client.model import InvalidModelError, TxnState
 from controller_client.proto import Controller_pb2 as pb
@@ -220,6 +220,12 @@ class TxnRpcs:
         endpoints = await self._core.controller_endpoints()
         return pb.ServerResponse(nodeURI=[cv.node_uri_to_proto(host, port) for host, port in endpoints])
 
-    # ---- not supported ---------------------------------------------------------------------------------------
-    async def getControllerToBucketMapping(self, request: object, context: Ctx) -> None:
-        await unimplemented(context, "getControllerToBucketMapping", "background work is not bucketed")
+    @rpc
+    async def getControllerToBucketMapping(
+        self, request: pb.ControllerToBucketMappingRequest, context: Ctx
+    ) -> pb.ControllerToBucketMappingResponse:
+        """Which controller should own which buckets (one bucket set serves both service types here)."""
+        assignment = await self._core.bucket_assignment()
+        return pb.ControllerToBucketMappingResponse(
+            mapping={controller: pb.BucketIds(id=ids) for controller, ids in assignment.items()}
+        )

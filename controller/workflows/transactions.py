@@ -238,14 +238,17 @@ class TxnWorkflows:
                 await asyncio.sleep(self.retry_delay_s)
 
     # ---- timeouts and resume ----------------------------------------------------------------------------------
-    async def abort_expired(self) -> int:
-        """Abort every tracked transaction whose stored lease has expired; returns how many."""
+    async def abort_expired(self, owns: Callable[[str, str], bool] | None = None) -> int:
+        """Abort every tracked transaction whose stored lease has expired (of the streams ``owns`` says this
+        controller runs, when given); returns how many."""
         now = self._clock_ms()
         aborted = 0
         for key, expiry in list(self._leases.items()):
             if expiry > now:
                 continue
             scope, stream, txn_id = key
+            if owns is not None and not owns(scope, stream):
+                continue
             try:
                 info = await self._store.get_txn(scope, stream, txn_id)
             except (md.TxnNotFoundError, md.StreamNotFoundError, md.ScopeNotFoundError):

@@ -36,10 +36,10 @@ class ClusterError(SegstoreError):
 class ContainerCountMismatchError(ClusterError):
     """This process is configured with a container count other than the cluster's."""
 
-    def __init__(self, configured: int, cluster: int) -> None:
+    def __init__(self, configured: int, cluster: int, path: str = ASSIGNMENT_PATH, what: str = "container") -> None:
         super().__init__(
-            f"container_count: this process is configured with {configured} containers but the cluster "
-            f"(/cluster/container-assignment) has {cluster}; the count is fixed for the life of the data"
+            f"{what}_count: this process is configured with {configured} {what}s but the cluster "
+            f"({path}) has {cluster}; the count is fixed for the life of the data"
         )
         self.configured = configured
         self.cluster = cluster
@@ -144,10 +144,10 @@ class ContainerAssignment:
         """Container id -> host id, for every assigned container."""
         return {cid: host for host, ids in self.hosts.items() for cid in ids}
 
-    def check_container_count(self, configured: int) -> None:
+    def check_container_count(self, configured: int, path: str = ASSIGNMENT_PATH, what: str = "container") -> None:
         """Raise :class:`ContainerCountMismatchError` unless ``configured`` is this cluster's count."""
         if configured != self.container_count:
-            raise ContainerCountMismatchError(configured, self.container_count)
+            raise ContainerCountMismatchError(configured, self.container_count, path, what)
 
     def encode(self) -> bytes:
         body: dict[str, Any] = {

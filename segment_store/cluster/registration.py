@@ -44,9 +44,23 @@ class HostRegistration:
     :meth:`wait_registered` to know the node is there. Use from one event loop.
     """
 
-    def __init__(self, store: CoordinationStore, host: str, port: int, *, retry_delay_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        store: CoordinationStore,
+        host: str,
+        port: int,
+        *,
+        retry_delay_s: float = 0.5,
+        root: str = SEGMENT_STORES_PATH,
+        name: str | None = None,
+        role: str = "segment store",
+    ) -> None:
+        """``root``/``name``: where the node goes (default ``/cluster/segmentstores/<host:port>``); the same
+        guarantees hold for any ephemeral claim a process makes (a controller's membership, a bucket it owns);
+        ``role`` names it in logs."""
         self.host_id = host_id(host, port)
-        self.path = f"{SEGMENT_STORES_PATH}/{self.host_id}"
+        self.path = f"{root}/{name or self.host_id}"
+        self._role = role
         self.info = HostInfo(host, port, os.getpid(), time.time(), uuid.uuid4().hex)
         self._data = self.info.encode()
         self._store = store
@@ -96,7 +110,7 @@ class HostRegistration:
     def _on_session(self, state: SessionState) -> None:
         if state is SessionState.LOST:
             self._registered.clear()
-            log.warning("%s: ZooKeeper session lost; registering again once reconnected", self.host_id)
+            log.warning("%s: ZooKeeper session lost; registering again once reconnected", self.path)
         self._wake.set()
 
     def _on_node(self, node: Versioned | None) -> None:
@@ -138,5 +152,5 @@ class HostRegistration:
                 raise
         else:
             self.registrations += 1
-            log.info("registered segment store %s (pid %d)", self.host_id, self.info.pid)
+            log.info("registered %s %s (pid %d)", self._role, self.path, self.info.pid)
         self._registered.set()

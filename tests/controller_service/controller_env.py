@@ -70,7 +70,12 @@ class ControllerEnv:
     async def start(cls, **config: Any) -> ControllerEnv:
         service = await SegmentStoreService.start_in_memory(container_count=4)
         client = SegmentClient(service.endpoint)
-        quiet = {"txn_timeout_check_s": 3600.0, "retention_period_s": 3600.0, "auto_scale_period_s": 3600.0}
+        quiet = {
+            "txn_timeout_check_s": 3600.0,
+            "retention_period_s": 3600.0,
+            "auto_scale_period_s": 3600.0,
+            "watermark_period_s": 3600.0,
+        }
         settings: dict[str, Any] = quiet | config
         return cls(service, client, MemoryCoordinationServer(), ControllerConfig(**settings), [], [1_000_000])
 

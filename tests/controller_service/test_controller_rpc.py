@@ -3,6 +3,8 @@ status values, INVALID_ARGUMENT for malformed input (with nothing written), UNIM
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import AsyncIterator
 
 import grpc
@@ -10,6 +12,9 @@ import pytest
 from controller_env import ControllerEnv
 
 from controller.rpc.servicer import start_grpc_server
+from controller_client.controller_api import ControllerClient
+from controller_client.errors import StreamNotFoundError
+from controller_client.model import ScalingPolicy, StreamConfiguration, TxnState
 from controller_client.proto import Controller_pb2 as pb
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
 
@@ -119,6 +124,44 @@ async def test_transaction_rpcs(stub: pb_grpc.ControllerServiceStub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.commitTransaction(pb.TxnRequest(streamInfo=info))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_completed_transactions_are_listed_until_their_outcome_is_forgotten(env: ControllerEnv) -> None:
+    core = env.core()
+    server, port = await start_grpc_server(core, "127.0.0.1", 0, 16)
+    client = ControllerClient(grpc.aio.insecure_channel(f"127.0.0.1:{port}"))
+    try:
+        await client.create_scope("sc")
+        await client.create_stream("sc", "st", StreamConfiguration(ScalingPolicy.fixed(1)))
+        committed, _ = await client.create_transaction("sc", "st", 10_000)
+        aborted, _ = await client.create_transaction("sc", "st", 10_000)
+        still_open, _ = await client.create_transaction("sc", "st", 10_000)
+        await client.commit_transaction("sc", "st", committed)
+        await core.txns.wait_committed("sc", "st")
+        env.clock[0] += 1
+        await client.abort_transaction("sc", "st", aborted)
+        await wait_aborted(client, aborted)
+        assert await client.list_completed_transactions("sc", "st") == [
+            (committed, TxnState.COMMITTED),
+            (aborted, TxnState.ABORTED),
+        ]
+        assert still_open not in dict(await client.list_completed_transactions("sc", "st"))
+        with pytest.raises(StreamNotFoundError):
+            await client.list_completed_transactions("sc", "missing")
+        env.clock[0] += int(env.config.completed_txn_ttl_s * 1000) + 1
+        await core.forget_completed_transactions("sc", "st")
+        assert await client.list_completed_transactions("sc", "st") == []
+        assert await client.check_transaction_state("sc", "st", committed) == TxnState.UNKNOWN
+    finally:
+        await client.close()
+        await server.stop(None)
+
+
+async def wait_aborted(client: ControllerClient, txn: uuid.UUID) -> None:
+    """The abort completes in the background (its segments are deleted first)."""
+    async with asyncio.timeout(20):
+        while await client.check_transaction_state("sc", "st", txn) != TxnState.ABORTED:
+            await asyncio.sleep(0.02)
 
 
 async def test_reader_group_rpcs(stub: pb_grpc.ControllerServiceStub) -> None:

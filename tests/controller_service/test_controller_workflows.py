@@ -86,7 +86,7 @@ async def test_policy_loops_skip_a_stream_still_being_created_and_report_a_broke
         await core.apply_auto_scaling()
         await core.apply_retention()
     failed = sorted(record.getMessage() for record in caplog.records)
-    assert failed == ["auto-scaling s/broken failed", "retention of s/broken failed"]
+    assert failed == ["auto-scale of s/broken failed", "retention of s/broken failed"]
 
 
 async def test_scale_splits_a_segment_seals_it_and_links_successors(env: ControllerEnv) -> None:
