@@ -30,6 +30,8 @@ from segment_store.admin.views import EpochView, SegmentView, StreamView
 from segment_store.client import SegmentStatus
 
 END_OF_TIME_MS = 2**63 - 1
+CONCURRENT_SEGMENT_CALLS = 32
+"""At most this many segments are asked about at once (a stream may have thousands)."""
 
 
 async def last_segments(session: Session, scope: str, stream: str) -> list[SegmentRange]:
@@ -47,11 +49,14 @@ async def last_segments(session: Session, scope: str, stream: str) -> list[Segme
 async def _segment_views(
     session: Session, scope: str, stream: str, ids: Iterable[int], ranges: Mapping[int, tuple[float, float]]
 ) -> dict[int, SegmentView]:
-    """Each segment as its segment store holds it, with the segment store's endpoint (asked concurrently)."""
+    """Each segment as its segment store holds it, with the segment store's endpoint (asked concurrently, at most
+    :data:`CONCURRENT_SEGMENT_CALLS` at a time)."""
+    limit = asyncio.Semaphore(CONCURRENT_SEGMENT_CALLS)
 
     async def one(segment_id: int) -> SegmentView:
-        info: SegmentStatus = await session.manager.segment_info(scope, stream, segment_id)
-        host, port = await session.controller.get_uri(scope, stream, segment_id)
+        async with limit:
+            info: SegmentStatus = await session.manager.segment_info(scope, stream, segment_id)
+            host, port = await session.controller.get_uri(scope, stream, segment_id)
         endpoint = endpoint_label(host, port)
         key_range = ranges.get(segment_id)
         return SegmentView(segment_id, key_range, info.start_offset, info.write_offset, info.sealed, endpoint)
