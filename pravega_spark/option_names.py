@@ -66,6 +66,7 @@ OPTIONS: tuple[OptionName, ...] = (
     OptionName("startingOffsets", ("start_stream_cut",), writes=False),
     OptionName("endingOffsets", ("end_stream_cut",), writes=False),
     OptionName("startingTimestamp", writes=False),
+    OptionName("endingTimestamp", writes=False),
     OptionName("maxBytesPerTrigger", ("approx_bytes_per_trigger",), writes=False),
     OptionName("failOnDataLoss", writes=False),
     OptionName("tier2Location", writes=False),

@@ -107,6 +107,11 @@ class ReadOptions:
                 raise SegstoreOptionError("startingTimestamp", f"cannot be combined with option '{starting.option}'")
             starting = Position("timestamp", "startingTimestamp", timestamp_ms=timestamp)
         ending = _position(view, "endingOffsets", ("end_stream_cut",), target, start=False)
+        end_timestamp = view.integer("endingTimestamp", None, minimum=0)
+        if end_timestamp is not None:
+            if ending is not None:
+                raise SegstoreOptionError("endingTimestamp", f"cannot be combined with option '{ending.option}'")
+            ending = Position("timestamp", "endingTimestamp", timestamp_ms=end_timestamp)
         max_bytes = view.integer("maxBytesPerTrigger", None, aliases=("approx_bytes_per_trigger",), minimum=1)
         fail = view.boolean("failOnDataLoss", True)
         timeout = view.integer("controllerTimeoutMs", 30_000, minimum=1)

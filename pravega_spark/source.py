@@ -99,8 +99,8 @@ class SegstoreDataSource(DataSource):
         if options.ending is not None:
             raise SegstoreOptionError(
                 options.ending.option,
-                "is for batch queries only: a streaming query has no end here (only 'unbounded'; the Pravega "
-                "connector takes an end cut and never stops at it); read up to a cut with spark.read",
+                "is for batch queries only: a streaming query has no end here (end_stream_cut takes 'unbounded'; "
+                "the Pravega connector takes an end cut and never stops at it); read up to an end with spark.read",
             )
         return SegstoreStreamReader(options, _checked(schema))
 
@@ -229,7 +229,9 @@ class SegstoreBatchReader(DataSourceReader):
             try:
                 ranges = plan_ranges(start, end, catalog, fail_on_data_loss=options.fail_on_data_loss)
             except UnreachableEndError as error:
-                raise SegstoreOptionError("endingOffsets", f"is not after startingOffsets: {error}") from None
+                ending = options.ending.option if options.ending is not None else "endingOffsets"
+                starting = options.starting.option if options.starting is not None else "startingOffsets"
+                raise SegstoreOptionError(ending, f"is not after option '{starting}': {error}") from None
         return _partitions(options, ranges, token)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -88,3 +88,17 @@ def test_errors_of_an_alias_name_the_alias() -> None:
         WriteOptions.parse({**STREAM, "exactlyonce": "maybe"})
     with pytest.raises(SegstoreOptionError, match=r"^option 'approx_bytes_per_trigger': must be an integer"):
         ReadOptions.parse({**STREAM, "approx_bytes_per_trigger": "x"})
+
+
+def test_ending_timestamp_is_an_end_and_only_one_end_is_taken() -> None:
+    options = ReadOptions.parse({**STREAM, "endingTimestamp": "1700000000000"})
+    assert options.ending is not None and (options.ending.kind, options.ending.timestamp_ms) == (
+        "timestamp",
+        1700000000000,
+    )
+    with pytest.raises(
+        SegstoreOptionError, match=r"^option 'endingTimestamp': cannot be combined with option 'endingOffsets'"
+    ):
+        ReadOptions.parse({**STREAM, "endingTimestamp": "5", "endingOffsets": "latest"})
+    with pytest.raises(SegstoreOptionError, match=r"^option 'endingTimestamp': must be an integer >= 0"):
+        ReadOptions.parse({**STREAM, "endingTimestamp": "yesterday"})
