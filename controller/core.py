@@ -28,10 +28,17 @@ from controller.errors import (
     from_metadata,
 )
 from controller.kvt import KeyValueTableConfiguration, KeyValueTables
-from controller.metadata import UNBOUNDED, ReaderGroupConfigRecord, ReaderGroupRetentionType, StreamMetadataStore
+from controller.metadata import (
+    UNBOUNDED,
+    ReaderGroupConfigRecord,
+    ReaderGroupRetentionType,
+    StreamMetadataStore,
+    WriterMarkStatus,
+)
 from controller.metadata import errors as md
 from controller.policies.retention import truncation_point
 from controller.segment_ops import SegmentStoreOps
+from controller.watermarking import Watermarking
 from controller.workflows.streams import StreamLocks, StreamWorkflows, wall_clock_ms
 from controller.workflows.transactions import TxnWorkflows
 from controller_client.model import (
@@ -67,6 +74,7 @@ class ControllerCore:
         self.streams = StreamWorkflows(store, ops, locks, clock_ms)
         self.txns = TxnWorkflows(store, ops, locks, config, clock_ms)
         self.autoscaler = AutoScaler(store, ops, self.scale, config.auto_scale_cooldown_s, clock_ms)
+        self.watermarking = Watermarking(store, ops, clock_ms)
         self.background = BackgroundWork(self, self.work_scope)
         self._scales: set[asyncio.Task[object]] = set()
 
@@ -330,14 +338,18 @@ class ControllerCore:
                 raise SubscriberNotFoundError(cut.scope, cut.stream, subscriber) from None
 
     # ---- writers and cluster --------------------------------------------------------------------------------
-    async def note_writer_mark(self, writer: str, cut: StreamCut, timestamp: int) -> None:
+    async def note_writer_mark(self, writer: str, cut: StreamCut, timestamp: int) -> WriterMarkStatus:
+        """Record a writer's time and position; INVALID_TIME / INVALID_POSITION (nothing recorded) when it is
+        before what the writer noted last."""
         with from_metadata(cut.scope, cut.stream):
-            await self.store.note_writer_mark(cut.scope, cut.stream, writer, timestamp, cut.positions)
+            return await self.store.note_writer_mark(cut.scope, cut.stream, writer, timestamp, cut.positions)
 
     async def remove_writer(self, scope: str, stream: str, writer: str) -> bool:
+        """The writer is gone (``removeWriter``, Pravega's ``shutdownWriter``): its mark stops holding
+        watermarks back at the next round. False if the writer is unknown."""
         with from_metadata(scope, stream):
             try:
-                await self.store.remove_writer(scope, stream, writer)
+                await self.store.shutdown_writer(scope, stream, writer)
             except md.DataNotFoundError:
                 return False
         return True
@@ -409,7 +421,8 @@ class ControllerCore:
 
     # ---- watermarks -----------------------------------------------------------------------------------------
     async def watermark(self, scope: str, stream: str) -> None:
-        """Compute the stream's next watermark from its writers' marks (see ``controller.watermarks``)."""
+        """Compute the stream's next watermark from its writers' marks (``controller.watermarking``)."""
+        await self.watermarking.run(scope, stream)
 
     async def _retain(self, scope: str, stream: str, config: StreamConfiguration) -> None:
         from controller.metadata import StreamState

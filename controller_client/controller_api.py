@@ -361,6 +361,35 @@ class ControllerClient(ControllerTransport):
         with _decoding("checkTransactionState"):
             return conv.txn_state_from_proto(resp)
 
+    # ---- writers and watermarks ----------------------------------------------------------------------------
+    async def note_timestamp_from_writer(self, writer_id: str, position: StreamCut, timestamp_ms: int) -> None:
+        """Tell the controller that every event ``writer_id`` wrote before ``position`` has a time of at least
+        ``timestamp_ms`` (input of the stream's watermarks). Raises InvalidArgumentError if the time or the
+        position is before what this writer noted last (nothing is recorded then)."""
+        request = pb.TimestampFromWriter(
+            writer=writer_id, timestamp=timestamp_ms, position=conv.stream_cut_to_proto(position)
+        )
+        resp: pb.TimestampResponse = await self._call(
+            "noteTimestampFromWriter", request, not_found=StreamNotFoundError(position.scope, position.stream)
+        )
+        if resp.result == pb.TimestampResponse.INVALID_TIME:
+            raise InvalidArgumentError(f"writer {writer_id}: time {timestamp_ms} is before the one it noted last")
+        if resp.result == pb.TimestampResponse.INVALID_POSITION:
+            raise InvalidArgumentError(f"writer {writer_id}: position is behind the one it noted last")
+        if resp.result != pb.TimestampResponse.SUCCESS:
+            raise _refuse(f"noteTimestampFromWriter {writer_id!r}", pb.TimestampResponse.Status, resp.result)
+
+    async def remove_writer(self, scope: str, stream: str, writer_id: str) -> bool:
+        """The writer is gone: its marks stop holding the stream's watermarks back. False if unknown."""
+        request = pb.RemoveWriterRequest(writer=writer_id, stream=pb.StreamInfo(scope=scope, stream=stream))
+        resp: pb.RemoveWriterResponse = await self._call("removeWriter", request)
+        s = pb.RemoveWriterResponse
+        if resp.result == s.STREAM_DOES_NOT_EXIST:
+            raise StreamNotFoundError(scope, stream)
+        if resp.result not in (s.SUCCESS, s.UNKNOWN_WRITER):
+            raise _refuse(f"removeWriter {writer_id!r}", s.Status, resp.result)
+        return resp.result == s.SUCCESS
+
     async def list_completed_transactions(self, scope: str, stream: str) -> list[tuple[uuid.UUID, TxnState]]:
         """The outcome (COMMITTED or ABORTED) of the stream's recently completed transactions (those the
         controller still remembers: segstore keeps them ``completed_txn_ttl_s``, an hour by default)."""

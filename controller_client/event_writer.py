@@ -45,13 +45,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from controller_client.errors import StreamNotFoundError, StreamSealedError
-from controller_client.model import SegmentRange, qualified_segment_name
+from controller_client.model import SegmentRange, StreamCut, qualified_segment_name
 from controller_client.pending_events import Batch, PendingEvents
 from controller_client.ports import ControllerApi
 from controller_client.routing import KeyHasher, SegmentMap
@@ -82,6 +83,9 @@ class EventWriterConfig:
     """Retries of controller calls that fail retriably (controller unavailable)."""
     seal_confirm_attempts: int = 50
     """How many times (10 ms apart) to look for a seal to be committed before trusting the acks alone."""
+    note_time_on_flush: bool = False
+    """Each :meth:`~EventStreamWriter.flush` notes the wall-clock time (:meth:`~EventStreamWriter.note_time`):
+    for writers whose events' time is the time they are written."""
 
     def __post_init__(self) -> None:
         if self.seal_confirm_attempts < 1:
@@ -190,6 +194,7 @@ class EventStreamWriter:
         """How many sealed segments were replaced by their successors; for tests and metrics."""
         self.events_resent = 0
         """Events moved from a sealed segment to a successor; for tests and metrics."""
+        self._noted = False  # a time was noted: the controller is told when this writer goes
 
     async def __aenter__(self) -> EventStreamWriter:
         await self.open()
@@ -307,7 +312,13 @@ class EventStreamWriter:
         return asyncio.ensure_future(_all_of(futures))
 
     async def flush(self) -> None:
-        """Wait until every event written so far is stored (following scales). Raises the first failure."""
+        """Wait until every event written so far is stored (following scales). Raises the first failure. With
+        ``note_time_on_flush``, then notes the wall-clock time."""
+        await self._flush()
+        if self.config.note_time_on_flush:
+            await self._note_time(int(time.time() * 1000))
+
+    async def _flush(self) -> None:
         self._check_usable()
         async with self._lock:  # events being moved to successors are in no session until the move ends
             waiters = [batch.wait() for sink in self._sinks.values() for batch in sink.pending.batches()]
@@ -324,6 +335,23 @@ class EventStreamWriter:
         if self._failure is not None:
             raise self._failure
 
+    async def note_time(self, timestamp_ms: int) -> None:
+        """Promise that every event written so far has a time of at least ``timestamp_ms`` (and later ones
+        will too), for the stream's watermarks: flushes, then tells the controller the time with the writer's
+        position (each segment's length at its last acknowledgement). Times must not go backwards (else
+        ``InvalidArgumentError``). Closing the writer then tells the controller it is gone."""
+        await self._flush()
+        await self._note_time(timestamp_ms)
+
+    async def _note_time(self, timestamp_ms: int) -> None:
+        async with self._lock:
+            position = {sink.segment.segment_id: sink.writer.write_offset for sink in self._sinks.values()}
+        cut = StreamCut(self.scope, self.stream, {s: o for s, o in position.items() if o >= 0})
+        await self._controller_call(
+            lambda: self._controller.note_timestamp_from_writer(str(self.writer_id), cut, timestamp_ms)
+        )
+        self._noted = True
+
     async def close(self) -> None:
         """Flush, then end every segment session. Raises the writer's failure if it failed. Idempotent."""
         if self._closed:
@@ -332,6 +360,10 @@ class EventStreamWriter:
         try:
             if self._failure is None:
                 await self.flush()
+            if self._noted:
+                await self._controller_call(
+                    lambda: self._controller.remove_writer(self.scope, self.stream, str(self.writer_id))
+                )
         except Exception as exc:
             error = exc
         self._closed = True

@@ -101,6 +101,12 @@ class ControllerApi(Protocol):
 
     async def check_transaction_state(self, scope: str, stream: str, txn_id: uuid.UUID) -> TxnState: ...
 
+    async def note_timestamp_from_writer(self, writer_id: str, position: StreamCut, timestamp_ms: int) -> object:
+        """Raises InvalidArgumentError for a time or position before the writer's last."""
+        ...
+
+    async def remove_writer(self, scope: str, stream: str, writer_id: str) -> bool: ...
+
     async def get_delegation_token(self, scope: str, stream: str, write: bool = True) -> str:
         """A token for the segment stores on the stream (READ_UPDATE if ``write``, else READ); "" when the
         controller runs without authentication."""

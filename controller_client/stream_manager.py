@@ -44,16 +44,19 @@ from controller_client.ports import ControllerApi, Endpoint
 from controller_client.routing import KeyHasher
 from controller_client.stream_reader import StreamReader, StreamReaderConfig, read_segment_range
 from controller_client.txn_writer import TransactionalEventStreamWriter, TxnWriterConfig
+from controller_client.watermarks import Watermark, mark_stream
 from segment_store.auth.tls import TrustConfig
 from segment_store.client import (
     ClientConfig,
     ConnectionLostError,
+    NoSuchSegmentError,
     ReaderConfig,
     RetryPolicy,
     SegmentClient,
     SegmentStatus,
     WrongHostError,
 )
+from segment_store.protocol import parse_events
 
 _T = TypeVar("_T")
 
@@ -345,6 +348,16 @@ class StreamManager:
     ) -> bytes:
         """The bytes ``[start, end)`` of one segment (end None: its current length)."""
         return await read_segment_range(self.client, scope, stream, segment_id, start, end)
+
+    async def watermarks(self, scope: str, stream: str) -> list[Watermark]:
+        """The stream's watermarks so far, oldest first (none before its writers note times; see
+        :mod:`controller_client.watermarks`)."""
+        name = qualified_segment_name(scope, mark_stream(stream), 0)
+        try:
+            data = await self._segment_call(name, lambda: self.read_segment_range(scope, mark_stream(stream), 0))
+        except NoSuchSegmentError:
+            return []
+        return [Watermark.decode(event.data) for event in parse_events(data)]
 
     # ---- writers and readers -------------------------------------------------------------------------------
 

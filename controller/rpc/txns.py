@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import grpc
 
 from controller import errors
+from controller.metadata import WriterMarkStatus
 from controller.rpc.handling import rpc
 from controller_client import proto_convert as cv
 from controller_client.model import InvalidModelError, TxnState
@@ -188,12 +189,15 @@ class TxnRpcs:
             raise InvalidModelError("TimestampFromWriter.writer: must not be empty")
         cut = cv.stream_cut_from_proto(request.position, "TimestampFromWriter.position")
         try:
-            await self._core.note_writer_mark(request.writer, cut, request.timestamp)
+            status = await self._core.note_writer_mark(request.writer, cut, request.timestamp)
         except errors.InvalidStreamCutError:
             return pb.TimestampResponse(result=pb.TimestampResponse.INVALID_POSITION)
-        except errors.ControllerError:
-            return pb.TimestampResponse(result=pb.TimestampResponse.INVALID_TIME)
-        return pb.TimestampResponse(result=pb.TimestampResponse.SUCCESS)
+        results = {
+            WriterMarkStatus.SUCCESS: pb.TimestampResponse.SUCCESS,
+            WriterMarkStatus.INVALID_TIME: pb.TimestampResponse.INVALID_TIME,
+            WriterMarkStatus.INVALID_POSITION: pb.TimestampResponse.INVALID_POSITION,
+        }
+        return pb.TimestampResponse(result=results[status])
 
     @rpc
     async def removeWriter(self, request: pb.RemoveWriterRequest, context: Ctx) -> pb.RemoveWriterResponse:

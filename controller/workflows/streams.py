@@ -33,6 +33,7 @@ from controller.metadata import errors as md
 from controller.metadata.records import CreateStreamStatus, EpochRecord
 from controller.segment_ops import SegmentStoreOps
 from controller_client.model import SegmentRange, StreamConfiguration, StreamCut
+from controller_client.watermarks import mark_stream
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,7 @@ class StreamWorkflows:
         log.info("sealed %s/%s", scope, stream)
 
     async def delete(self, scope: str, stream: str) -> None:
-        """Delete a sealed stream: every segment it ever had, then its metadata."""
+        """Delete a sealed stream: every segment it ever had and its mark segment, then its metadata."""
         async with self._locks.of(scope, stream):
             with from_metadata(scope, stream):
                 if not await self._store.stream_exists(scope, stream):
@@ -242,6 +243,7 @@ class StreamWorkflows:
             segments |= {sid for sid, _, _ in transition.new_segments}
         segments -= set(truncation.deleted_segments)
         await asyncio.gather(*(self._ops.delete_segment(scope, stream, s) for s in sorted(segments)))
+        await self._ops.delete_segment(scope, mark_stream(stream), 0)  # its watermarks (``controller.watermarking``)
 
     # ---- resume ---------------------------------------------------------------------------------------------
     async def resume(self, scope: str, stream: str) -> None:

@@ -118,6 +118,9 @@ class SegmentWriter(AppendSession):
         self._unacked_bytes = 0
         self._next_event = 1
         self._acked = 0  # highest event number acknowledged
+        self.write_offset = -1
+        """The segment's length as of the latest acknowledgement (-1 before the first): every event acknowledged
+        so far lies before it (a stream writer's position, for watermarks)."""
         self._room_waiters: deque[asyncio.Future[None]] = deque()
         self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._send_scheduled = False
@@ -413,6 +416,8 @@ class SegmentWriter(AppendSession):
                 )
             )
             return
+        if write_offset > self.write_offset:
+            self.write_offset = write_offset
         self._ack_through(event_number)
         self._send(full_blocks_only=False)
 
