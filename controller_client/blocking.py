@@ -31,6 +31,8 @@ from typing import Any
 
 from controller_client.controller_channel import ControllerClientConfig
 from controller_client.event_writer import EventStreamWriter, EventWriterConfig
+from controller_client.kvt_blocking import BlockingKeyValueTable
+from controller_client.kvt_model import KeyValueTableConfiguration
 from controller_client.model import (
     RetentionPolicy,
     ScalingPolicy,
@@ -294,6 +296,22 @@ class BlockingStreamManager:
         self, scope: str, stream: str, segment_id: int, start: int = 0, end: int | None = None
     ) -> bytes:
         return self._run(self.manager.read_segment_range(scope, stream, segment_id, start, end))
+
+    # ---- key-value tables ---------------------------------------------------------------------------------
+    def create_key_value_table(self, scope: str, kvt: str, config: KeyValueTableConfiguration) -> bool:
+        return self._run(self.manager.create_key_value_table(scope, kvt, config))
+
+    def delete_key_value_table(self, scope: str, kvt: str) -> bool:
+        return self._run(self.manager.delete_key_value_table(scope, kvt))
+
+    def list_key_value_tables(self, scope: str) -> list[str]:
+        return self._run(self.manager.list_key_value_tables(scope))
+
+    def get_key_value_table_configuration(self, scope: str, kvt: str) -> KeyValueTableConfiguration:
+        return self._run(self.manager.get_key_value_table_configuration(scope, kvt))
+
+    def key_value_table(self, scope: str, kvt: str) -> BlockingKeyValueTable:
+        return BlockingKeyValueTable(self._runner, self._run(self.manager.key_value_table(scope, kvt)))
 
     # ---- writers and readers ------------------------------------------------------------------------------
     def create_writer(

@@ -7,7 +7,10 @@ results per item in the servicer; ``getDelegationToken`` needs what its access o
 
 Deliberate differences from Pravega: ``getDelegationToken`` with access operation ``ANY`` is refused as an
 invalid argument (Pravega answers INTERNAL); ``isStreamCutValid`` needs READ on the stream (Pravega checks
-nothing). ``getControllerServerList`` needs nothing, as in Pravega (clients call it before they log in).
+nothing); ``getCurrentSegmentsKeyValueTable`` needs READ on the table, not READ_UPDATE, and its token grants
+READ_UPDATE only to a caller who has it (so a reader of a table can open it, as a reader of a stream can ask for
+its segments with access NONE). ``getControllerServerList`` needs nothing, as in Pravega (clients call it before
+they log in).
 
 The table segments of key-value table ``K`` are the segments of stream ``K_kvtable`` (``scope/K_kvtable/<n>...``):
 clients ask ``getURI`` and ``getDelegationToken`` for that stream. A stream named ``K_kvtable`` (``K`` a valid table
@@ -152,7 +155,7 @@ RULES: dict[str, Callable[[Any], list[Need]]] = {
     "getReaderGroupConfig": _scope_of("scope", READ),
     "getDelegationToken": lambda request: [(_stream(request), token_permission(request.accessOperation))],
     "createKeyValueTable": _scope_of("scope", READ_UPDATE),
-    "getCurrentSegmentsKeyValueTable": _kvt(READ_UPDATE),
+    "getCurrentSegmentsKeyValueTable": _kvt(READ),
     "getKeyValueTableConfiguration": _kvt(READ),
     "deleteKeyValueTable": _kvt(READ_UPDATE),
 }

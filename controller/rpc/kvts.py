@@ -10,10 +10,12 @@ length < 1, a secondary key length < 0, key lengths summing over 256, a negative
 of names the caller may READ and the token after it, or ``SCOPE_NOT_FOUND``; ``getCurrentSegmentsKeyValueTable``
 has no status: a missing table is gRPC ``NOT_FOUND``.
 
-``getCurrentSegmentsKeyValueTable`` also answers a delegation token (Pravega does), READ_UPDATE on the stream
-``<K>_kvtable`` (``prn::/scope:S/stream:K_kvtable``): the claim the segment stores match against the table's segments
-``S/K_kvtable/...``. Pravega signs ``prn::/scope:S/key-value-table:K`` there, which no segment store matches
-(pravega/pravega#5374). The segment ranges name the table (``SegmentId.streamInfo.stream`` is ``K``), as Pravega's.
+``getCurrentSegmentsKeyValueTable`` also answers a delegation token (Pravega does) on the stream ``<K>_kvtable``
+(``prn::/scope:S/stream:K_kvtable``), the claim the segment stores match against the table's segments
+``S/K_kvtable/...``: READ_UPDATE for a caller allowed it on the table, else READ (the call needs only READ here,
+READ_UPDATE in Pravega, so that readers can open a table). Pravega signs ``prn::/scope:S/key-value-table:K``
+there, which no segment store matches (pravega/pravega#5374). The segment ranges name the table
+(``SegmentId.streamInfo.stream`` is ``K``), as Pravega's.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import grpc
 
 from controller import errors
 from controller.kvt.errors import KvtNameTakenError, KvtNotFoundError
-from controller.rpc.authentication import visible
+from controller.rpc.authentication import caller, visible
 from controller.rpc.handling import rpc
 from controller_client import proto_convert as cv
 from controller_client.kvt_model import table_segment_stream, validate_kvt_name
@@ -32,6 +34,7 @@ from controller_client.kvt_proto import kvt_config_from_proto, kvt_config_to_pro
 from controller_client.model import InvalidModelError, validate_scope_name
 from controller_client.proto import Controller_pb2 as pb
 from segment_store.auth import acl as resources
+from segment_store.auth.acl import Permission
 
 if TYPE_CHECKING:
     from controller.core import ControllerCore
@@ -51,6 +54,17 @@ def _names(scope: str, kvt: str) -> tuple[str, str] | None:
 async def _not_found(context: Ctx, error: KvtNotFoundError) -> NoReturn:
     await context.abort(grpc.StatusCode.NOT_FOUND, f"getCurrentSegmentsKeyValueTable: {error}")
     raise AssertionError("unreachable") from error  # abort raises
+
+
+def _access(scope: str, kvt: str) -> int:
+    """What the token of ``getCurrentSegmentsKeyValueTable`` carries: READ_UPDATE for a caller allowed it on the
+    table, else READ (the call itself needs READ)."""
+    who = caller.get()
+    table = resources.key_value_table(scope, kvt)
+    writes = who is None or all(
+        acl.allows(table, Permission.READ_UPDATE) for acl in (who.acl, who.owner_acl) if acl is not None
+    )
+    return pb.StreamInfo.READ_WRITE if writes else pb.StreamInfo.READ
 
 
 class KvtRpcs:
@@ -87,9 +101,7 @@ class KvtRpcs:
         except KvtNotFoundError as error:
             await _not_found(context, error)
         auth = getattr(self, "_auth", None)
-        token = (
-            "" if auth is None else auth.delegation_token(scope, table_segment_stream(kvt), pb.StreamInfo.READ_WRITE)
-        )
+        token = "" if auth is None else auth.delegation_token(scope, table_segment_stream(kvt), _access(scope, kvt))
         return pb.SegmentRanges(
             segmentRanges=[cv.segment_range_to_proto(scope, kvt, s) for s in segments], delegationToken=token
         )

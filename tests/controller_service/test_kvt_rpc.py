@@ -172,7 +172,8 @@ async def test_rpcs_need_pravegas_resources_and_permissions(secured: pb_grpc.Con
     config = await secured.getKeyValueTableConfiguration(kvt(), metadata=as_user("reader"))
     assert config.status == pb.KeyValueTableConfigResponse.SUCCESS
     assert await code(secured.getKeyValueTableConfiguration(kvt(name="other"), metadata=as_user("reader"))) == denied
-    assert await code(secured.getCurrentSegmentsKeyValueTable(kvt(), metadata=as_user("reader"))) == denied
+    read_ranges = await secured.getCurrentSegmentsKeyValueTable(kvt(), metadata=as_user("reader"))
+    assert TokenVerifier(KEY).grants(read_ranges.delegationToken) == {"prn::/scope:s/stream:t_kvtable": Permission.READ}
     assert await code(secured.deleteKeyValueTable(kvt(), metadata=as_user("reader"))) == denied
     assert await code(secured.deleteKeyValueTable(kvt(), metadata=as_user("maker"))) == denied  # on the table
     info = pb.StreamInfo(scope="s", stream="t_kvtable", accessOperation=pb.StreamInfo.READ)
