@@ -49,6 +49,9 @@ from controller_client.errors import (
     TxnFailedError,
     TxnNotFoundError,
 )
+from controller_client.kvt_errors import KeyValueTableNotFoundError
+from controller_client.kvt_model import KeyValueTableConfiguration
+from controller_client.kvt_proto import kvt_config_from_proto, kvt_config_to_proto, kvt_info_to_proto
 from controller_client.model import InvalidModelError, SegmentRange, StreamConfiguration, StreamCut, TxnState
 from controller_client.proto import Controller_pb2 as pb
 from controller_client.proto_convert import ReaderGroupConfig as ReaderGroupConfig  # re-exported
@@ -487,6 +490,80 @@ class ControllerClient(ControllerTransport):
                 s.GENERATION_MISMATCH: GenerationMismatchError(f"subscriber {subscriber!r}", generation),
             }
             raise _refuse(f"updateSubscriberStreamCut {subscriber!r}", s.Status, resp.status, errors)
+
+    # ---- key-value tables -----------------------------------------------------------------------------------
+    async def create_key_value_table(self, scope: str, kvt: str, config: KeyValueTableConfiguration) -> bool:
+        """True if created, False if it existed (its configuration is left as it was). Raises ScopeNotFoundError,
+        InvalidArgumentError (a bad name, a name whose segments are an existing stream's, a bad configuration)."""
+        resp: pb.CreateKeyValueTableStatus = await self._call(
+            "createKeyValueTable", kvt_config_to_proto(scope, kvt, config)
+        )
+        s = pb.CreateKeyValueTableStatus
+        if resp.status in (s.SUCCESS, s.TABLE_EXISTS):
+            return resp.status == s.SUCCESS
+        errors: dict[int, ControllerError] = {
+            s.SCOPE_NOT_FOUND: ScopeNotFoundError(scope),
+            s.INVALID_TABLE_NAME: InvalidArgumentError(
+                f"invalid key-value table name {kvt!r} (or a stream {kvt}_kvtable exists in scope {scope!r})"
+            ),
+        }
+        raise _refuse(f"createKeyValueTable {scope}/{kvt}", s.Status, resp.status, errors)
+
+    async def delete_key_value_table(self, scope: str, kvt: str) -> bool:
+        """Delete the table and everything in it: True if deleted, False if there was no such table."""
+        resp: pb.DeleteKVTableStatus = await self._call("deleteKeyValueTable", kvt_info_to_proto(scope, kvt))
+        s = pb.DeleteKVTableStatus
+        if resp.status in (s.SUCCESS, s.TABLE_NOT_FOUND):
+            return resp.status == s.SUCCESS
+        raise _refuse(f"deleteKeyValueTable {scope}/{kvt}", s.Status, resp.status)
+
+    async def list_key_value_tables(self, scope: str) -> AsyncIterator[str]:
+        """The tables of ``scope`` the caller may read, page by page, until the token stops moving."""
+        token = ""
+        while True:
+            request = pb.KVTablesInScopeRequest(
+                scope=conv.scope_info_to_proto(scope), continuationToken=pb.ContinuationToken(token=token)
+            )
+            resp: pb.KVTablesInScopeResponse = await self._call("listKeyValueTablesInScope", request)
+            s = pb.KVTablesInScopeResponse
+            if resp.status != s.SUCCESS:
+                raise _refuse(
+                    f"listKeyValueTablesInScope {scope!r}",
+                    s.Status,
+                    resp.status,
+                    {s.SCOPE_NOT_FOUND: ScopeNotFoundError(scope)},
+                )
+            for info in resp.kvtables:
+                yield info.kvtName
+            if not resp.continuationToken.token or resp.continuationToken.token == token:
+                return
+            token = resp.continuationToken.token
+
+    async def get_key_value_table_configuration(self, scope: str, kvt: str) -> KeyValueTableConfiguration:
+        """Raises KeyValueTableNotFoundError."""
+        resp: pb.KeyValueTableConfigResponse = await self._call(
+            "getKeyValueTableConfiguration", kvt_info_to_proto(scope, kvt)
+        )
+        s = pb.KeyValueTableConfigResponse
+        if resp.status != s.SUCCESS:
+            raise _refuse(
+                f"getKeyValueTableConfiguration {scope}/{kvt}",
+                s.Status,
+                resp.status,
+                {s.TABLE_NOT_FOUND: KeyValueTableNotFoundError(scope, kvt)},
+            )
+        with _decoding("getKeyValueTableConfiguration"):
+            return kvt_config_from_proto(resp.config, "KeyValueTableConfigResponse.config")
+
+    async def get_current_segments_key_value_table(self, scope: str, kvt: str) -> list[SegmentRange]:
+        """The table's segments (partitions) sorted by key range. Raises KeyValueTableNotFoundError."""
+        resp: pb.SegmentRanges = await self._call(
+            "getCurrentSegmentsKeyValueTable",
+            kvt_info_to_proto(scope, kvt),
+            not_found=KeyValueTableNotFoundError(scope, kvt),
+        )
+        with _decoding("getCurrentSegmentsKeyValueTable"):
+            return conv.segment_ranges_from_proto(resp.segmentRanges, "SegmentRanges.segmentRanges")
 
     # ---- misc -----------------------------------------------------------------------------------------------
     async def get_delegation_token(self, scope: str, stream: str, write: bool = True) -> str:

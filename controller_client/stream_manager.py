@@ -28,6 +28,8 @@ from typing import TypeVar
 
 from controller_client.delegation_tokens import ControllerTokens
 from controller_client.event_writer import EventStreamWriter, EventWriterConfig
+from controller_client.key_value_table import KeyValueTable, KvtControllerApi
+from controller_client.kvt_model import KeyValueTableConfiguration, validate_kvt
 from controller_client.model import (
     TRANSACTION_DELIMITER,
     RetentionPolicy,
@@ -358,6 +360,40 @@ class StreamManager:
         except NoSuchSegmentError:
             return []
         return [Watermark.decode(event.data) for event in parse_events(data)]
+
+    # ---- key-value tables ---------------------------------------------------------------------------------
+    def _kvt_controller(self) -> KvtControllerApi:
+        if not isinstance(self.controller, KvtControllerApi):
+            raise TypeError(f"{type(self.controller).__name__} has no key-value table calls")
+        return self.controller
+
+    async def create_key_value_table(self, scope: str, kvt: str, config: KeyValueTableConfiguration) -> bool:
+        """Create the table (its partitions as table segments); False if it existed. Raises ScopeNotFoundError,
+        InvalidModelError for a bad name."""
+        validate_kvt(scope, kvt)
+        controller = self._kvt_controller()
+        return await self._controller_call(lambda: controller.create_key_value_table(scope, kvt, config))
+
+    async def delete_key_value_table(self, scope: str, kvt: str) -> bool:
+        """Delete the table and all its entries; False if there was none."""
+        controller = self._kvt_controller()
+        return await self._controller_call(lambda: controller.delete_key_value_table(scope, kvt))
+
+    async def list_key_value_tables(self, scope: str) -> list[str]:
+        """The tables of ``scope``. Raises ScopeNotFoundError."""
+        return [name async for name in self._kvt_controller().list_key_value_tables(scope)]
+
+    async def get_key_value_table_configuration(self, scope: str, kvt: str) -> KeyValueTableConfiguration:
+        """Raises KeyValueTableNotFoundError."""
+        controller = self._kvt_controller()
+        return await self._controller_call(lambda: controller.get_key_value_table_configuration(scope, kvt))
+
+    async def key_value_table(self, scope: str, kvt: str) -> KeyValueTable:
+        """A client of the table on this manager's segment client. Raises KeyValueTableNotFoundError."""
+        controller = self._kvt_controller()
+        return await self._controller_call(
+            lambda: KeyValueTable.open(controller, self.client, scope, kvt, self._segment_call)
+        )
 
     # ---- writers and readers -------------------------------------------------------------------------------
 
