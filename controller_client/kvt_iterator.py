@@ -135,30 +135,34 @@ class KeyValueTableIterator:
 
     def keys(self) -> AsyncIterator[TableKey]:
         """The keys in the range, in key order."""
-        table = self._table
-
-        async def page(segment: SegmentRange, start: bytes) -> list[tuple[bytes, TableKey]]:
-            found = await table.run(
-                segment, lambda name: table.client.read_table_keys(name, self._page, b"", start, self.to_key)
-            )
-            return [(k.key, table.split_key(k.key)) for k in found.keys]
-
-        return self._merged(page)
+        return self._merged(self._key_page)
 
     def entries(self) -> AsyncIterator[TableEntry]:
         """The entries in the range, in key order, each with its version."""
+        return self._merged(self._entry_page)
+
+    async def segment_entries(self, segment: SegmentRange) -> AsyncIterator[TableEntry]:
+        """The entries in the range that one table segment holds, in key order (a reader that splits the work by
+        segment, as Spark's tasks do, reads each this way)."""
+        async for _, entry in self._segment(segment, self._entry_page):
+            yield entry
+
+    async def _key_page(self, segment: SegmentRange, start: bytes) -> list[tuple[bytes, TableKey]]:
         table = self._table
+        found = await table.run(
+            segment, lambda name: table.client.read_table_keys(name, self._page, b"", start, self.to_key)
+        )
+        return [(k.key, table.split_key(k.key)) for k in found.keys]
 
-        async def page(segment: SegmentRange, start: bytes) -> list[tuple[bytes, TableEntry]]:
-            found = await table.run(
-                segment, lambda name: table.client.read_table_entries(name, self._page, b"", start, self.to_key)
-            )
-            return [
-                (e.key, TableEntry(table.split_key(e.key), Version(segment.segment_id, e.version), e.value))
-                for e in found.entries
-            ]
-
-        return self._merged(page)
+    async def _entry_page(self, segment: SegmentRange, start: bytes) -> list[tuple[bytes, TableEntry]]:
+        table = self._table
+        found = await table.run(
+            segment, lambda name: table.client.read_table_entries(name, self._page, b"", start, self.to_key)
+        )
+        return [
+            (e.key, TableEntry(table.split_key(e.key), Version(segment.segment_id, e.version), e.value))
+            for e in found.entries
+        ]
 
     async def _merged(
         self, page: Callable[[SegmentRange, bytes], Awaitable[list[tuple[bytes, _I]]]]

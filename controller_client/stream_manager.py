@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -394,6 +394,13 @@ class StreamManager:
         return await self._controller_call(
             lambda: KeyValueTable.open(controller, self.client, scope, kvt, self._segment_call)
         )
+
+    def key_value_table_of(
+        self, scope: str, kvt: str, config: KeyValueTableConfiguration, segments: Sequence[SegmentRange]
+    ) -> KeyValueTable:
+        """A client of a table described already (by the controller, to someone else: a Spark driver hands its
+        executors the configuration and segments); it makes no controller call but ``getURI`` and tokens."""
+        return KeyValueTable(scope, kvt, config, segments, self.client, self._segment_call)
 
     # ---- writers and readers -------------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@
 * ``metadata`` - option ``metadata``: the streams of a scope, or a stream's head and tail cuts;
 * ``planning`` - micro-batch ends (admission control) and segment ranges, following scaling;
 * ``partition_reader`` - executors: one segment range as Arrow record batches;
-* ``sink`` - the writers (exactly-once through transactions).
+* ``sink`` - the writers (exactly-once through transactions);
+* ``kvt_source`` - :class:`SegstoreKvtDataSource` (format name ``segstore-kvt``), a batch read of a key-value table.
 
 Register the source on a session with :func:`register` (``spark.dataSource.register`` under the hood)::
 
@@ -54,10 +55,13 @@ __all__ = [
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("segstore")`` available in ``spark`` (idempotent)."""
+    """Make ``format("segstore")`` and ``format("segstore-kvt")`` (key-value tables) available in ``spark``
+    (idempotent)."""
+    from pravega_spark.kvt_source import SegstoreKvtDataSource
     from pravega_spark.source import SegstoreDataSource
 
     spark.dataSource.register(SegstoreDataSource)
+    spark.dataSource.register(SegstoreKvtDataSource)
 
 
 def __getattr__(name: str) -> Any:
