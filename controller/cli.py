@@ -41,6 +41,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         help="host name in the controller URI and what getURI answers (default --host; with TLS: localhost)",
     )
     st.add_argument("--log-level", default="info", help="logging level (default info)")
+    _add_periodic_arguments(st, buckets=False)
     add_cache_argument(st)
     add_tier1_arguments(st)
     add_tier2_arguments(st)
@@ -80,16 +81,17 @@ _PERIODS = {
 }
 
 
-def _add_periodic_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_periodic_arguments(parser: argparse.ArgumentParser, *, buckets: bool = True) -> None:
     group = parser.add_argument_group("periodic work", "shared among the controllers by buckets of streams")
     defaults = ControllerConfig()
-    group.add_argument(
-        "--bucket-count",
-        type=int,
-        default=defaults.bucket_count,
-        help=f"buckets of streams the controllers share the periodic work by; fixed for the life of the cluster "
-        f"(default {defaults.bucket_count})",
-    )
+    if buckets:
+        group.add_argument(
+            "--bucket-count",
+            type=int,
+            default=defaults.bucket_count,
+            help=f"buckets of streams the controllers share the periodic work by; fixed for the life of the "
+            f"cluster (default {defaults.bucket_count})",
+        )
     for name, what in _PERIODS.items():
         flag = "--" + name.replace("_", "-")
         group.add_argument(flag, type=float, default=getattr(defaults, name), help=f"{what} (default %(default)s)")
@@ -172,6 +174,7 @@ def _cmd_standalone(args: argparse.Namespace) -> int:
         segment_store_tls=trust,
         advertise_host=args.advertise_host,
         auth=auth,
+        periodic={name: getattr(args, name) for name in _PERIODS},
     )
     if tls is not None:
         _warn_ip_literal("standalone", config.advertised_host)

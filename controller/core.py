@@ -36,7 +36,7 @@ from controller.metadata import (
     WriterMarkStatus,
 )
 from controller.metadata import errors as md
-from controller.policies.retention import truncation_point
+from controller.retention import Retention
 from controller.segment_ops import SegmentStoreOps
 from controller.watermarking import Watermarking
 from controller.workflows.streams import StreamLocks, StreamWorkflows, wall_clock_ms
@@ -75,6 +75,7 @@ class ControllerCore:
         self.txns = TxnWorkflows(store, ops, locks, config, clock_ms)
         self.autoscaler = AutoScaler(store, ops, self.scale, config.auto_scale_cooldown_s, clock_ms)
         self.watermarking = Watermarking(store, ops, clock_ms)
+        self.retention = Retention(store, ops, self.streams, clock_ms)
         self.background = BackgroundWork(self, self.work_scope)
         self._scales: set[asyncio.Task[object]] = set()
 
@@ -414,37 +415,14 @@ class ControllerCore:
             await self.guarded("retention", scope, stream, self.retain)
 
     async def retain(self, scope: str, stream: str) -> None:
-        """Record a tail cut of the stream if it has a retention policy; truncate where the policy says."""
-        config = await self.store.get_configuration(scope, stream)
-        if config.retention is not None:
-            await self._retain(scope, stream, config)
+        """Record a tail cut of the stream if it has a retention policy; truncate where the policy (and its
+        subscribers) say (``controller.retention``)."""
+        await self.retention.run(scope, stream)
 
     # ---- watermarks -----------------------------------------------------------------------------------------
     async def watermark(self, scope: str, stream: str) -> None:
         """Compute the stream's next watermark from its writers' marks (``controller.watermarking``)."""
         await self.watermarking.run(scope, stream)
-
-    async def _retain(self, scope: str, stream: str, config: StreamConfiguration) -> None:
-        from controller.metadata import StreamState
-
-        if await self.store.get_state(scope, stream) != StreamState.ACTIVE:
-            return
-        current = await self.store.get_active_epoch(scope, stream)
-        lengths = await asyncio.gather(*(self._ops.segment_length(scope, stream, s) for s in current.segment_ids))
-        tail = {sid: length[1] for sid, length in zip(current.segment_ids, lengths, strict=True)}
-        now = self._clock_ms()
-        size = await self.store.get_size_till_stream_cut(scope, stream, tail)
-        await self.store.add_stream_cut_reference(scope, stream, tail, now, size)
-        retention_set = await self.store.get_retention_set(scope, stream)
-        truncation, _ = await self.store.get_truncation_record(scope, stream)
-        assert config.retention is not None
-        chosen = truncation_point(config.retention, retention_set.references, now, size, truncation.size_till)
-        if chosen is None:
-            return
-        record = await self.store.get_stream_cut_record(scope, stream, chosen)
-        await self.streams.truncate(StreamCut(scope, stream, dict(record.stream_cut)))
-        await self.store.delete_references_before(scope, stream, chosen)
-        log.info("retention truncated %s/%s at %d bytes", scope, stream, chosen.recording_size_bytes)
 
 
 def _cut_or_unbounded(cut: StreamCut) -> StreamCut | str:

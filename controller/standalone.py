@@ -36,7 +36,8 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.config import ControllerConfig
@@ -74,6 +75,9 @@ class StandaloneConfig:
     auth: AuthConfig | None = None
     """Authentication (a password file and the token signing key, which the segment store process gets in its
     environment, never on its command line); None = off."""
+    periodic: Mapping[str, float] = field(default_factory=dict)
+    """Settings of the controller's periodic work (``ControllerConfig`` field -> value, e.g.
+    ``retention_period_s``); missing ones keep their defaults."""
     """The host name in the controller URI and the segment store's registration (what ``getURI`` answers);
     None = ``localhost`` with TLS (the certificate must name it), else ``host``."""
 
@@ -154,6 +158,7 @@ class Standalone:
                 tls=cfg.tls,
                 segment_store_tls=cfg.segment_store_trust,
                 auth=cfg.auth,
+                **cfg.periodic,  # type: ignore[arg-type]
             )
             self.controller = await ControllerService.start(controller_config)
             await self._start_segmentstore()

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from controller.metadata import StreamMetadataStore
 from controller.metadata import errors as md
 from controller.metadata.records import WriterMark
+from controller.policies.cuts import add_to_upper_bound, missing_ranges
 from controller.segment_ops import SegmentStoreOps
 from controller_client.model import ScalingPolicy, creation_epoch, qualified_segment_name
 from controller_client.watermarks import SegmentWithRange, Watermark, WatermarkFormatError, mark_stream
@@ -179,29 +180,3 @@ class Watermarking:
         self.emitted += 1
         log.debug("watermark of %s/%s: [%d, %d]", scope, stream, watermark.lower_time_bound, watermark.upper_time_bound)
         return watermark
-
-
-def add_to_upper_bound(position: Mapping[SegmentWithRange, int], upper: dict[SegmentWithRange, int]) -> None:
-    """Make ``upper`` an upper bound of itself and ``position`` (Pravega's ``addToUpperBound``): a segment already
-    there takes the larger offset; a segment with a successor there is left out; a new segment replaces its
-    predecessors (overlapping segments with smaller ids)."""
-    for segment, offset in position.items():
-        if segment in upper:
-            upper[segment] = max(offset, upper[segment])
-        elif not any(segment.overlaps(x) and segment.segment_id < x.segment_id for x in upper):
-            for older in [x for x in upper if segment.overlaps(x) and segment.segment_id > x.segment_id]:
-                del upper[older]
-            upper[segment] = offset
-
-
-def missing_ranges(cut: Mapping[SegmentWithRange, int]) -> list[tuple[float, float]]:
-    """The key ranges of [0, 1) no segment of ``cut`` covers (Pravega's ``findMissingRanges``)."""
-    missing: list[tuple[float, float]] = []
-    reached = 0.0
-    for segment in sorted(cut, key=lambda s: s.low):
-        if segment.low > reached:
-            missing.append((reached, segment.low))
-        reached = max(reached, segment.high)
-    if reached < 1.0:
-        missing.append((reached, 1.0))
-    return missing

@@ -71,6 +71,7 @@ OPTIONS: tuple[OptionName, ...] = (
     OptionName("failOnDataLoss", writes=False),
     OptionName("tier2Location", writes=False),
     OptionName("metadata", writes=False),
+    OptionName("subscriber", writes=False),
     # writes
     OptionName("exactlyOnce", ("exactly_once",), reads=False),
     OptionName("transactionTimeoutMs", ("transaction_timeout_ms",), reads=False),

@@ -90,6 +90,8 @@ class ReadOptions:
     """Options allowCreateScope, allowCreateStream and default*: reads create nothing unless told to."""
     metadata: MetadataMode | None = None
     """Option ``metadata``: a batch read of the scope's streams or of the stream's head and tail cuts instead."""
+    subscriber: str | None = None
+    """Option ``subscriber``: a streaming query subscribes as this reader group (``pravega_spark.subscription``)."""
 
     @property
     def controller_timeout_s(self) -> float:
@@ -132,7 +134,8 @@ class ReadOptions:
                 raise SegstoreOptionError(
                     option, f"means nothing with option 'metadata' ({metadata}: no events are read)"
                 )
-        return cls(target, starting, ending, max_bytes, fail, timeout, tier2_location, creation, metadata)
+        subscriber = (view.raw("subscriber") or "").strip() or None
+        return cls(target, starting, ending, max_bytes, fail, timeout, tier2_location, creation, metadata, subscriber)
 
     def starting_or(self, default: PositionKind) -> Position:
         return self.starting or Position(default, "startingOffsets")

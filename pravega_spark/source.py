@@ -27,6 +27,7 @@ from pravega_spark.partition_reader import ARROW_SCHEMA, PackedPartition, Segmen
 from pravega_spark.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, pack_ranges, plan_ranges
 from pravega_spark.read_options import Position, ReadOptions, metadata_mode
 from pravega_spark.stream_creation import ensure_stream
+from pravega_spark.subscription import Subscription
 
 _log = logging.getLogger(__name__)
 
@@ -86,6 +87,8 @@ class SegstoreDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = ReadOptions.parse(self.options)
+        if options.subscriber is not None:
+            raise SegstoreOptionError("subscriber", "is for streaming queries (spark.readStream): a batch read commits no position")
         if options.metadata is not None:
             from pravega_spark.metadata import SegstoreMetadataReader
 
@@ -251,10 +254,12 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._connection: StreamConnection | None = None
         self._successors: dict[int, dict[int, list[int]]] = {}
         self._target: ReadState | None = None
+        self._subscription: Subscription | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_connection"] = None
+        state["_subscription"] = None
         return state
 
     def _connect(self) -> StreamConnection:
@@ -264,6 +269,8 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             try:
                 _create_if_allowed(connection, self.options)
                 connection.require_stream(target.scope, target.stream)
+                if self.options.subscriber is not None:
+                    self._subscription = Subscription(connection, target.scope, target.stream, self.options.subscriber)
             except BaseException:
                 connection.close()
                 raise
@@ -324,7 +331,13 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(partition, self.arrow_schema)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to release: the stream keeps its data until it is truncated."""
+        """With option ``subscriber``: publish ``end`` as the query's subscriber cut (what retention may drop);
+        otherwise nothing: the stream keeps its data until it is truncated."""
+        if self.options.subscriber is None:
+            return
+        connection = self._connect()
+        assert self._subscription is not None
+        self._subscription.publish(connection, self._state(end).to_stream_cut())
 
     def stop(self) -> None:
         if self._connection is not None:

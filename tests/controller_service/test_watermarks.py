@@ -15,8 +15,8 @@ from controller_env import ControllerEnv
 
 from controller.core import ControllerCore
 from controller.metadata import WriterMarkStatus
+from controller.policies.cuts import add_to_upper_bound, missing_ranges
 from controller.rpc.servicer import start_grpc_server
-from controller.watermarking import add_to_upper_bound, missing_ranges
 from controller_client.controller_api import ControllerClient
 from controller_client.errors import InvalidArgumentError
 from controller_client.model import ScalingPolicy, StreamConfiguration, StreamCut, segment_id
