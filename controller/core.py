@@ -150,6 +150,9 @@ class ControllerCore:
                 groups, _ = await self.store.list_reader_groups(scope)
                 for group in groups:
                     await self.store.delete_reader_group(scope, group)
+                tables, _ = await self.kvts.list_tables(scope, "", 1_000_000)
+                for table in tables:
+                    await self.kvts.delete(scope, table)
             await self.store.delete_scope(scope)
 
     async def scope_exists(self, scope: str) -> bool:

@@ -141,3 +141,13 @@ async def test_a_delete_cut_short_hides_the_table_and_is_finished_by_delete_or_c
     assert await missing(env, "sc", "u", range(3))
     assert [s.segment_id for s in await restarted.key_value_table_segments("sc", "u")] == [3, 4]
     assert await restarted.list_key_value_tables("sc", "", 10) == (["u"], "u")
+
+
+async def test_a_recursive_scope_delete_deletes_its_tables_and_their_segments(env: ControllerEnv) -> None:
+    core = env.core()
+    await core.create_scope("sc")
+    await core.create_key_value_table("sc", "t", CONFIG)
+    await core.create_stream("sc", "st", StreamConfiguration(ScalingPolicy.fixed(1)))
+    await core.delete_scope("sc", recursive=True)
+    assert not await core.scope_exists("sc")
+    assert await missing(env, "sc", "t", range(3))
