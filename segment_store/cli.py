@@ -147,7 +147,12 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         if args.in_memory:
             config = ServiceConfig(
-                server=server, container=container, container_count=args.container_count, containers=run
+                server=server,
+                container=container,
+                container_count=args.container_count,
+                containers=run,
+                metrics_port=args.metrics_port,
+                metrics_host=args.metrics_host,
             )
             service = await SegmentStoreService.start_in_memory(args.container_count, args.port, config)
         else:
@@ -170,6 +175,8 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
                 advertise_host=args.advertise_host,
                 tier1=tier1,
                 tier2=Tier2Config.from_cli(args),
+                metrics_port=args.metrics_port,
+                metrics_host=args.metrics_host,
             )
             advertised = config.advertise_host or args.host
             if tls is not None and args.cluster and is_ip_literal(advertised) and advertised not in ("0.0.0.0", "::"):
@@ -196,6 +203,8 @@ async def _run_segmentstore(args: argparse.Namespace) -> int:
         cache_mib = config.container.cache.max_bytes // (1024 * 1024)
         security = f", {tls.describe()}" if tls is not None else ""
         security += ", delegation tokens checked" if key is not None else ""
+        if service.metrics_endpoint is not None:
+            security += ", metrics on http://{}:{}/metrics".format(*service.metrics_endpoint)
         print(f"segstore segmentstore ready on {host}:{port} ({what}, {where}, cache {cache_mib} MiB{security})",
               flush=True)  # fmt: skip
         await stop.wait()
@@ -250,6 +259,20 @@ def add_cache_argument(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="read cache of the segment store process, all its containers together, in MiB (default 1024); "
         "data not yet in Tier-2 beyond it throttles appends",
+    )
+
+
+def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--metrics-port`` and ``--metrics-host``: Prometheus ``/metrics``, ``/healthz`` and ``/readyz``."""
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve /metrics (Prometheus), /healthz and /readyz over HTTP on this port (0: a free one; "
+        "default: no metrics)",
+    )
+    parser.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address the metrics port binds (default 127.0.0.1)"
     )
 
 
@@ -314,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ss.add_argument("--log-level", default="info", help="logging level (default info)")
     add_cache_argument(ss)
+    add_metrics_arguments(ss)
     add_tier1_arguments(ss)
     add_tier2_arguments(ss)
     add_tls_arguments(ss)

@@ -16,12 +16,14 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable
 
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.mapping import container_of
 from segment_store.containers.segment_container import ContainerState, SegmentContainer, StorageFactory
 from segment_store.contracts import ContainerNotOwnedError
+from segment_store.metrics import NO_METRICS, StoreMetrics
 from segment_store.reading.cache import CacheBudget
 from segment_store.tier1.log import DurableDataLogFactory
 
@@ -39,7 +41,9 @@ class ContainerRegistry:
         config: ContainerConfig | None = None,
         restart_delay_s: float = 1.0,
         should_run: Callable[[int], bool] | None = None,
+        metrics: StoreMetrics = NO_METRICS,
     ) -> None:
+        """``metrics``: what the containers measure (default none)."""
         if container_count <= 0:
             raise ValueError(f"container_count must be positive, not {container_count}")
         self.container_count = container_count
@@ -53,6 +57,7 @@ class ContainerRegistry:
         self._containers: dict[int, SegmentContainer] = {}
         self._restarts: dict[int, asyncio.Task[None]] = {}
         self._closed = False
+        self._metrics = metrics
         self._ids: dict[str, int] = {}  # container_of per segment name (a hash: every append asks)
 
     # ---- routing --------------------------------------------------------------------------------------------
@@ -78,6 +83,10 @@ class ContainerRegistry:
     def running(self) -> list[int]:
         return sorted(cid for cid, c in self._containers.items() if c.state is ContainerState.RUNNING)
 
+    def unflushed_bytes(self) -> dict[int, int]:
+        """Bytes appended but not yet in Tier-2, per running container."""
+        return {cid: c.unflushed_bytes for cid, c in self._containers.items() if c.state is ContainerState.RUNNING}
+
     def holds(self, container_id: int) -> bool:
         """Whether ``container_id`` is here: running, starting, or failed and being restarted."""
         return container_id in self._containers
@@ -93,17 +102,19 @@ class ContainerRegistry:
         container = self._new_container(container_id)
         self._containers[container_id] = container
         container.add_failure_listener(functools.partial(self._on_failure_of, container_id, container))
+        started = time.perf_counter()
         try:
             await container.start()
         except BaseException:
             if self._containers.get(container_id) is container:
                 del self._containers[container_id]
             raise
+        self._metrics.recovered(time.perf_counter() - started)
         return container
 
     def _new_container(self, container_id: int) -> SegmentContainer:
-        log = self._data_logs.create_log(container_id)
-        return SegmentContainer(container_id, log, self._storage_factory, self.config, self.cache)
+        log = self._metrics.data_log(container_id, self._data_logs.create_log(container_id))
+        return SegmentContainer(container_id, log, self._storage_factory, self.config, self.cache, self._metrics)
 
     async def stop_container(self, container_id: int) -> None:
         task = self._restarts.pop(container_id, None)
@@ -129,7 +140,9 @@ class ContainerRegistry:
                 try:
                     new = self._new_container(container_id)
                     new.add_failure_listener(functools.partial(self._on_failure_of, container_id, new))
+                    started = time.perf_counter()
                     await new.start()
+                    self._metrics.recovered(time.perf_counter() - started)
                 except Exception as exc:  # logged; retried with backoff until it works or we are told to stop
                     log.error("container %s: restart failed, retrying in %.1fs: %r", container_id, delay, exc)
                     delay = min(delay * 2, 30.0)

@@ -31,6 +31,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any, cast
 
 from segment_store.containers.config import ContainerConfig
@@ -61,6 +62,7 @@ from segment_store.logs.operations import (
     TruncateOperation,
     UpdateAttributesOperation,
 )
+from segment_store.metrics import NO_METRICS, StoreMetrics
 from segment_store.reading.cache import CacheBudget
 from segment_store.reading.ingest_times import IngestTimeIndex
 from segment_store.reading.read_index import ReadIndex, ReadResult
@@ -111,9 +113,10 @@ class SegmentContainer:
         storage_factory: StorageFactory,
         config: ContainerConfig | None = None,
         cache: CacheBudget | None = None,
+        metrics: StoreMetrics = NO_METRICS,
     ) -> None:
         """``cache``: the process's cache budget, shared with its other containers (None: one of its own,
-        sized by ``config.cache``)."""
+        sized by ``config.cache``). ``metrics``: what to measure (appends, reads; default nothing)."""
         self.container_id = container_id
         self.config = config or ContainerConfig()
         self.state = ContainerState.NEW
@@ -122,8 +125,9 @@ class SegmentContainer:
         self.durable_log = DurableLog(self.metadata, data_log, self.config.durable_log)
         self.snapshot_info = ContainerSnapshotInfoStore(self)
         self.storage = storage_factory(container_id, self.snapshot_info)
+        self._metrics = metrics
         self.read_index = ReadIndex(
-            self.metadata, self.storage.read, cache or CacheBudget(self.config.cache), self.config.read_index
+            self.metadata, self.storage.read, cache or CacheBudget(self.config.cache), self.config.read_index, metrics
         )
         self.read_index.budget.on_room = self._cache_room
         self.writer = StorageWriter(
@@ -235,6 +239,8 @@ class SegmentContainer:
         return self._unflushed_bytes
 
     async def _throttle(self) -> None:
+        if self._must_throttle():
+            self._metrics.throttled()
         while self._must_throttle() and self.state is ContainerState.RUNNING:
             self._room.clear()
             await self._room.wait()
@@ -353,12 +359,15 @@ class SegmentContainer:
         )
         size = len(data)
         self._unflushed_bytes += size
+        started = perf_counter()
 
         def completed(result: Operation | None, error: BaseException | None) -> None:
             if error is not None:
                 self._bytes_done(size)
-            elif self._must_throttle():
-                self._room.clear()
+            else:
+                self._metrics.appended(size, perf_counter() - started)
+                if self._must_throttle():
+                    self._room.clear()
             done(cast(AppendOperation | None, result), error)  # the log completes an op with itself
 
         self.durable_log.add_then(op, completed)

@@ -57,6 +57,8 @@ class CacheBudget:
         self._accounts: dict[int, CacheAccount] = {}
         self._numbers = itertools.count()
         self.used_bytes = 0
+        self.evicted_bytes = 0
+        """Bytes evicted since the budget was made (a counter, for metrics)."""
         self._limit = self.config.max_bytes
         self._target = int(self.config.max_bytes * self.config.target_utilization)
 
@@ -103,6 +105,7 @@ class CacheBudget:
                 if account is not None:
                     account.used_bytes -= size
                     account.drop(key)
+        self.evicted_bytes += freed
         self._room_if(was_over)
         return freed
 

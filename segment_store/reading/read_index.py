@@ -41,6 +41,7 @@ from segment_store.logs.operations import (
     SealOperation,
     TruncateOperation,
 )
+from segment_store.metrics import NO_METRICS, StoreMetrics
 from segment_store.reading.cache import CacheAccount, CacheBudget, EntryKey
 
 StorageReader = Callable[[str, int, int], Awaitable[bytes]]
@@ -157,8 +158,10 @@ class ReadIndex:
         storage_reader: StorageReader,
         budget: CacheBudget | None = None,
         config: ReadIndexConfig | None = None,
+        metrics: StoreMetrics = NO_METRICS,
     ) -> None:
         self.metadata = metadata
+        self._metrics = metrics
         self.config = config or ReadIndexConfig()
         self.budget: CacheAccount = (budget or CacheBudget()).account(self._may_evict, self._drop_entry)
         """This index's share of the (process-wide) cache budget."""
@@ -337,11 +340,14 @@ class ReadIndex:
                 position += len(piece)
                 remaining -= len(piece)
                 i += 1
-            return ReadResult(offset, parts[0] if len(parts) == 1 else b"".join(parts))
+            data = parts[0] if len(parts) == 1 else b"".join(parts)
+            self._metrics.read("cache", len(data))
+            return ReadResult(offset, data)
         for redirect in index.redirects:
             if redirect.offset <= offset < redirect.offset + redirect.length:
                 want = min(length, redirect.offset + redirect.length - offset, self.config.storage_read_block_bytes)
                 data = await self._read_storage(redirect.source_name, offset - redirect.offset, want)
+                self._metrics.read("tier2", len(data))
                 return ReadResult(offset, data)
         if offset < segment.storage_length:
             want = min(length, segment.storage_length - offset, self.config.storage_read_block_bytes)
@@ -358,6 +364,7 @@ class ReadIndex:
                 self.budget.add((segment.segment_id, offset), len(data))
                 if self.budget.needs_eviction:
                     self.evict()
+            self._metrics.read("tier2", len(data))
             return ReadResult(offset, data)
         raise ReadIndexCorruptedError(
             f"{segment.name}: offset {offset} is neither cached nor in Tier-2 (storage length {segment.storage_length})"

@@ -31,6 +31,8 @@ from segment_store.containers.config import ContainerConfig
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
 from segment_store.coordination.store import CoordinationStore
+from segment_store.metrics import NO_METRICS, SegmentStoreMetrics, StoreMetrics
+from segment_store.metrics_http import MetricsServer
 from segment_store.server.config import ServerConfig
 from segment_store.server.connection import FlowTracker, ServerConnection
 from segment_store.server.requests import RequestHandler
@@ -74,6 +76,11 @@ class ServiceConfig:
     advertise_host: str | None = None
     """Cluster mode: the host name clients reach this process by, registered with the bound port. None =
     the bind address (``server.host``), or the machine's host name when binding a wildcard address."""
+    metrics_port: int | None = None
+    """Serve ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz`` on this port (0: a free one); None = no
+    metrics at all (nothing is measured)."""
+    metrics_host: str = "127.0.0.1"
+    """The address the metrics port binds."""
 
     def __post_init__(self) -> None:
         if self.container_count <= 0:
@@ -88,6 +95,8 @@ class ServiceConfig:
             raise ValueError("zookeeper_session_timeout_ms: must be positive")
         if self.advertise_host is not None and (not self.advertise_host or "/" in self.advertise_host):
             raise ValueError(f"advertise_host: not a host name: {self.advertise_host!r}")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ValueError(f"metrics_port: not a port: {self.metrics_port}")
 
 
 class SegmentStoreService:
@@ -97,15 +106,27 @@ class SegmentStoreService:
         data_logs: DurableDataLogFactory,
         chunks: ChunkStorage,
         coordination: CoordinationStore | None = None,
+        metrics: StoreMetrics | None = None,
     ) -> None:
+        """``metrics``: what to measure; None = a :class:`SegmentStoreMetrics` if ``config.metrics_port`` is set,
+        else nothing."""
         self.config = config
+        if metrics is None:
+            metrics = SegmentStoreMetrics() if config.metrics_port is not None else NO_METRICS
+        self.metrics = metrics
+        self._metrics_server: MetricsServer | None = None
         self._data_logs = data_logs
         self.chunks = chunks
         self._coordination = coordination
         if config.cluster and coordination is None:
             raise ValueError("cluster: cluster mode needs a coordination store (ServiceConfig.zookeeper)")
         self.registry = ContainerRegistry(
-            config.container_count, data_logs, self._storage, config.container, should_run=self._should_run
+            config.container_count,
+            data_logs,
+            self._storage,
+            config.container,
+            should_run=self._should_run,
+            metrics=metrics,
         )
         self.follower: ContainerAssignmentFollower | None = None
         """Cluster mode: follows the controller's container assignment (None otherwise)."""
@@ -132,7 +153,12 @@ class SegmentStoreService:
         server = dataclasses.replace(base.server, host="127.0.0.1", port=port)
         service = cls(
             ServiceConfig(
-                server=server, container=base.container, container_count=container_count, containers=base.containers
+                server=server,
+                container=base.container,
+                container_count=container_count,
+                containers=base.containers,
+                metrics_port=base.metrics_port,
+                metrics_host=base.metrics_host,
             ),
             InMemoryDurableDataLogFactory(),
             MemoryChunkStorage(),
@@ -183,7 +209,7 @@ class SegmentStoreService:
         return self.follower is None or self.follower.should_run(container_id)
 
     def _storage(self, container_id: int, snapshot_info: SnapshotInfoStore) -> SegmentStorage:
-        return ChunkedSegmentStorage(self.chunks, container_id, snapshot_info)
+        return ChunkedSegmentStorage(self.metrics.chunks(container_id, self.chunks), container_id, snapshot_info)
 
     def tables(self, container: SegmentContainer) -> TableStore:
         """The table store of a running container instance (a restarted container gets a new one)."""
@@ -201,15 +227,24 @@ class SegmentStoreService:
         cfg = self.config.server
         if cfg.tls is not None:
             self._tls = cfg.tls.server_context()
-        await asyncio.to_thread(_warm_up_parquet)
-        await self._data_logs.initialize()
-        if not self.config.cluster:
-            ids = self.config.containers if self.config.containers is not None else range(self.config.container_count)
-            for container_id in ids:
-                await self.registry.start_container(container_id)
-        loop = asyncio.get_running_loop()
-        factory = self._new_connection if self._tls is None else self._new_tls_connection
-        self._server = await loop.create_server(factory, cfg.host, cfg.port, backlog=256)
+        await self._start_metrics()
+        try:
+            await asyncio.to_thread(_warm_up_parquet)
+            await self._data_logs.initialize()
+            if not self.config.cluster:
+                ids = (
+                    self.config.containers if self.config.containers is not None else range(self.config.container_count)
+                )
+                for container_id in ids:
+                    await self.registry.start_container(container_id)
+            loop = asyncio.get_running_loop()
+            factory = self._new_connection if self._tls is None else self._new_tls_connection
+            self._server = await loop.create_server(factory, cfg.host, cfg.port, backlog=256)
+        except BaseException:
+            if self._metrics_server is not None:
+                await self._metrics_server.stop()
+                self._metrics_server = None
+            raise
         if self.config.cluster:
             try:
                 await self._join_cluster()
@@ -223,6 +258,33 @@ class SegmentStoreService:
             log.info("segment store serving %s on %s:%s", self.registry.running, *self.endpoint)
         if cfg.tls is not None:
             log.info("wire protocol over %s (certificate %s)", cfg.tls.describe(), cfg.tls.cert_path)
+
+    async def _start_metrics(self) -> None:
+        """The metrics port comes up first, so ``/healthz`` answers and ``/readyz`` says 503 during recovery."""
+        self.metrics.watch(self)
+        if self.config.metrics_port is None or self.metrics.registry is None:
+            return
+        server = MetricsServer(self.metrics.registry, self.ready)
+        await server.start(self.config.metrics_host, self.config.metrics_port)
+        self._metrics_server = server
+
+    @property
+    def metrics_endpoint(self) -> tuple[str, int] | None:
+        """``(host, port)`` of ``/metrics``, ``/healthz`` and ``/readyz``; None without a metrics port."""
+        return self._metrics_server.endpoint if self._metrics_server is not None else None
+
+    def ready(self) -> bool:
+        """Whether the wire server listens and every container assigned here is recovered (static: every
+        configured one; cluster mode: registered, and what the controller assigned here runs)."""
+        if self._server is None:
+            return False
+        running = set(self.registry.running)
+        if self.config.cluster:
+            if self.follower is None or self.registration is None or not self.registration.registered:
+                return False
+            return self.follower.assigned <= running
+        ids = self.config.containers if self.config.containers is not None else range(self.config.container_count)
+        return running.issuperset(ids)
 
     async def _join_cluster(self) -> None:
         """Follow the assignment (after checking the container count), then register so it can name us."""
@@ -310,6 +372,9 @@ class SegmentStoreService:
         await self._data_logs.close()
         if self._coordination is not None:
             await self._coordination.close()
+        if self._metrics_server is not None:
+            await self._metrics_server.stop()
+            self._metrics_server = None
 
 
 def _warm_up_parquet() -> None:
