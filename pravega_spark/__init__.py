@@ -6,6 +6,7 @@
 * ``offsets`` - query offsets as stream cuts and back, head and tail cuts of a stream;
 * ``stream_cut_text`` - stream cuts as the Pravega client's Base64 text (``StreamCut.asText()``);
 * ``metadata`` - option ``metadata``: the streams of a scope, or a stream's head and tail cuts;
+* ``lag`` - bytes behind the tail per segment, from a streaming query's progress;
 * ``planning`` - micro-batch ends (admission control) and segment ranges, following scaling;
 * ``partition_reader`` - executors: one segment range as Arrow record batches;
 * ``sink`` - the writers (exactly-once through transactions);
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from pravega_spark.lag import lag_bytes, total_lag_bytes
     from pravega_spark.offsets import head_offset, offset_to_stream_cut, stream_cut_to_offset, tail_offset
     from pravega_spark.source import SegstoreDataSource
     from pravega_spark.stream_cut_text import stream_cut_from_base64, stream_cut_to_base64
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 _WHERE = {
     "SegstoreDataSource": "source",
     "head_offset": "offsets",
+    "lag_bytes": "lag",
+    "total_lag_bytes": "lag",
     "tail_offset": "offsets",
     "offset_to_stream_cut": "offsets",
     "stream_cut_to_offset": "offsets",
@@ -45,12 +49,14 @@ _WHERE = {
 __all__ = [
     "SegstoreDataSource",
     "head_offset",
+    "lag_bytes",
     "offset_to_stream_cut",
     "register",
     "stream_cut_from_base64",
     "stream_cut_to_base64",
     "stream_cut_to_offset",
     "tail_offset",
+    "total_lag_bytes",
 ]
 
 

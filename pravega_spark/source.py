@@ -88,7 +88,9 @@ class SegstoreDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         options = ReadOptions.parse(self.options)
         if options.subscriber is not None:
-            raise SegstoreOptionError("subscriber", "is for streaming queries (spark.readStream): a batch read commits no position")
+            raise SegstoreOptionError(
+                "subscriber", "is for streaming queries (spark.readStream): a batch read commits no position"
+            )
         if options.metadata is not None:
             from pravega_spark.metadata import SegstoreMetadataReader
 
@@ -313,6 +315,13 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             cap=cap,
         )
         return state.to_offset()
+
+    def reportLatestOffset(self) -> dict[str, Any]:
+        """The stream's tail cut now, as an offset: Spark calls it after each ``latestOffset`` and shows it in the
+        micro-batch's progress (``lastProgress["sources"][0]["latestOffset"]``); :func:`pravega_spark.lag.lag_bytes`
+        subtracts the batch's ``endOffset`` from it."""
+        target = self.options.target
+        return ReadState.from_stream_cut(tail_cut(self._connect(), target.scope, target.stream)).to_offset()
 
     def prepareForTriggerAvailableNow(self) -> None:
         target = self.options.target
