@@ -43,6 +43,11 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     st.add_argument("--log-level", default="info", help="logging level (default info)")
     _add_periodic_arguments(st, buckets=False)
     add_cache_argument(st)
+    _add_metrics_arguments(
+        st,
+        "the controller's /metrics, /healthz and /readyz on this port, the segment store's on "
+        "the next one (default: no metrics)",
+    )
     add_tier1_arguments(st)
     add_tier2_arguments(st)
     add_tls_arguments(st, trust_store=True)
@@ -68,6 +73,10 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     ct.add_argument("--log-level", default="info", help="logging level (default info)")
     _add_periodic_arguments(ct)
+    _add_metrics_arguments(
+        ct,
+        "serve /metrics (Prometheus), /healthz and /readyz over HTTP on this port (0: a free one; default: no metrics)",
+    )
     add_tls_arguments(ct, trust_store=True)
     add_auth_arguments(ct, controller=True)
     ct.set_defaults(func=_cmd_controller)
@@ -79,6 +88,13 @@ _PERIODS = {
     "auto_scale_period_s": "how often traffic is checked against auto-scaling policies",
     "txn_timeout_check_s": "how often expired transaction leases are aborted",
 }
+
+
+def _add_metrics_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--metrics-port", type=int, default=None, help=what)
+    parser.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address the metrics port binds (default 127.0.0.1)"
+    )
 
 
 def _add_periodic_arguments(parser: argparse.ArgumentParser, *, buckets: bool = True) -> None:
@@ -175,6 +191,8 @@ def _cmd_standalone(args: argparse.Namespace) -> int:
         advertise_host=args.advertise_host,
         auth=auth,
         periodic={name: getattr(args, name) for name in _PERIODS},
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
     if tls is not None:
         _warn_ip_literal("standalone", config.advertised_host)
@@ -214,20 +232,22 @@ def _cmd_controller(args: argparse.Namespace) -> int:
     )
     if tls is not None:
         _warn_ip_literal("controller", config.advertised_host)
-    return asyncio.run(_run_controller(config))
+    return asyncio.run(_run_controller(config, args.metrics_port, args.metrics_host))
 
 
-async def _run_controller(config: ControllerConfig) -> int:
+async def _run_controller(config: ControllerConfig, metrics_port: int | None, metrics_host: str) -> int:
     from controller.service import ControllerService
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    service = await ControllerService.start(config)
+    service = await ControllerService.start(config, metrics_port, metrics_host)
     host, port = service.endpoint
     tls = f", TLS, segment stores: {config.segment_store_tls.describe()}" if config.segment_store_tls else ""
     tls += ", authentication on" if config.auth is not None else ""
+    if service.metrics_endpoint is not None:
+        tls += ", metrics on http://{}:{}/metrics".format(*service.metrics_endpoint)
     print(f"segstore controller ready on {host}:{port} ({service.uri}, zookeeper {config.zookeeper}{tls})", flush=True)
     await stop.wait()
     await service.stop()

@@ -36,6 +36,7 @@ from controller.metadata import (
     WriterMarkStatus,
 )
 from controller.metadata import errors as md
+from controller.metrics import NO_METRICS, ControllerMetrics
 from controller.retention import Retention
 from controller.segment_ops import SegmentStoreOps
 from controller.watermarking import Watermarking
@@ -62,9 +63,12 @@ class ControllerCore:
         hosts: HostStore,
         work_scope: WorkScope | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        metrics: ControllerMetrics = NO_METRICS,
     ) -> None:
-        """``work_scope``: which streams' periodic work this controller runs (default: all, alone)."""
+        """``work_scope``: which streams' periodic work this controller runs (default: all, alone). ``metrics``:
+        where scales and truncations are counted (default nowhere)."""
         self.config = config
+        self.metrics = metrics
         self.store = store
         self._ops = ops
         self._hosts = hosts
@@ -199,6 +203,7 @@ class ControllerCore:
 
     async def truncate_stream(self, cut: StreamCut) -> None:
         await self.streams.truncate(cut)
+        self.metrics.truncated("request")
 
     # ---- segments -------------------------------------------------------------------------------------------
     async def current_segments(self, scope: str, stream: str) -> list[SegmentRange]:
@@ -233,6 +238,7 @@ class ControllerCore:
         segments, epoch = await self.streams.submit_scale(
             scope, stream, sealed, new_ranges, time_ms or self._clock_ms()
         )
+        self.metrics.scaled()
         task: asyncio.Task[object] = asyncio.get_running_loop().create_task(self._run_scale(scope, stream))
         self._scales.add(task)
         task.add_done_callback(self._scales.discard)
@@ -420,7 +426,8 @@ class ControllerCore:
     async def retain(self, scope: str, stream: str) -> None:
         """Record a tail cut of the stream if it has a retention policy; truncate where the policy (and its
         subscribers) say (``controller.retention``)."""
-        await self.retention.run(scope, stream)
+        if await self.retention.run(scope, stream) is not None:
+            self.metrics.truncated("retention")
 
     # ---- watermarks -----------------------------------------------------------------------------------------
     async def watermark(self, scope: str, stream: str) -> None:

@@ -22,6 +22,7 @@ from controller.cluster.cluster_manager import ClusterManager
 from controller.config import ControllerConfig
 from controller.core import ControllerCore
 from controller.metadata.stream_store import StreamMetadataStore
+from controller.metrics import NO_METRICS, ControllerMetrics, ControllerMetricsRegistry
 from controller.rpc.authentication import ControllerAuth
 from controller.rpc.servicer import start_grpc_server
 from controller.segment_ops import SegmentStoreOps
@@ -30,6 +31,7 @@ from segment_store.client.tokens import SignedTokens
 from segment_store.containers.mapping import container_of
 from segment_store.coordination.kazoo_store import KazooCoordinationStore
 from segment_store.coordination.store import CoordinationStore
+from segment_store.metrics_http import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +46,11 @@ class ControllerService:
         cluster: ClusterManager,
         segments: SegmentClient,
         core: ControllerCore,
+        metrics: ControllerMetrics = NO_METRICS,
     ) -> None:
         self.buckets: BucketOwnership | None = None
+        self.metrics = metrics
+        self._metrics_server: MetricsServer | None = None
         self.config = config
         self.store = store
         self.cluster = cluster
@@ -53,21 +58,33 @@ class ControllerService:
         self.core = core
         self._server: grpc.aio.Server | None = None
         self._port = 0
+        self._started = False
 
     @classmethod
-    async def start(cls, config: ControllerConfig) -> ControllerService:
+    async def start(
+        cls, config: ControllerConfig, metrics_port: int | None = None, metrics_host: str = "127.0.0.1"
+    ) -> ControllerService:
+        """``metrics_port``: serve ``/metrics``, ``/healthz`` and ``/readyz`` there (0: a free port; None: no
+        metrics at all)."""
         store = await KazooCoordinationStore.connect(
             config.zookeeper, session_timeout_s=config.zookeeper_session_timeout_s
         )
         try:
-            return await cls.start_with(config, store)
+            return await cls.start_with(config, store, metrics_port, metrics_host)
         except BaseException:
             await store.close()
             raise
 
     @classmethod
-    async def start_with(cls, config: ControllerConfig, store: CoordinationStore) -> ControllerService:
-        """Start over ``store`` (which the service then owns and closes)."""
+    async def start_with(
+        cls,
+        config: ControllerConfig,
+        store: CoordinationStore,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
+    ) -> ControllerService:
+        """Start over ``store`` (which the service then owns and closes); metrics as in :meth:`start`."""
+        metrics = ControllerMetricsRegistry() if metrics_port is not None else NO_METRICS
         identity = f"{config.advertised_host}:{config.port}"
         cluster = ClusterManager(store, config.container_count, identity=identity, bucket_count=config.bucket_count)
         await cluster.start()
@@ -78,15 +95,21 @@ class ControllerService:
             tokens=SignedTokens(auth.signer) if auth is not None else None,
         )
         metadata = StreamMetadataStore(store, config.metadata_root)
-        core = ControllerCore(config, metadata, SegmentStoreOps(segments), cluster.host_store)
-        service = cls(config, store, cluster, segments, core)
+        core = ControllerCore(config, metadata, SegmentStoreOps(segments), cluster.host_store, metrics=metrics)
+        measured = metrics if metrics_port is not None else None
+        service = cls(config, store, cluster, segments, core, metrics)
         try:
+            if metrics.registry is not None and metrics_port is not None:
+                metrics.watch(service)
+                service._metrics_server = MetricsServer(metrics.registry, service.ready, metrics.refresh)
+                await service._metrics_server.start(metrics_host, metrics_port)
             service._server, service._port = await start_grpc_server(
-                core, config.host, config.port, config.rpc_workers, config.tls, auth
+                core, config.host, config.port, config.rpc_workers, config.tls, auth, measured
             )
             service.buckets = BucketOwnership(store, config.advertised_host, service._port, config.bucket_count)
             await service.buckets.start()
             await core.start(service.buckets)
+            service._started = True
         except BaseException:
             await service.stop()
             raise
@@ -98,6 +121,20 @@ class ControllerService:
     @property
     def endpoint(self) -> tuple[str, int]:
         return self.config.host, self._port
+
+    @property
+    def metrics_endpoint(self) -> tuple[str, int] | None:
+        """``(host, port)`` of ``/metrics``, ``/healthz`` and ``/readyz``; None without a metrics port."""
+        return self._metrics_server.endpoint if self._metrics_server is not None else None
+
+    @property
+    def leader(self) -> bool:
+        """Whether this controller leads the cluster (places containers and buckets)."""
+        return self.cluster.is_leader
+
+    def ready(self) -> bool:
+        """Serving: the gRPC server is up and the controller has joined the others (its buckets followed)."""
+        return self._server is not None and self.buckets is not None and self._started
 
     @property
     def uri(self) -> str:
@@ -128,6 +165,7 @@ class ControllerService:
                 await asyncio.sleep(0.2)
 
     async def stop(self) -> None:
+        self._started = False
         if self._server is not None:
             await self._server.stop(grace=1.0)
             self._server = None
@@ -137,6 +175,9 @@ class ControllerService:
         await self.segments.close()
         await self.cluster.stop()
         await self.store.close()
+        if self._metrics_server is not None:
+            await self._metrics_server.stop()
+            self._metrics_server = None
 
 
 def _probe_names(container_count: int) -> dict[int, str]:

@@ -75,6 +75,11 @@ class StandaloneConfig:
     auth: AuthConfig | None = None
     """Authentication (a password file and the token signing key, which the segment store process gets in its
     environment, never on its command line); None = off."""
+    metrics_port: int | None = None
+    """The controller's ``/metrics``, ``/healthz`` and ``/readyz`` on this port, the segment store's on the next
+    one; None = no metrics (the default: two more fixed ports would keep a second standalone from starting)."""
+    metrics_host: str = "127.0.0.1"
+    """The address both metrics ports bind."""
     periodic: Mapping[str, float] = field(default_factory=dict)
     """Settings of the controller's periodic work (``ControllerConfig`` field -> value, e.g.
     ``retention_period_s``); missing ones keep their defaults."""
@@ -160,7 +165,7 @@ class Standalone:
                 auth=cfg.auth,
                 **cfg.periodic,  # type: ignore[arg-type]
             )
-            self.controller = await ControllerService.start(controller_config)
+            self.controller = await ControllerService.start(controller_config, cfg.metrics_port, cfg.metrics_host)
             await self._start_segmentstore()
             self._supervisor = asyncio.create_task(self._supervise(), name="segmentstore-supervisor")
             await self.controller.wait_for_containers(cfg.ready_timeout_s)
@@ -198,8 +203,18 @@ class Standalone:
             "--log-level",
             cfg.log_level,
             *(["--cache-size-mb", str(cfg.cache_size_mb)] if cfg.cache_size_mb is not None else []),
+            *self._metrics_flags(),
             *cfg.storage_args,
         ]
+
+    def _metrics_flags(self) -> list[str]:
+        port = self.segmentstore_metrics_port
+        return [] if port is None else ["--metrics-port", str(port), "--metrics-host", self.config.metrics_host]
+
+    @property
+    def segmentstore_metrics_port(self) -> int | None:
+        """The segment store process's metrics port: the one after the controller's."""
+        return None if self.config.metrics_port is None else self.config.metrics_port + 1
 
     async def _start_segmentstore(self) -> None:
         log_path = self.config.data_dir / "segmentstore.log"
@@ -268,6 +283,9 @@ async def run_standalone(config: StandaloneConfig) -> int:
     host, port = system.segmentstore_endpoint
     tls = " (TLS)" if config.tls is not None else ""
     tls += ", authentication on" if config.auth is not None else ""
+    if config.metrics_port is not None:
+        tls += f", metrics http://{config.metrics_host}:{config.metrics_port}/metrics (controller) and :"
+        tls += f"{system.segmentstore_metrics_port} (segment store)"
     print(
         f"segstore standalone ready: controller {system.controller_uri}, segment store {host}:{port}{tls}, "
         f"zookeeper {system.zookeeper.connect_string}, data {config.data_dir} (pid {os.getpid()})",

@@ -15,14 +15,18 @@ status value of its response becomes a gRPC status with a message:
 - ``NotImplementedError`` -> ``UNIMPLEMENTED``;
 - anything else -> ``INTERNAL`` (logged with its traceback).
 
+With metrics (the servicer's ``_metrics``), every call is counted by name and status code and timed.
+
 Nothing is half-written by a rejected request: requests are decoded and validated before the first
 metadata write.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -60,8 +64,30 @@ def _code_for(error: BaseException) -> grpc.StatusCode:
 def rpc(method: Handler[Req, Resp]) -> Handler[Req, Resp]:
     """Wrap a servicer method with the error mapping above."""
 
+    name = method.__name__
+
     @functools.wraps(method)
     async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext) -> Resp:
+        metrics = getattr(self, "_metrics", None)
+        if metrics is None:
+            return await handle(self, request, context)
+        started = time.perf_counter()
+        code = "UNKNOWN"
+        try:
+            response = await handle(self, request, context)
+            code = "OK"
+            return response
+        except grpc.aio.AbortError:
+            aborted = context.code()
+            code = aborted.name if isinstance(aborted, grpc.StatusCode) else "UNKNOWN"
+            raise
+        except asyncio.CancelledError:
+            code = "CANCELLED"
+            raise
+        finally:
+            metrics.rpc(name, code, time.perf_counter() - started)
+
+    async def handle(self: Any, request: Req, context: grpc.aio.ServicerContext) -> Resp:
         try:
             auth = getattr(self, "_auth", None)
             if auth is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 
 from controller.core import ControllerCore
+from controller.metrics import ControllerMetrics
 from controller.rpc.authentication import ControllerAuth
 from controller.rpc.kvts import KvtRpcs
 from controller.rpc.streams import StreamRpcs
@@ -16,9 +17,12 @@ from segment_store.auth.tls import TlsConfig
 class ControllerServicer(StreamRpcs, TxnRpcs, KvtRpcs, pb_grpc.ControllerServiceServicer):
     """Every RPC of ``io.pravega.controller.stub.ControllerService`` over one :class:`ControllerCore`."""
 
-    def __init__(self, core: ControllerCore, auth: ControllerAuth | None = None) -> None:
+    def __init__(
+        self, core: ControllerCore, auth: ControllerAuth | None = None, metrics: ControllerMetrics | None = None
+    ) -> None:
         self._core = core
         self._auth = auth
+        self._metrics = metrics  # None: RPCs are not measured (controller.rpc.handling)
 
 
 def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:
@@ -39,12 +43,13 @@ async def start_grpc_server(
     max_concurrent_rpcs: int,
     tls: TlsConfig | None = None,
     auth: ControllerAuth | None = None,
+    metrics: ControllerMetrics | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Serve ``core`` on ``host:port`` (0 = a free port), with TLS if ``tls`` is given; returns the server and
     its port."""
     credentials = server_credentials(tls) if tls is not None else None
     server = grpc.aio.server(maximum_concurrent_rpcs=max_concurrent_rpcs)
-    pb_grpc.add_ControllerServiceServicer_to_server(ControllerServicer(core, auth), server)
+    pb_grpc.add_ControllerServiceServicer_to_server(ControllerServicer(core, auth, metrics), server)
     address = f"{host}:{port}"
     bound = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
     if bound == 0:
