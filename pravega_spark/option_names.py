@@ -72,6 +72,7 @@ OPTIONS: tuple[OptionName, ...] = (
     OptionName("tier2Location", writes=False),
     OptionName("metadata", writes=False),
     OptionName("subscriber", writes=False),
+    OptionName("watermarkColumn", writes=False),
     # writes
     OptionName("exactlyOnce", ("exactly_once",), reads=False),
     OptionName("transactionTimeoutMs", ("transaction_timeout_ms",), reads=False),

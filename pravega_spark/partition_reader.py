@@ -86,6 +86,9 @@ class SegmentRangePartition(InputPartition):
     """Option ``trustStore`` (TLS): read by the executor at this path."""
     token: str | None = field(default=None, repr=False)
     """With authentication: the delegation token the driver got for this read (never a password)."""
+    watermark_thresholds: tuple[tuple[int, int], ...] | None = None
+    """With option ``watermarkColumn``: the ``(offset, lower bound ms)`` thresholds of this range
+    (:mod:`pravega_spark.watermark_column`); None without the option."""
 
     @property
     def segment_name(self) -> str:

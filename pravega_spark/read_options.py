@@ -92,6 +92,9 @@ class ReadOptions:
     """Option ``metadata``: a batch read of the scope's streams or of the stream's head and tail cuts instead."""
     subscriber: str | None = None
     """Option ``subscriber``: a streaming query subscribes as this reader group (``pravega_spark.subscription``)."""
+    watermark_column: str | None = None
+    """Option ``watermarkColumn``: a timestamp column of this name with each event's watermark lower bound
+    (:mod:`pravega_spark.watermark_column`)."""
 
     @property
     def controller_timeout_s(self) -> float:
@@ -135,10 +138,31 @@ class ReadOptions:
                     option, f"means nothing with option 'metadata' ({metadata}: no events are read)"
                 )
         subscriber = (view.raw("subscriber") or "").strip() or None
-        return cls(target, starting, ending, max_bytes, fail, timeout, tier2_location, creation, metadata, subscriber)
+        column = watermark_column(view)
+        if metadata is not None and column is not None:
+            raise SegstoreOptionError("watermarkColumn", f"means nothing with option 'metadata' ({metadata})")
+        return cls(
+            target, starting, ending, max_bytes, fail, timeout, tier2_location, creation, metadata, subscriber, column
+        )
 
     def starting_or(self, default: PositionKind) -> Position:
         return self.starting or Position(default, "startingOffsets")
+
+
+EVENT_COLUMNS = ("event", "scope", "stream", "segment_id", "offset")
+"""The columns of a read of events, in order (the schema: :data:`pravega_spark.source.SCHEMA`)."""
+
+
+def watermark_column(view: Options) -> str | None:
+    """Option ``watermarkColumn``: the name of the added column, None if not given (or blank)."""
+    name = (view.raw("watermarkColumn") or "").strip()
+    if not name:
+        return None
+    if name.lower() in EVENT_COLUMNS:
+        raise SegstoreOptionError(
+            "watermarkColumn", f"{name!r} is a column of the source already ({', '.join(EVENT_COLUMNS)}); pick another"
+        )
+    return name
 
 
 def metadata_mode(view: Options) -> MetadataMode | None:

@@ -19,15 +19,16 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
-from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
 from pravega_spark.offsets import ReadState, StreamConnection, cut_at_timestamp, head_cut, is_initial, tail_cut
 from pravega_spark.options_common import Options, SegstoreOptionError, StreamTarget
 from pravega_spark.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
 from pravega_spark.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, pack_ranges, plan_ranges
-from pravega_spark.read_options import Position, ReadOptions, metadata_mode
+from pravega_spark.read_options import Position, ReadOptions, metadata_mode, watermark_column
 from pravega_spark.stream_creation import ensure_stream
 from pravega_spark.subscription import Subscription
+from pravega_spark.watermark_column import ARROW_TYPE, driver_thresholds, thresholds_in_range, with_bound_column
 
 _log = logging.getLogger(__name__)
 
@@ -78,9 +79,10 @@ class SegstoreDataSource(DataSource):
         return "segstore"
 
     def schema(self) -> StructType:
-        mode = metadata_mode(Options.of(self.options))
+        view = Options.of(self.options)
+        mode = metadata_mode(view)
         if mode is None:
-            return SCHEMA
+            return events_schema(watermark_column(view))
         from pravega_spark.metadata import SCHEMAS
 
         return SCHEMAS[mode]
@@ -95,7 +97,7 @@ class SegstoreDataSource(DataSource):
             from pravega_spark.metadata import SegstoreMetadataReader
 
             return SegstoreMetadataReader(options, schema)
-        return SegstoreBatchReader(options, _checked(schema))
+        return SegstoreBatchReader(options, _checked(schema, options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = ReadOptions.parse(self.options)
@@ -107,7 +109,7 @@ class SegstoreDataSource(DataSource):
                 "is for batch queries only: a streaming query has no end here (end_stream_cut takes 'unbounded'; "
                 "the Pravega connector takes an end cut and never stops at it); read up to an end with spark.read",
             )
-        return SegstoreStreamReader(options, _checked(schema))
+        return SegstoreStreamReader(options, _checked(schema, options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pravega_spark.sink import SegstoreBatchWriter
@@ -120,15 +122,26 @@ class SegstoreDataSource(DataSource):
         return SegstoreStreamWriter(dict(self.options), schema, overwrite)
 
 
-def _checked(schema: StructType) -> StructType:
-    expected = [(f.name, f.dataType) for f in SCHEMA.fields]
+def events_schema(watermark_column: str | None = None) -> StructType:
+    """The columns of a read of events; with option ``watermarkColumn`` one more, a nullable timestamp, at the end."""
+    if watermark_column is None:
+        return SCHEMA
+    return StructType([*SCHEMA.fields, StructField(watermark_column, TimestampType(), True)])
+
+
+def _checked(schema: StructType, options: ReadOptions) -> StructType:
+    fixed = events_schema(options.watermark_column)
+    expected = [(f.name, f.dataType) for f in fixed.fields]
     if [(f.name, f.dataType) for f in schema.fields] != expected:
-        raise ValueError(f"segstore: the read schema is fixed ({SCHEMA.simpleString()}), got {schema.simpleString()}")
+        raise ValueError(f"segstore: the read schema is fixed ({fixed.simpleString()}), got {schema.simpleString()}")
     return schema
 
 
 def _arrow_schema(schema: StructType) -> pa.Schema:
-    return pa.schema([pa.field(f.name, ARROW_SCHEMA.field(f.name).type, f.nullable) for f in schema.fields])
+    def arrow_type(name: str) -> pa.DataType:
+        return ARROW_SCHEMA.field(name).type if name in ARROW_SCHEMA.names else ARROW_TYPE
+
+    return pa.schema([pa.field(f.name, arrow_type(f.name), f.nullable) for f in schema.fields])
 
 
 # ---- shared by both readers ----------------------------------------------------------------------------------
@@ -176,8 +189,25 @@ def _executor_token(connection: StreamConnection, target: StreamTarget) -> str |
     return target.token
 
 
-def _partitions(options: ReadOptions, ranges: Sequence[ReadRange], token: str | None = None) -> list[InputPartition]:
-    """One input partition per group of :func:`~pravega_spark.planning.pack_ranges`."""
+def _thresholds(
+    connection: StreamConnection, options: ReadOptions, ranges: Sequence[ReadRange], known: dict[int, Any]
+) -> dict[int, Any] | None:
+    """With option ``watermarkColumn``: each range's segment's watermark thresholds, read now; else None."""
+    if options.watermark_column is None:
+        return None
+    target = options.target
+    segments = sorted({r.segment_id for r in ranges})
+    return driver_thresholds(connection, target.scope, target.stream, segments, known)
+
+
+def _partitions(
+    options: ReadOptions,
+    ranges: Sequence[ReadRange],
+    token: str | None = None,
+    thresholds: dict[int, Any] | None = None,
+) -> list[InputPartition]:
+    """One input partition per group of :func:`~pravega_spark.planning.pack_ranges`; ``thresholds``: see
+    :func:`_thresholds`."""
     target = options.target
 
     def part(r: ReadRange) -> SegmentRangePartition:
@@ -193,6 +223,7 @@ def _partitions(options: ReadOptions, ranges: Sequence[ReadRange], token: str | 
             options.tier2_location,
             target.trust_store,
             token,
+            None if thresholds is None else thresholds_in_range(thresholds[r.segment_id], r.start, r.end),
         )
 
     return [
@@ -201,17 +232,24 @@ def _partitions(options: ReadOptions, ranges: Sequence[ReadRange], token: str | 
     ]
 
 
+def _read_part(part: SegmentRangePartition, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    if part.watermark_thresholds is None or len(schema) == len(ARROW_SCHEMA):
+        return read_partition(part)
+    name, thresholds = schema.names[-1], part.watermark_thresholds
+    return (with_bound_column(batch, name, thresholds) for batch in read_partition(part))
+
+
 def _read(partition: InputPartition, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     batches: Iterator[pa.RecordBatch]
     if isinstance(partition, PackedPartition):
-        batches = (batch for part in partition.parts for batch in read_partition(part))
+        batches = (batch for part in partition.parts for batch in _read_part(part, schema))
     elif isinstance(partition, SegmentRangePartition):
-        batches = read_partition(partition)
+        batches = _read_part(partition, schema)
     else:
         return iter(())  # Spark's placeholder partition of an empty read
     if schema.equals(ARROW_SCHEMA):
         return batches
-    return (batch.cast(schema) for batch in batches)
+    return (batch if batch.schema.equals(schema) else batch.cast(schema) for batch in batches)
 
 
 class SegstoreBatchReader(DataSourceReader):
@@ -237,7 +275,8 @@ class SegstoreBatchReader(DataSourceReader):
                 ending = options.ending.option if options.ending is not None else "endingOffsets"
                 starting = options.starting.option if options.starting is not None else "startingOffsets"
                 raise SegstoreOptionError(ending, f"is not after option '{starting}': {error}") from None
-        return _partitions(options, ranges, token)
+            thresholds = _thresholds(connection, options, ranges, {})
+        return _partitions(options, ranges, token, thresholds)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition, self.arrow_schema)
@@ -257,6 +296,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._successors: dict[int, dict[int, list[int]]] = {}
         self._target: ReadState | None = None
         self._subscription: Subscription | None = None
+        self._key_ranges: dict[int, Any] = {}  # segment id -> SegmentWithRange (immutable), for watermarkColumn
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -334,7 +374,9 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = plan_ranges(
             self._state(start), self._state(end), self._catalog(), fail_on_data_loss=self.options.fail_on_data_loss
         )
-        return _partitions(self.options, ranges, _executor_token(self._connect(), self.options.target))
+        connection = self._connect()
+        thresholds = _thresholds(connection, self.options, ranges, self._key_ranges)
+        return _partitions(self.options, ranges, _executor_token(connection, self.options.target), thresholds)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition, self.arrow_schema)
