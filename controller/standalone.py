@@ -44,7 +44,7 @@ from controller.config import ControllerConfig
 from controller.rpc.authentication import AuthConfig
 from segment_store.auth.settings import SIGNING_KEY_ENV
 from segment_store.auth.tls import TlsConfig, TrustConfig
-from segment_store.child_process import die_with_parent
+from segment_store.child_process import die_with_parent_env
 from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 
 log = logging.getLogger(__name__)
@@ -219,11 +219,11 @@ class Standalone:
     async def _start_segmentstore(self) -> None:
         log_path = self.config.data_dir / "segmentstore.log"
         with open(log_path, "ab") as log_file:
-            env = None
+            env = die_with_parent_env()
             if self.config.auth is not None:
-                env = {**os.environ, SIGNING_KEY_ENV: self.config.auth.token_signing_key}
+                env[SIGNING_KEY_ENV] = self.config.auth.token_signing_key
             self._segmentstore = await asyncio.create_subprocess_exec(
-                *self._segmentstore_command(), stdout=log_file, stderr=log_file, preexec_fn=die_with_parent, env=env
+                *self._segmentstore_command(), stdout=log_file, stderr=log_file, env=env
             )
         log.info("segment store process %d started (log %s)", self._segmentstore.pid, log_path)
 

@@ -14,19 +14,37 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+PARENT_PID_ENV = "SEGSTORE_DIE_WITH_PARENT"
+"""Set by a supervisor (standalone, selftest) in a child's environment: its own pid (:func:`die_with_parent_env`)."""
 
-def die_with_parent() -> None:
-    """``preexec_fn`` of a child: ask Linux to SIGTERM it when the process that started it dies (even by kill -9),
-    so a killed supervisor (standalone, selftest) leaves no server running."""
+
+def die_with_parent_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's environment) for a child that must not outlive this process: the child's
+    ``segstore`` command line then calls :func:`honour_parent_death` first thing.
+
+    This replaces a ``preexec_fn``: running Python between fork and exec in a process with threads (gRPC's,
+    kazoo's) can deadlock or crash the child (a held malloc or import lock), which a selftest run hit as a
+    segmentation fault of the forked child."""
+    return {**(os.environ if env is None else env), PARENT_PID_ENV: str(os.getpid())}
+
+
+def honour_parent_death() -> None:
+    """In a child started with :func:`die_with_parent_env`: ask Linux to SIGTERM this process when its parent dies
+    (even by kill -9), and exit at once if the parent is gone already (it died before this ran)."""
+    expected = os.environ.pop(PARENT_PID_ENV, None)
+    if not expected:
+        return
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
         libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if str(os.getppid()) != expected:
+        raise SystemExit(f"segstore: the process that started this one ({expected}) is gone")
 
 
 class Freezable:

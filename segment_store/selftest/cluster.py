@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from segment_store.child_process import die_with_parent
+from segment_store.child_process import die_with_parent_env
 from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 from segment_store.errors import SegstoreError
 from segment_store.storage.seaweedfs_server import SeaweedServer
@@ -67,7 +67,7 @@ class Child:
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "segment_store.cli", *self.args, "--log-level", "warning",
                 stdout=asyncio.subprocess.PIPE, stderr=log, stdin=asyncio.subprocess.DEVNULL,
-                start_new_session=True, env=self.env, preexec_fn=die_with_parent,
+                start_new_session=True, env=die_with_parent_env(self.env),
             )  # fmt: skip
         self.starts += 1
         self.paused = False
