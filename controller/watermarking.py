@@ -17,8 +17,9 @@ Run by the owner of the stream's bucket every ``watermark_period_s`` (:mod:`cont
    controllers that both believe they own the bucket cannot interleave (the loser re-reads the segment).
 
 Invariants: lower bounds strictly increase along the mark segment; each cut is at or after the previous one on
-every key; a writer's events before its noted position have times >= its noted time, so every event before a
-watermark's cut by a live writer has a time >= the lower bound (the writer's promise, as in Pravega).
+every key; a writer's events after its noted position have times >= its noted time (its promise, as in
+Pravega), and the cut is at or after every live writer's position, so every event after a watermark's cut by a
+live writer has a time >= the lower bound.
 """
 
 from __future__ import annotations

@@ -366,9 +366,9 @@ class ControllerClient(ControllerTransport):
 
     # ---- writers and watermarks ----------------------------------------------------------------------------
     async def note_timestamp_from_writer(self, writer_id: str, position: StreamCut, timestamp_ms: int) -> None:
-        """Tell the controller that every event ``writer_id`` wrote before ``position`` has a time of at least
-        ``timestamp_ms`` (input of the stream's watermarks). Raises InvalidArgumentError if the time or the
-        position is before what this writer noted last (nothing is recorded then)."""
+        """Tell the controller that ``writer_id`` is at time ``timestamp_ms`` at ``position``: what it wrote before has
+        times up to it, what it writes after, from it on (input of the stream's watermarks). Raises InvalidArgumentError
+        if the time or the position is before what this writer noted last (nothing is recorded then)."""
         request = pb.TimestampFromWriter(
             writer=writer_id, timestamp=timestamp_ms, position=conv.stream_cut_to_proto(position)
         )

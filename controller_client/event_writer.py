@@ -336,10 +336,10 @@ class EventStreamWriter:
             raise self._failure
 
     async def note_time(self, timestamp_ms: int) -> None:
-        """Promise that every event written so far has a time of at least ``timestamp_ms`` (and later ones
-        will too), for the stream's watermarks: flushes, then tells the controller the time with the writer's
-        position (each segment's length at its last acknowledgement). Times must not go backwards (else
-        ``InvalidArgumentError``). Closing the writer then tells the controller it is gone."""
+        """Note this writer's time for the stream's watermarks: the events written so far have times up to
+        ``timestamp_ms`` and the ones written from now on will have times from it on. Flushes, then tells the controller
+        the time with the writer's position (each segment's length at its last acknowledgement). Times must not go
+        backwards (else ``InvalidArgumentError``). Closing the writer then tells the controller it is gone."""
         await self._flush()
         await self._note_time(timestamp_ms)
 

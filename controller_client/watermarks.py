@@ -1,9 +1,11 @@
 """Watermarks: what the controller writes into a stream's mark stream, in Pravega's format (seed 003 "Watermarks").
 
-A :class:`Watermark` says: every event written by the stream's live writers before the stream cut ``stream_cut``
-(segment -> offset, with each segment's key range) has a time of at least ``lower_time_bound``; the writers' latest
-times lie within ``[lower_time_bound, upper_time_bound]``. Watermarks of a stream never move backwards: each one's
-lower bound is above the previous one's, and its cut is at or after the previous cut.
+A :class:`Watermark` says (Pravega's reader time window): every event the stream's live writers write after the stream
+cut ``stream_cut`` (segment -> offset, with each segment's key range) has a time of at least ``lower_time_bound``; the
+writers' latest noted times lie within ``[lower_time_bound, upper_time_bound]``. A writer noting time ``t`` at its
+position says: what I wrote before has times up to ``t``, what I write after has times from ``t`` on. Watermarks of a
+stream never move backwards: each one's lower bound is above the previous one's, and its cut is at or after the
+previous cut.
 
 The mark stream is ``<scope>/_MARK<stream>``, one segment; each watermark is one event whose payload is Pravega's
 ``Watermark`` serialization (``VersionedSerializer``: format version 0, version 0, one revision 0 whose body is
