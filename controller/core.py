@@ -281,8 +281,12 @@ class ControllerCore:
     async def create_transaction(self, scope: str, stream: str, lease_ms: int) -> tuple[uuid.UUID, list[SegmentRange]]:
         return await self.txns.create(scope, stream, lease_ms)
 
-    async def commit_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> None:
-        await self.txns.commit(scope, stream, txn_id)
+    async def commit_transaction(
+        self, scope: str, stream: str, txn_id: uuid.UUID, writer_id: str = "", time_ms: int = -1
+    ) -> None:
+        """Mark the transaction for commit; with ``writer_id`` and ``time_ms`` (>= 0) the writer's mark is noted at
+        the stream's tail once it is merged (watermarks)."""
+        await self.txns.commit(scope, stream, txn_id, writer_id, time_ms)
 
     async def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> None:
         await self.txns.abort(scope, stream, txn_id)

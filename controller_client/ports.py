@@ -93,8 +93,11 @@ class ControllerApi(Protocol):
         """Extend the lease. Raises TxnFailedError if the transaction is no longer open."""
         ...
 
-    async def commit_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> object:
-        """Start the commit (the merge completes asynchronously; ``check_transaction_state`` tells)."""
+    async def commit_transaction(
+        self, scope: str, stream: str, txn_id: uuid.UUID, writer_id: str = "", timestamp_ms: int = 0
+    ) -> object:
+        """Start the commit (the merge completes asynchronously; ``check_transaction_state`` tells); with a
+        writer and a time (> 0), the writer's mark is noted once it is merged."""
         ...
 
     async def abort_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> object: ...

@@ -118,14 +118,17 @@ class Transaction:
         for writer in list(self._writers.values()):
             await writer.flush()
 
-    async def commit(self) -> None:
-        """Flush, then commit: every event becomes visible at once. Raises a write failure (the transaction
-        stays open), TxnFailedError/TxnNotFoundError from the controller, TransactionClosedError."""
+    async def commit(self, timestamp_ms: int | None = None) -> None:
+        """Flush, then commit: every event becomes visible at once. With ``timestamp_ms`` (> 0) the writer notes
+        that time once the transaction is in the stream, as ``EventStreamWriter.note_time`` does (watermarks).
+        Raises a write failure (the transaction stays open), TxnFailedError/TxnNotFoundError from the controller,
+        TransactionClosedError."""
         self._check_open()
         await self.flush()
         await self._end_sessions()
+        writer, time_ms = (str(self._owner.writer_id), timestamp_ms) if timestamp_ms else ("", 0)
         await self._owner.controller_call(
-            lambda: self._owner.controller.commit_transaction(self.scope, self.stream, self.txn_id)
+            lambda: self._owner.controller.commit_transaction(self.scope, self.stream, self.txn_id, writer, time_ms)
         )
         self._state = "committed"
 

@@ -47,7 +47,9 @@ class TxnRpcs:
         txn_id = cv.required_txn_id(request, "TxnRequest")
         try:
             if commit:
-                await self._core.commit_transaction(scope, stream, txn_id)
+                noted = bool(request.writerId) and request.timestamp > 0  # Pravega sends Long.MIN_VALUE for none
+                writer, time_ms = (request.writerId, request.timestamp) if noted else ("", -1)
+                await self._core.commit_transaction(scope, stream, txn_id, writer, time_ms)
             else:
                 await self._core.abort_transaction(scope, stream, txn_id)
         except (errors.StreamNotFoundError, errors.ScopeNotFoundError):

@@ -27,7 +27,7 @@ import contextlib
 import logging
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from controller.config import ControllerConfig
 from controller.errors import LeaseTooLargeError, StreamSealedError, TxnStateError, from_metadata
@@ -156,6 +156,7 @@ class TxnWorkflows:
                         await self._store.set_state(scope, stream, StreamState.ACTIVE)
                     return
                 await self._store.set_state(scope, stream, StreamState.COMMITTING_TXN)
+                marks = await self._writer_marks(scope, stream, batch.txn_ids)
                 active = await self._store.get_active_epoch(scope, stream)
                 if not batch.is_rolling and batch.epoch == active.reference_epoch:
                     txn_epoch = await self._store.get_epoch(scope, stream, batch.epoch)
@@ -171,6 +172,29 @@ class TxnWorkflows:
                     await self._roll_over(scope, stream, batch.epoch, batch.txn_ids, active.epoch)
                 await self._store.complete_commit_batch(scope, stream)
                 log.info("committed %d transactions of %s/%s", len(batch.txn_ids), scope, stream)
+                await self._note_marks(scope, stream, marks)
+
+    async def _writer_marks(self, scope: str, stream: str, txn_ids: Iterable[uuid.UUID]) -> list[tuple[str, int]]:
+        """``(writer, time)`` of the batch's transactions committed with a writer's time (for watermarks)."""
+        marks = []
+        for txn_id in txn_ids:
+            with contextlib.suppress(md.TxnNotFoundError):
+                record = (await self._store.get_txn(scope, stream, txn_id)).record
+                if record.writer_id and record.commit_time_ms >= 0:
+                    marks.append((record.writer_id, record.commit_time_ms))
+        return marks
+
+    async def _note_marks(self, scope: str, stream: str, marks: list[tuple[str, int]]) -> None:
+        """Note each committing writer's time at the stream's tail, which is past its merged transaction (a
+        crash before this loses the marks, not data: the next commit or ``note_time`` notes again)."""
+        if not marks:
+            return
+        active = await self._store.get_active_epoch(scope, stream)
+        ids = sorted(active.segment_ids)
+        lengths = await asyncio.gather(*(self._ops.segment_length(scope, stream, s) for s in ids))
+        tail = {sid: length[1] for sid, length in zip(ids, lengths, strict=True)}
+        for writer, time_ms in marks:
+            await self._store.note_writer_mark(scope, stream, writer, time_ms, tail)
 
     async def _roll_over(
         self, scope: str, stream: str, txn_epoch_number: int, txn_ids: tuple[uuid.UUID, ...], active_epoch: int

@@ -261,7 +261,9 @@ class FakeController:
         txn.lease_ms = lease_ms
         return True
 
-    async def commit_transaction(self, scope: str, stream: str, txn_id: uuid.UUID) -> bool:
+    async def commit_transaction(
+        self, scope: str, stream: str, txn_id: uuid.UUID, writer_id: str = "", timestamp_ms: int = 0
+    ) -> bool:
         txn = self._txn(scope, stream, txn_id)
         if txn.state != TxnState.OPEN:
             raise TxnFailedError(scope, stream, txn_id, txn.state.name)

@@ -222,3 +222,27 @@ async def test_event_writers_note_times_that_become_watermarks_readers_can_read(
     assert not await core.store.list_writer_marks(S, T) or all(
         not mark.alive for mark in (await core.store.list_writer_marks(S, T)).values()
     ), "closed writers told the controller they are gone"
+
+
+async def test_a_transaction_committed_with_a_time_notes_its_writer_once_merged(
+    served: tuple[ControllerCore, StreamManager],
+) -> None:
+    core, manager = served
+    await manager.create_scope(S)
+    await manager.create_stream(S, T, StreamConfiguration(ScalingPolicy.fixed(2)))
+    writer = manager.create_txn_writer(S, T)
+    txn = await writer.begin()
+    for i in range(10):
+        await txn.write_event(b"t%d" % i, routing_key=f"k{i}")
+    await txn.commit(timestamp_ms=7_000)
+    await core.txns.wait_committed(S, T)
+    marks = await core.store.list_writer_marks(S, T)
+    assert marks[str(writer.writer_id)].timestamp == 7_000
+    assert dict(marks[str(writer.writer_id)].position) == dict((await manager.tail_cut(S, T)).positions)
+    watermark = await core.watermarking.run(S, T)
+    assert watermark is not None and watermark.lower_time_bound == 7_000
+    plain = await writer.begin()
+    await plain.write_event(b"no time")
+    await plain.commit()
+    await core.txns.wait_committed(S, T)
+    assert (await core.store.list_writer_marks(S, T))[str(writer.writer_id)].timestamp == 7_000, "no time: no mark"
