@@ -88,7 +88,7 @@ the first ones printed.
                                   [--windows 1,100] [--yield-every 1000] [--official-inflight 10000]
                                   [--rounds 3] [--fall-slices 24] [--fall-slice-s 0.5]
                                   [--only official,ours] [--profile [no-yield|yield]] [--no-pin] [--tls] [--auth]
-                                  [--py-spy /path/to/py-spy] [--no-cprofile]
+                                  [--metrics] [--py-spy /path/to/py-spy] [--no-cprofile]
                                   [--dir /var/tmp] [--out PATH]
 
 The full run takes about 10 minutes on 2 cores, ``--quick`` about 1 minute. Prints one table per case
@@ -102,6 +102,8 @@ with authentication on in the second run (a password file with one user, delegat
 store on every command; our client and the official one log in); with ``--tls`` too, the second run has both
 (the JSON keys keep their names). A third run, plain again, follows the secured one: the ratio is against the mean
 of the two plain runs, so that whatever the order of the runs costs does not pass for the cost of security.
+``--metrics`` likewise runs the second time with Prometheus metrics on (``--metrics-port``; the append path's cost of
+the metrics, target at most 3%).
 """
 
 from __future__ import annotations
@@ -143,6 +145,7 @@ from profiles import cprofile_top, py_spy, pyspy_top
 
 from controller_client import ControllerClient, EventStreamWriter, ScalingPolicy, StreamConfiguration, StreamManager
 from segment_store.client.config import ClientConfig
+from segment_store.coordination.zookeeper_server import free_port
 
 FALL_RATIO = 0.8
 PROFILE_TOP = 12
@@ -468,6 +471,11 @@ def main() -> None:
         "command), and compare; with --tls the second run has both",
     )
     parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="run everything twice, without and with Prometheus metrics on (--metrics-port), and compare",
+    )
+    parser.add_argument(
         "--profile",
         nargs="?",
         const="worse",
@@ -497,7 +505,8 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     backends = args.tier1.split(",")
-    secured = " and ".join(name for name, on in (("TLS", args.tls), ("authentication", args.auth)) if on)
+    variants = (("TLS", args.tls), ("authentication", args.auth), ("metrics", args.metrics))
+    secured = " and ".join(name for name, on in variants if on)
     by_tier1: dict[str, dict[str, Any]] = {}
     tls_by_tier1: dict[str, dict[str, Any]] = {}
     plain_after: dict[str, dict[str, Any]] = {}
@@ -507,13 +516,14 @@ def main() -> None:
             print(f"\n== Tier-1: {backend}", flush=True)
             with tier1_flags(backend, args.work / f"nats-{backend}") as flags:
                 by_tier1[backend] = run(args, args.work / f"data-{backend}", flags)
-            if args.tls or args.auth:
+            if secured:
                 print(f"\n== Tier-1: {backend}, {secured}", flush=True)
                 certificates, ca = tls_flags(args.work / "certs") if args.tls else ((), None)
                 users, auth = auth_flags(args.work / "auth") if args.auth else ((), None)
+                metrics = ("--metrics-port", str(free_port())) if args.metrics else ()
                 with tier1_flags(backend, args.work / f"nats-{backend}-secured") as flags:
                     data = args.work / f"data-{backend}-secured"
-                    tls_by_tier1[backend] = run(args, data, (*flags, *certificates, *users), ca, auth)
+                    tls_by_tier1[backend] = run(args, data, (*flags, *certificates, *users, *metrics), ca, auth)
                 print(f"\n== Tier-1: {backend}, plain again (so that the order of the runs is no cost)", flush=True)
                 with tier1_flags(backend, args.work / f"nats-{backend}-again") as flags:
                     plain_after[backend] = run(args, args.work / f"data-{backend}-again", flags)
@@ -526,7 +536,7 @@ def main() -> None:
     results: dict[str, Any] = by_tier1[backends[0]] if len(backends) == 1 else {"by_tier1": by_tier1}
     if len(backends) > 1:
         compare_tier1(by_tier1)
-    if args.tls or args.auth:
+    if secured:
         comparison = compare_tls(by_tier1, tls_by_tier1, secured, plain_after)
         results = {
             "by_tier1": by_tier1,
@@ -554,6 +564,7 @@ def main() -> None:
         "tier1",
         "tls",
         "auth",
+        "metrics",
     )
     document = {
         "benchmark": "e2e",
