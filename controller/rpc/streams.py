@@ -15,6 +15,7 @@ from controller import errors
 from controller.rpc.authentication import visible
 from controller.rpc.handling import rpc
 from controller_client import proto_convert as cv
+from controller_client.kvt_model import KVTABLE_SUFFIX
 from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
 from controller_client.proto import Controller_pb2 as pb
 from segment_store.auth import acl as resources
@@ -76,6 +77,8 @@ class StreamRpcs:
         try:
             validate_stream_name(stream, internal=True)
         except InvalidModelError:
+            return pb.CreateStreamStatus(status=pb.CreateStreamStatus.INVALID_STREAM_NAME)
+        if stream.endswith(KVTABLE_SUFFIX):  # a key-value table's segments are named so (controller.kvt)
             return pb.CreateStreamStatus(status=pb.CreateStreamStatus.INVALID_STREAM_NAME)
         try:
             created = await self._core.create_stream(scope, stream, config)

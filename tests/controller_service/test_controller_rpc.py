@@ -43,6 +43,9 @@ async def test_scope_and_stream_lifecycle_answers_protocol_statuses(stub: pb_grp
     assert (await stub.createScope(pb.ScopeInfo(scope="sc"))).status == pb.CreateScopeStatus.SCOPE_EXISTS
     assert (await stub.createScope(pb.ScopeInfo(scope="bad/name"))).status == pb.CreateScopeStatus.INVALID_SCOPE_NAME
     assert (await stub.createStream(stream_config("sc", "st"))).status == pb.CreateStreamStatus.SUCCESS
+    assert (await stub.createStream(stream_config("sc", "t_kvtable"))).status == (
+        pb.CreateStreamStatus.INVALID_STREAM_NAME  # the segment names of key-value table t
+    )
     assert (await stub.createStream(stream_config("sc", "st"))).status == pb.CreateStreamStatus.STREAM_EXISTS
     assert (await stub.createStream(stream_config("nope", "st"))).status == pb.CreateStreamStatus.SCOPE_NOT_FOUND
     segments = await stub.getCurrentSegments(pb.StreamInfo(scope="sc", stream="st"))
