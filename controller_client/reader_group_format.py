@@ -44,8 +44,11 @@ Outer key / inner key -> ``type_id``, payload (``src/event/reader_group_state.rs
 * ``distance_to_tail`` / reader name -> ``"u64"``: always ``u64::MAX`` (written by ``add_reader``, never updated).
 * ``future_segments`` / successor's qualified name -> type id ``"HashSet<i64>"`` but the data is
   ``HashSet<Segment>`` (the predecessors still to complete; ``segment_completed_internal``): the type id lies.
-* any key -> ``"tombstone"``, data ``serde_cbor`` of ``Tombstone {}`` = ``a0``: the entry is deleted; the client
-  then removes the key (``clear_tombstone``), so a tombstone lives only between two requests.
+* any key -> ``"tombstone"``, data ``serde_cbor`` of ``Tombstone {}`` = ``a0``: the entry is deleted. Tombstones
+  stay in the table: ``clear_tombstone`` means to remove them, but it asks ``Update::is_tombstoned`` of a map built by
+  ``get_outer_map``, which has already filtered tombstones out, so it never removes one (seen against the real
+  client: ``assigned_segments/<reader>`` and ``distance_to_tail/<reader>`` of offline readers, and
+  ``unassigned_segments/<segment>`` of assigned segments, are tombstones).
 * the outer key alone -> ``"blob"``, data ``[0]``: the outer map's version entry (``increment_map_version``).
 
 ``ScopedSegment`` is ``{scope: {name}, stream: {name}, segment: {number: i64, tx_id: Option<TxId(u128)>}}``,
@@ -61,11 +64,12 @@ unseen. Every inner write also writes the outer key's ``blob`` entry, conditione
 outer map is the unit of optimistic concurrency; one batch may carry the same blob key several times, each with the
 same expected version. On ``TableKeyBadVersion`` (or ``TableKeyDoesNotExist``) the client re-fetches and reruns
 the function; other errors are retried 10 times, a second apart. Deletion is a tombstone write then a
-``RemoveTableKeys`` of those keys, each conditioned on its new version, also with offset -1.
+``RemoveTableKeys`` of those keys, each conditioned on its new version, also with offset -1 (never sent, see
+tombstones above). A reused key (a reader back online) is written conditioned on its tombstone's version.
 
 Offline and checkpoints: a reader goes offline by ``remove_reader``: its segments move to
 ``unassigned_segments`` at its last offsets, and ``assigned_segments/<reader>`` and ``distance_to_tail/<reader>``
-become tombstones, then vanish. There is no offline marker and no checkpoint state: the Rust client has no
+become tombstones. There is no offline marker and no checkpoint state: the Rust client has no
 checkpoints at all (no ``checkpoint`` anywhere in ``src/``).
 
 What cannot be matched
