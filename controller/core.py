@@ -33,6 +33,7 @@ from controller.metadata import (
     ReaderGroupConfigRecord,
     ReaderGroupRetentionType,
     StreamMetadataStore,
+    StreamState,
     WriterMarkStatus,
 )
 from controller.metadata import errors as md
@@ -207,7 +208,10 @@ class ControllerCore:
 
     # ---- segments -------------------------------------------------------------------------------------------
     async def current_segments(self, scope: str, stream: str) -> list[SegmentRange]:
+        """The active segments; none once the stream is sealed (as Pravega's ``getActiveSegments``)."""
         with from_metadata(scope, stream):
+            if await self.store.get_state(scope, stream) == StreamState.SEALED:
+                return []
             return await self.store.get_current_segments(scope, stream)
 
     async def epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
