@@ -5,7 +5,8 @@ back to the same bytes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pravega_client  # the official Pravega client: a test dependency (pyproject), never skipped
@@ -74,16 +75,26 @@ def table_entries(standalone: StandaloneProcess, group: str) -> list[tuple[bytes
     return entries
 
 
-def state(standalone: StandaloneProcess, group: str) -> ReaderGroupState:
-    return state_from_entries(table_entries(standalone, group))
+def state(
+    standalone: StandaloneProcess, group: str, ready: Callable[[ReaderGroupState], bool] = lambda _: True
+) -> ReaderGroupState:
+    """The group's state once ``ready`` holds: the official client returns from ``create_reader`` and
+    ``reader_offline`` before its table update has landed, so the state is polled (20 s at most)."""
+    deadline = time.monotonic() + 20
+    while True:
+        found = state_from_entries(table_entries(standalone, group))
+        if ready(found):
+            return found
+        assert time.monotonic() < deadline, f"reader group {group}: state never got there: {found}"
+        time.sleep(0.1)
 
 
 def test_one_reader_of_a_two_segment_stream_holds_both_segments(
     standalone: StandaloneProcess, official: pravega_client.StreamManager
 ) -> None:
     group = official.create_reader_group("one", SCOPE, STREAM)
-    group.create_reader("reader-1")
-    found = state(standalone, "one")
+    first = group.create_reader("reader-1")  # kept: a reader the client drops goes offline by itself
+    found = state(standalone, "one", lambda f: "reader-1" in f.assigned_segments)
     assert found.config is not None
     assert found.config.starting_stream_cuts == {ScopedStream(SCOPE, STREAM): BoundaryCut.UNBOUNDED}
     assert found.config.ending_stream_cuts == {}
@@ -96,8 +107,8 @@ def test_one_reader_of_a_two_segment_stream_holds_both_segments(
     keys = {decode_key(key) for key, _ in table_entries(standalone, "one")}
     assert ("config", None) in keys and ("assigned_segments", None) in keys  # the outer maps' version blobs
 
-    group.create_reader("reader-2")
-    found = state(standalone, "one")
+    second = group.create_reader("reader-2")
+    found = state(standalone, "one", lambda f: "reader-2" in f.online_readers)
     assert sorted(found.online_readers) == ["reader-1", "reader-2"]
     assert found.distance_to_tail == {"reader-1": U64_MAX, "reader-2": U64_MAX}
     held = [set(segments) for segments in found.assigned_segments.values()]
@@ -105,7 +116,8 @@ def test_one_reader_of_a_two_segment_stream_holds_both_segments(
 
     group.reader_offline("reader-1")
     group.reader_offline("reader-2")
-    found = state(standalone, "one")
+    del first, second
+    found = state(standalone, "one", lambda f: not f.online_readers)
     assert found.online_readers == [] and found.distance_to_tail == {}
     assert found.unassigned_segments == dict.fromkeys(SEGMENTS, 0)
     types = {decode_key(key): decode_value(raw).type_id for key, raw in table_entries(standalone, "one")}
@@ -122,7 +134,7 @@ def test_a_reader_gone_offline_leaves_its_read_offsets_unassigned(
     writer.flush()
     events = read_with_group(official, SCOPE, STREAM, "read", 10)  # one reader, offline at the end
     assert sorted(events) == sorted(f"e{i}" for i in range(10))
-    found = state(standalone, "read")
+    found = state(standalone, "read", lambda f: not f.online_readers)
     assert found.online_readers == []
     assert set(found.unassigned_segments) == SEGMENTS
     assert sum(found.unassigned_segments.values()) == 10 * (8 + 2)  # each event: 8-byte header and 2 bytes
@@ -132,8 +144,9 @@ def test_groups_from_a_stream_cut_and_from_the_tail_store_their_start(
     standalone: StandaloneProcess, official: pravega_client.StreamManager
 ) -> None:
     cuts = official.create_reader_group("source", SCOPE, STREAM).get_streamcut()
-    official.create_reader_group("from-cut", SCOPE, STREAM, False, cuts).create_reader("r")
-    start = state(standalone, "from-cut")
+    from_cut = official.create_reader_group("from-cut", SCOPE, STREAM, False, cuts)
+    reader = from_cut.create_reader("r")  # kept: a reader the client drops goes offline
+    start = state(standalone, "from-cut", lambda f: "r" in f.assigned_segments)
     assert start.config is not None
     (cut,) = start.config.starting_stream_cuts.values()
     assert isinstance(cut, StreamCutV1)
@@ -141,8 +154,10 @@ def test_groups_from_a_stream_cut_and_from_the_tail_store_their_start(
     assert set(cut.positions) == SEGMENTS
     assert start.assigned_segments["r"] == dict(cut.positions)
 
-    official.create_reader_group("from-tail", SCOPE, STREAM, True).create_reader("r")
-    tail = state(standalone, "from-tail")
+    from_tail = official.create_reader_group("from-tail", SCOPE, STREAM, True)
+    tail_reader = from_tail.create_reader("r")
+    tail = state(standalone, "from-tail", lambda f: "r" in f.assigned_segments)
     assert tail.config is not None
     assert tail.config.starting_stream_cuts == {ScopedStream(SCOPE, STREAM): BoundaryCut.TAIL}
     assert set(tail.assigned_segments["r"]) == SEGMENTS
+    del reader, tail_reader
