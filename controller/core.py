@@ -51,6 +51,7 @@ from controller_client.model import (
     qualified_segment_name,
 )
 from controller_client.proto_convert import ReaderGroupConfig, ReaderGroupRetention
+from segment_store.cluster.assignment import ContainerAssignment
 
 log = logging.getLogger(__name__)
 
@@ -377,6 +378,10 @@ class ControllerCore:
         members = await self.work_scope.members()
         own = (self.config.advertised_host, self.config.port)
         return members if own in members or self.config.port == 0 else [own, *members]
+
+    def container_assignment(self) -> ContainerAssignment | None:
+        """Which segment store runs which container now (None before the leader assigned them)."""
+        return self._hosts.assignment
 
     async def bucket_assignment(self) -> dict[str, list[int]]:
         return await self.work_scope.assignment()

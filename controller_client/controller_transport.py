@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Self
@@ -34,6 +35,9 @@ from controller_client.errors import (
 from controller_client.proto import Controller_pb2 as pb
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
 from segment_store.auth.tls import TrustConfig
+
+ADMIN_SERVICE = "segstore.admin.v1.Admin"
+ADMIN_PREFIX = "admin:"
 
 
 class ControllerTransport:
@@ -130,6 +134,23 @@ class ControllerTransport:
         await bearer.renew(self._exchange, shown)
         return await self._attempts(rpc, request, bearer.metadata(), not_found)
 
+    async def admin_call(
+        self, method: str, request: dict[str, Any], *, not_found: ControllerError | None = None
+    ) -> Any:
+        """A call of segstore's admin extension of the controller (``controller.rpc.admin``, service
+        ``segstore.admin.v1.Admin``): a JSON object in, a JSON value out; retries, credentials and errors as every
+        RPC. A Pravega controller answers UNIMPLEMENTED (``ControllerFailureError``)."""
+        return await self._call(ADMIN_PREFIX + method, request, not_found=not_found)
+
+    def _admin_method(self, rpc: str) -> Any:
+        if not rpc.startswith(ADMIN_PREFIX):
+            raise AttributeError(f"the controller has no RPC {rpc!r}")
+        return self._channel.unary_unary(
+            f"/{ADMIN_SERVICE}/{rpc[len(ADMIN_PREFIX) :]}",
+            request_serializer=lambda value: json.dumps(value).encode(),
+            response_deserializer=json.loads,
+        )
+
     async def _exchange(self, request: pb.StreamInfo, metadata: Iterable[tuple[str, str]]) -> str:
         resp: pb.DelegationToken = await self._attempts("getDelegationToken", request, metadata, None)
         return resp.delegationToken
@@ -142,7 +163,7 @@ class ControllerTransport:
         backoff = config.initial_backoff_s
         attempts = 0
         looked_at_tls = False
-        method = getattr(self._stub, rpc)
+        method = getattr(self._stub, rpc, None) or self._admin_method(rpc)
         while True:
             attempts += 1
             try:

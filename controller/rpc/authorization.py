@@ -161,7 +161,22 @@ RULES: dict[str, Callable[[Any], list[Need]]] = {
 }
 
 
+def _admin_stream(request: Any) -> list[Need]:
+    """segstore's admin extension (``controller.rpc.admin``): the stream its JSON request names."""
+    from controller.rpc.admin import decode_request, stream_of
+
+    return [(acl.stream(*stream_of(decode_request(request))), READ)]
+
+
+ADMIN_RULES: dict[str, Callable[[Any], list[Need]]] = {
+    "adminContainerAssignment": _root(READ),
+    "adminOpenTransactions": _admin_stream,
+}
+"""The rules of segstore's admin extension (not Controller.proto's, so kept apart from :data:`RULES`)."""
+
+
 def needs(rpc: str, request: Any) -> list[Need]:
     """What ``rpc`` with ``request`` needs. Raises KeyError for an RPC not in the table (a test checks that every
     RPC of the service is), InvalidModelError for a request that names no valid access."""
-    return RULES[rpc](request)
+    rule = RULES.get(rpc) or ADMIN_RULES[rpc]
+    return rule(request)

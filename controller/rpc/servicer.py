@@ -6,6 +6,7 @@ import grpc
 
 from controller.core import ControllerCore
 from controller.metrics import ControllerMetrics
+from controller.rpc.admin import AdminRpcs, admin_handler
 from controller.rpc.authentication import ControllerAuth
 from controller.rpc.kvts import KvtRpcs
 from controller.rpc.streams import StreamRpcs
@@ -50,6 +51,7 @@ async def start_grpc_server(
     credentials = server_credentials(tls) if tls is not None else None
     server = grpc.aio.server(maximum_concurrent_rpcs=max_concurrent_rpcs)
     pb_grpc.add_ControllerServiceServicer_to_server(ControllerServicer(core, auth, metrics), server)
+    server.add_generic_rpc_handlers((admin_handler(AdminRpcs(core, auth, metrics)),))
     address = f"{host}:{port}"
     bound = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
     if bound == 0:

@@ -185,6 +185,9 @@ def _other_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
     info.add_argument("segment", type=parsing.qualified_segment, help="SCOPE/STREAM/NUMBER[.#epoch.EPOCH]")
 
     _command(nouns, "controllers", "segments:list_controllers", "the controllers of the cluster")
+    _command(nouns, "containers", "cluster:list_containers", "which segment store runs which segment container")
+    txns = _command(nouns, "transactions", "cluster:list_transactions", "a stream's open transactions")
+    txns.add_argument("stream", type=parsing.scoped_name, help="the stream, as SCOPE/STREAM")
 
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

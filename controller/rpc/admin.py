@@ -1,0 +1,108 @@
+"""segstore's admin extension of the controller: what operators ask and ``Controller.proto`` cannot answer.
+
+A second gRPC service on the controller's port, ``segstore.admin.v1.Admin``, beside Pravega's
+``ControllerService`` (Pravega's clients never call it). Requests and responses are JSON objects (UTF-8), so it
+needs no generated code; errors, authentication and authorization are the controller's (``controller.rpc.handling``:
+``INVALID_ARGUMENT`` for a malformed request, ``NOT_FOUND`` for a missing stream, ``UNAUTHENTICATED``,
+``PERMISSION_DENIED``). Methods:
+
+- ``ContainerAssignment`` ``{}`` -> ``{"container_count": N, "hosts": {"host:port": [ids...]}}``: which segment store
+  runs which container now (the leader's assignment in ZooKeeper); needs READ on the root ``prn::/``.
+- ``OpenTransactions`` ``{"scope": S, "stream": T}`` -> ``{"transactions": [{"id", "status", "epoch",
+  "created_ms", "lease_expiry_ms", "max_execution_expiry_ms", "writer_id"}]}``: the stream's active transactions
+  (open, committing, aborting); needs READ on the stream.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from controller.errors import from_metadata
+from controller.rpc.handling import rpc
+from controller_client.controller_transport import ADMIN_SERVICE
+from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
+
+if TYPE_CHECKING:
+    from controller.core import ControllerCore
+    from controller.metrics import ControllerMetrics
+    from controller.rpc.authentication import ControllerAuth
+
+SERVICE = ADMIN_SERVICE
+
+
+def decode_request(data: bytes) -> dict[str, Any]:
+    """A request's JSON object; InvalidModelError (INVALID_ARGUMENT) for anything else."""
+    try:
+        found = json.loads(data or b"{}")
+    except (UnicodeDecodeError, ValueError):
+        raise InvalidModelError("admin request: not a JSON object") from None
+    if not isinstance(found, dict):
+        raise InvalidModelError("admin request: not a JSON object")
+    return found
+
+
+def encode(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, sort_keys=True).encode()
+
+
+def stream_of(request: dict[str, Any]) -> tuple[str, str]:
+    scope, stream = request.get("scope"), request.get("stream")
+    if not isinstance(scope, str) or not isinstance(stream, str):
+        raise InvalidModelError("admin request: 'scope' and 'stream' must be strings")
+    return validate_scope_name(scope), validate_stream_name(stream)
+
+
+class AdminRpcs:
+    """The methods, wrapped like every controller RPC (authentication, authorization, errors, metrics)."""
+
+    def __init__(
+        self, core: ControllerCore, auth: ControllerAuth | None = None, metrics: ControllerMetrics | None = None
+    ) -> None:
+        self._core = core
+        self._auth = auth
+        self._metrics = metrics
+
+    @rpc
+    async def adminContainerAssignment(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        assignment = self._core.container_assignment()
+        hosts = {} if assignment is None else {host: list(ids) for host, ids in sorted(assignment.hosts.items())}
+        count = self._core.config.container_count if assignment is None else assignment.container_count
+        return encode({"container_count": count, "hosts": hosts})
+
+    @rpc
+    async def adminOpenTransactions(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        scope, stream = stream_of(decode_request(request))
+        with from_metadata(scope, stream):
+            found = await self._core.store.list_active_txns(scope, stream)
+        transactions = [
+            {
+                "id": str(info.txn_id),
+                "status": info.record.status.name,
+                "epoch": info.epoch,
+                "created_ms": info.record.creation_time_ms,
+                "lease_expiry_ms": info.record.lease_expiry_ms,
+                "max_execution_expiry_ms": info.record.max_execution_expiry_ms,
+                "writer_id": info.record.writer_id,
+            }
+            for info in sorted(found, key=lambda i: (i.record.creation_time_ms, str(i.txn_id)))
+        ]
+        return encode({"transactions": transactions})
+
+
+def admin_handler(rpcs: AdminRpcs) -> grpc.GenericRpcHandler:
+    """The generic handler that serves ``rpcs`` as ``segstore.admin.v1.Admin``."""
+
+    def method(behaviour: Callable[..., Any]) -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(behaviour)  # bytes in and out: JSON is decoded inside
+
+    return grpc.method_handlers_generic_handler(
+        SERVICE,
+        {
+            "ContainerAssignment": method(rpcs.adminContainerAssignment),
+            "OpenTransactions": method(rpcs.adminOpenTransactions),
+        },
+    )

@@ -1,0 +1,64 @@
+"""``segstore admin containers`` and ``segstore admin transactions`` against a standalone: answered by segstore's
+admin extension of the controller (controller.rpc.admin), human and --json, and its errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from standalone_process import StandaloneProcess
+
+from controller_client.controller_api import ControllerClient
+from controller_client.model import ScalingPolicy, StreamConfiguration
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
+    with StandaloneProcess(tmp_path_factory.mktemp("admin-cluster") / "data") as process:
+        yield process
+
+
+def admin(standalone: StandaloneProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SEGSTORE_CONTROLLER": standalone.controller_uri}
+    argv = [sys.executable, "-m", "segment_store.cli", "admin", *args]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_containers_shows_which_segment_store_runs_each(standalone: StandaloneProcess) -> None:
+    done = admin(standalone, "containers", "--json")
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["container_count"] == 4
+    ((host, ids),) = found["hosts"].items()
+    assert ids == [0, 1, 2, 3] and host.endswith(f":{standalone.segmentstore_port}")
+    human = admin(standalone, "containers")
+    assert human.returncode == 0 and "0, 1, 2, 3" in human.stdout and "4 of 4 containers assigned" in human.stdout
+
+
+def test_transactions_lists_the_open_ones(standalone: StandaloneProcess) -> None:
+    async def open_two() -> list[str]:
+        async with await ControllerClient.connect(standalone.controller_uri) as controller:
+            await controller.create_scope("shop")
+            await controller.create_stream("shop", "orders", StreamConfiguration(ScalingPolicy.fixed(1)))
+            first, _ = await controller.create_transaction("shop", "orders", 60_000)
+            second, _ = await controller.create_transaction("shop", "orders", 60_000)
+            return [str(first), str(second)]
+
+    opened = asyncio.run(open_two())
+    done = admin(standalone, "transactions", "shop/orders", "--json")
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)["transactions"]
+    assert sorted(t["id"] for t in found) == sorted(opened) and {t["status"] for t in found} == {"OPEN"}
+    human = admin(standalone, "transactions", "shop/orders")
+    assert human.returncode == 0 and all(txn in human.stdout for txn in opened)
+    missing = admin(standalone, "transactions", "shop/missing")
+    assert missing.returncode == 1 and "shop/missing" in missing.stderr and "does not exist" in missing.stderr
