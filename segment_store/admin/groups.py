@@ -2,9 +2,10 @@
 
 The controller holds a reader group's configuration (its streams with start and end cuts, checkpoint
 settings, retention type, generation) and, for a group whose retention type is not NONE, a subscriber record
-on each stream it reads. Readers and their positions are not the controller's: Pravega's clients keep them in
-the group's state (a table segment in the official client's format), which segstore's client does not read
-yet (issue 25), so neither command shows per-reader positions or lag.
+on each stream it reads. Readers and their positions are not the controller's: Pravega's Rust/Python client keeps
+them in the group's state, a table segment in its own format (``controller_client.reader_group_format``), which
+``reader-group describe`` reads to show each segment's reader, offset and lag in bytes behind the tail (a group no
+such reader ever joined has no state; Java readers keep theirs elsewhere).
 
 Listing: ``Controller.proto`` has no call that lists reader groups. Pravega's clients list the ``_RG<group>``
 streams of a scope; segstore's controller leaves names starting with ``_`` out of ``listStreamsInScope``. So
@@ -18,11 +19,19 @@ import argparse
 import asyncio
 from collections import defaultdict
 
-from controller_client.errors import StreamNotFoundError
+from controller_client.errors import ReaderGroupNotFoundError, StreamNotFoundError
 from controller_client.proto_convert import ReaderGroupRetention
+from controller_client.reader_group_format import (
+    ReaderGroupState,
+    ScopedSegment,
+    StreamCutV1,
+    state_from_entries,
+    table_segment_name,
+)
 from segment_store.admin.connection import Session
 from segment_store.admin.progress import Activity
-from segment_store.admin.views import GroupStream, ReaderGroupEntry, ReaderGroupList, ReaderGroupView
+from segment_store.admin.views import GroupStream, ReaderGroupEntry, ReaderGroupList, ReaderGroupView, ReaderPosition
+from segment_store.client import NoSuchSegmentError
 
 
 async def _subscribers(session: Session, scope: str, stream: str) -> list[str]:
@@ -52,7 +61,10 @@ async def describe_group(session: Session, args: argparse.Namespace, activity: A
     """The configuration the controller holds for ``args.group``, and on which streams it is a subscriber.
     Raises ReaderGroupNotFoundError."""
     scope, name = args.group
-    config = await session.controller.get_reader_group_config(scope, name)
+    try:
+        config = await session.controller.get_reader_group_config(scope, name)
+    except ReaderGroupNotFoundError:
+        return await _unregistered(session, scope, name)  # the official client's groups: only their state
     subscriber = f"{scope}/{name}"
     ends = {(cut.scope, cut.stream): cut.positions for cut in config.ending_stream_cuts}
     subscribed = await asyncio.gather(
@@ -77,4 +89,62 @@ async def describe_group(session: Session, args: argparse.Namespace, activity: A
         checkpoint_interval_ms=config.automatic_checkpoint_interval_ms,
         max_outstanding_checkpoints=config.max_outstanding_checkpoint_request,
         streams=streams,
+        positions=await _positions(session, scope, name),
+    )
+
+
+async def _unregistered(session: Session, scope: str, name: str) -> ReaderGroupView:
+    """A group the controller does not know (the official Rust/Python client registers none), from its state;
+    ReaderGroupNotFoundError when there is no state either."""
+    state = await _state(session, scope, name)
+    if state is None:
+        raise ReaderGroupNotFoundError(scope, name)
+    starts = state.config.starting_stream_cuts if state.config is not None else {}
+    streams = tuple(
+        GroupStream(
+            f"{stream.scope}/{stream.stream}",
+            {s.segment.number: o for s, o in cut.positions.items()} if isinstance(cut, StreamCutV1) else {},
+            None,
+            False,
+        )
+        for stream, cut in starts.items()
+    )
+    refresh = state.config.group_refresh_time_millis if state.config is not None else 0
+    return ReaderGroupView(
+        scope, name, "", 0, "not registered with the controller", refresh, -1, 0, streams,
+        await _positions(session, scope, name, state),
+    )  # fmt: skip
+
+
+async def _state(session: Session, scope: str, name: str) -> ReaderGroupState | None:
+    segment = table_segment_name(scope, name)
+    try:
+        entries = [(entry.key, entry.value) async for entry in session.manager.client.iter_table_entries(segment)]
+    except NoSuchSegmentError:
+        return None
+    return state_from_entries(entries)
+
+
+async def _positions(
+    session: Session, scope: str, name: str, state: ReaderGroupState | None = None
+) -> tuple[ReaderPosition, ...] | None:
+    """Per segment, its reader, offset and lag, from the group's state in the official client's format
+    (``controller_client.reader_group_format``); None when there is no such state."""
+    state = state or await _state(session, scope, name)
+    if state is None:
+        return None
+    held: list[tuple[str | None, ScopedSegment, int]] = [
+        (reader, seg, offset)
+        for reader, segments in state.assigned_segments.items()
+        for seg, offset in segments.items()
+    ]
+    held += [(None, seg, offset) for seg, offset in state.unassigned_segments.items()]
+    lengths = await asyncio.gather(
+        *(session.manager.segment_info(s.scope, s.stream, s.segment.number) for _, s, _ in held)
+    )
+    return tuple(
+        ReaderPosition(reader, s.scope, s.stream, s.segment.number, offset, max(0, info.write_offset - offset))
+        for (reader, s, offset), info in sorted(
+            zip(held, lengths, strict=True), key=lambda item: (item[0][0] or "~", item[0][1].segment.number)
+        )
     )

@@ -40,8 +40,8 @@ from segment_store.admin.views import (
 )
 
 READER_POSITIONS_NOTE = (
-    "per-reader positions and lag are not shown: they live in the reader group's state, which segstore's "
-    "client reads from issue 25 on"
+    "no reader positions: the group has no state in the official client's format (no such reader ever joined; "
+    "Java readers keep theirs elsewhere)"
 )
 GROUP_LISTING_NOTE = (
     "only reader groups subscribed to a stream (retention MANUAL or AUTOMATIC) are listed: the controller has "
@@ -276,8 +276,18 @@ def _(view: ReaderGroupView) -> object:
             {"stream": s.stream, "start": cut_json(s.start), "end": cut_json(s.end), "subscribed": s.subscribed}
             for s in view.streams
         ],
-        "readers": None,
-        "note": READER_POSITIONS_NOTE,
+        "readers": None
+        if view.positions is None
+        else [
+            {
+                "reader": p.reader,
+                **segment_json(p.scope, p.stream, p.segment_id),
+                "offset": p.offset,
+                "lag_bytes": p.lag_bytes,
+            }
+            for p in view.positions
+        ],
+        **({"note": READER_POSITIONS_NOTE} if view.positions is None else {}),
     }
 
 
@@ -445,13 +455,14 @@ def _(view: ReaderGroupView) -> list[RenderableType]:
     for stream in view.streams:
         subscribed = "yes" if stream.subscribed else "no"
         table.add_row(stream.stream, format_cut(stream.start, "head"), format_cut(stream.end, "tail"), subscribed)
-    return [
-        _title(f"reader group {view.scope}/{view.name}"),
-        summary,
-        Text(""),
-        table,
-        Text(f"note: {READER_POSITIONS_NOTE}", style="dim"),
-    ]
+    shown: list[RenderableType] = [_title(f"reader group {view.scope}/{view.name}"), summary, Text(""), table]
+    if view.positions is None:
+        return [*shown, Text(f"note: {READER_POSITIONS_NOTE}", style="dim")]
+    readers = _table("READER", "SEGMENT", "OFFSET", "LAG (bytes)")
+    for p in view.positions:
+        label = f"{p.scope}/{p.stream}/{segment_label(p.segment_id)}"
+        readers.add_row(p.reader or "(unassigned)", label, f"{p.offset:,}", f"{p.lag_bytes:,}")
+    return [*shown, Text(""), readers]
 
 
 @to_human.register

@@ -119,6 +119,18 @@ class GroupStream:
 
 
 @dataclass(frozen=True, slots=True)
+class ReaderPosition:
+    """A segment of a reader group: who reads it, from where, and how many bytes behind its tail that is."""
+
+    reader: str | None
+    scope: str
+    stream: str
+    segment_id: int
+    offset: int
+    lag_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class ReaderGroupView:
     """``reader-group describe``: the configuration the controller holds for a group."""
 
@@ -131,6 +143,9 @@ class ReaderGroupView:
     checkpoint_interval_ms: int
     max_outstanding_checkpoints: int
     streams: tuple[GroupStream, ...]
+    positions: tuple[ReaderPosition, ...] | None = None
+    """From the group's state in the official client's format (None: no such state: no official-client reader
+    ever joined); ``reader`` None for a segment no reader holds now."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,7 +227,7 @@ async def test_reader_groups(standalone: StandaloneProcess) -> None:
     assert document["streams"] == [
         {"stream": "rg/s", "start": [], "end": [{"segment": "0", "segment_id": 0, "offset": 0}], "subscribed": False}
     ]
-    assert "retention    AUTOMATIC" in billing.out.splitlines() and "issue 25" in billing.out
+    assert "retention    AUTOMATIC" in billing.out.splitlines() and "no reader positions" in billing.out
     assert one_error_line(missing, 1) == "segstore admin: reader group rg/nope does not exist"
 
 

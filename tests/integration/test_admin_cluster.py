@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,3 +63,32 @@ def test_transactions_lists_the_open_ones(standalone: StandaloneProcess) -> None
     assert human.returncode == 0 and all(txn in human.stdout for txn in opened)
     missing = admin(standalone, "transactions", "shop/missing")
     assert missing.returncode == 1 and "shop/missing" in missing.stderr and "does not exist" in missing.stderr
+
+
+def test_reader_group_describe_shows_the_official_clients_readers_and_their_lag(standalone: StandaloneProcess) -> None:
+    import pravega_client  # the official Pravega client: a test dependency (pyproject), never skipped
+
+    official = pravega_client.StreamManager(standalone.controller_uri)
+    official.create_scope("rg")
+    official.create_stream("rg", "events", 2)
+    writer = official.create_writer("rg", "events")
+    for i in range(10):
+        writer.write_event(f"e{i}", f"key-{i}")
+    writer.flush()
+    group = official.create_reader_group("billing", "rg", "events")
+    reader = group.create_reader("reader-1")  # kept: a reader the client drops goes offline
+    deadline = time.monotonic() + 20
+    while True:  # create_reader returns before the client's state update has landed
+        done = admin(standalone, "reader-group", "describe", "rg/billing", "--json")
+        assert done.returncode == 0, done.stderr
+        readers = json.loads(done.stdout)["readers"]
+        if readers and {r["reader"] for r in readers} == {"reader-1"}:
+            break
+        assert time.monotonic() < deadline, f"the reader never showed: {readers}"
+        time.sleep(0.1)
+    assert len(readers) == 2 and all(r["offset"] == 0 for r in readers)
+    assert sum(r["lag_bytes"] for r in readers) == 10 * (8 + 2)  # nothing read yet: every event is behind
+    human = admin(standalone, "reader-group", "describe", "rg/billing")
+    assert human.returncode == 0 and "reader-1" in human.stdout and "not registered with the controller" in human.stdout
+    assert admin(standalone, "reader-group", "describe", "rg/nobody").returncode == 1
+    del reader

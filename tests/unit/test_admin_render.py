@@ -285,7 +285,7 @@ def test_reader_group_view_with_bounded_stream_and_no_positions() -> None:
     assert "checkpoints  every 30s, at most 3 outstanding" in lines
     assert ["shop/orders", "head", "0=99", "yes"] in [line.split() for line in lines]
     assert ["shop/returns", "1=5", "tail", "no"] in [line.split() for line in lines]
-    assert "issue 25" in lines[-1]
+    assert "no reader positions" in lines[-1]
     document = json.loads(render.dumps(group))
     assert document["readers"] is None and document["streams"][0]["start"] == []
     assert document["streams"][0]["end"] == [{"segment": "0", "segment_id": 0, "offset": 99}]
