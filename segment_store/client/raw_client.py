@@ -29,6 +29,8 @@ from segment_store.client.results import (
     KeysPage,
     ReadSegmentResult,
     SegmentStatus,
+    StorageChunkLocations,
+    StoredChunk,
     TableSegmentStatus,
     VersionedEntry,
     VersionedKey,
@@ -50,6 +52,7 @@ from segment_store.protocol import (
     GetSegmentAttribute,
     GetStreamSegmentInfo,
     GetTableSegmentInfo,
+    ListStorageChunkLocations,
     ListStorageChunks,
     LocateOffsetAtTime,
     MergeSegments,
@@ -72,6 +75,7 @@ from segment_store.protocol import (
     SegmentSealed,
     SegmentsMerged,
     SegmentTruncated,
+    StorageChunkLocationsListed,
     StorageChunksListed,
     StorageFlushed,
     StreamSegmentInfo,
@@ -324,6 +328,19 @@ class SegmentClient:
         """The Tier-2 chunks of ``segment`` (admin)."""
         reply = await self._read_call(segment, lambda rid, t: ListStorageChunks(segment, t, rid), StorageChunksListed)
         return list(reply.chunks)
+
+    async def list_storage_chunk_locations(self, segment: str) -> StorageChunkLocations:
+        """Where the Tier-2 chunks of ``segment`` live: a file path, or the S3 bucket, key and endpoint (segstore
+        extension ``ListStorageChunkLocations``; needs READ on the segment). Raises NoSuchSegmentError.
+
+        A Pravega segment store does not know the command and closes the connection: ConnectionLostError
+        (which this call does not retry: the answer would be the same)."""
+        reply = await self._call(
+            segment, lambda rid, t: ListStorageChunkLocations(rid, segment, t), StorageChunkLocationsListed, write=False
+        )
+        chunks = tuple(StoredChunk(c.start_offset, c.length, c.chunk_name, c.path) for c in reply.chunks)
+        r = reply
+        return StorageChunkLocations(r.segment, r.start_offset, r.kind, r.endpoint, r.bucket, chunks)
 
     # ---- table segments -----------------------------------------------------------------------------------
 

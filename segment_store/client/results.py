@@ -89,3 +89,35 @@ class DeltaPage:
     should_clear: bool
     reached_end: bool
     last_position: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """One Tier-2 chunk: segment bytes ``[start_offset, start_offset + length)``, at ``path`` (see
+    :class:`StorageChunkLocations`)."""
+
+    start_offset: int
+    length: int
+    chunk_name: str
+    path: str
+
+    @property
+    def end_offset(self) -> int:
+        return self.start_offset + self.length
+
+
+@dataclass(frozen=True, slots=True)
+class StorageChunkLocations:
+    """Where a segment's Tier-2 chunks live (segstore extension ``ListStorageChunkLocations``).
+
+    ``kind`` is ``"file"`` (each chunk's ``path`` is an absolute path on the segment store's host), ``"s3"``
+    (``path`` is the object key in ``bucket``; ``endpoint`` the URL the segment store uses, "" for AWS) or ``""``
+    (nobody outside the segment store can open them: in-memory Tier-2). ``start_offset`` is the segment's first
+    readable offset; ``chunks`` are contiguous, in offset order, up to its storage length."""
+
+    segment: str
+    start_offset: int
+    kind: str
+    endpoint: str
+    bucket: str
+    chunks: tuple[StoredChunk, ...]

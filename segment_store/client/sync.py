@@ -29,11 +29,12 @@ from segment_store.client.results import (
     KeysPage,
     ReadSegmentResult,
     SegmentStatus,
+    StorageChunkLocations,
     TableSegmentStatus,
     VersionedEntry,
 )
 from segment_store.client.writer import SegmentWriter
-from segment_store.protocol import NO_SCALE, NULL_TABLE_SEGMENT_OFFSET, SegmentEvent
+from segment_store.protocol import NO_SCALE, NULL_TABLE_SEGMENT_OFFSET, ChunkInfo, SegmentEvent
 from segment_store.protocol.types import Buffer
 
 T = TypeVar("T")
@@ -284,6 +285,12 @@ class BlockingClient:
 
     def offset_at_time(self, segment: str, timestamp_ms: int) -> int:
         return self._run(self.client.offset_at_time(segment, timestamp_ms))
+
+    def list_storage_chunks(self, segment: str) -> list[ChunkInfo]:
+        return self._run(self.client.list_storage_chunks(segment))
+
+    def list_storage_chunk_locations(self, segment: str) -> StorageChunkLocations:
+        return self._run(self.client.list_storage_chunk_locations(segment))
 
     def get_segment_attribute(self, segment: str, attribute_id: uuid.UUID) -> int | None:
         return self._run(self.client.get_segment_attribute(segment, attribute_id))

@@ -42,6 +42,7 @@ from segment_store.protocol import (
     GetSegmentAttribute,
     GetStreamSegmentInfo,
     GetTableSegmentInfo,
+    ListStorageChunkLocations,
     ListStorageChunks,
     LocateOffset,
     LocateOffsetAtTime,
@@ -85,6 +86,7 @@ from segment_store.protocol import TableEntry as WireEntry
 from segment_store.protocol import TableKey as WireKey
 from segment_store.protocol import TableValue as WireValue
 from segment_store.protocol.registry import WireCommand
+from segment_store.server.chunk_locations import locations_reply
 from segment_store.server.config import ServerConfig
 from segment_store.server.replies import error_reply
 from segment_store.server.token_gate import TokenGate
@@ -133,6 +135,7 @@ class RequestHandler:
             UpdateSegmentAttribute: self._update_attribute,
             FlushToStorage: self._flush,
             ListStorageChunks: self._list_chunks,
+            ListStorageChunkLocations: self._list_chunk_locations,
             LocateOffsetAtTime: self._offset_at_time,
             CreateTableSegment: self._create_table,
             DeleteTableSegment: self._delete_table,
@@ -286,6 +289,12 @@ class RequestHandler:
             c.request_id,
             tuple(WireChunkInfo(ch.length, ch.length, ch.start_offset, ch.chunk_name, True) for ch in chunks),
         )
+
+    async def _list_chunk_locations(self, c: ListStorageChunkLocations) -> WireCommand:
+        container = self._container(c.segment)
+        info = await container.get_info(c.segment)
+        chunks = [] if info.storage_length == 0 else await container.storage.chunks(c.segment)
+        return locations_reply(c.request_id, c.segment, info.start_offset, chunks)
 
     async def _offset_at_time(self, c: LocateOffsetAtTime) -> WireCommand:
         offset = await self._container(c.segment).offset_at_time(c.segment, c.timestamp_ms)

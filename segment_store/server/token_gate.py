@@ -7,6 +7,8 @@ each segment it names (``segment_store.auth.tokens.TokenVerifier``); otherwise i
 Without a verifier every command passes (the token, usually empty, is ignored).
 
 Permissions: reads (segment and table reads, info, attributes, chunk lists, offset lookups) need ``READ``;
+segstore's ``ListStorageChunkLocations`` reveals where the segment's chunks are stored (file paths, the S3
+endpoint, bucket and keys: the storage layout, never credentials), so it is a read too, and needs no less;
 everything that changes data or metadata needs ``READ_UPDATE`` on every segment it touches (a merge: its target
 and its sources). Pravega asks only ``READ`` for most changes (``SetupAppend`` and a batch merge's target are
 its only ``READ_UPDATE`` checks); here a READ token cannot seal, truncate, delete or change a segment. The
@@ -23,6 +25,7 @@ from segment_store.protocol.commands import (
     GetSegmentAttribute,
     GetStreamSegmentInfo,
     GetTableSegmentInfo,
+    ListStorageChunkLocations,
     ListStorageChunks,
     LocateOffset,
     LocateOffsetAtTime,
@@ -45,6 +48,7 @@ READS = (
     ReadTableEntries,
     ReadTableEntriesDelta,
     ListStorageChunks,
+    ListStorageChunkLocations,
     LocateOffset,
     LocateOffsetAtTime,
 )

@@ -14,12 +14,16 @@ from protocol_wire import blob, boolean, event, frame, i8, i32, i64, table_key, 
 
 from segment_store.protocol import (
     REGISTRY,
+    TIER2_FILE,
+    TIER2_NONE,
+    TIER2_S3,
     AppendBlock,
     AppendBlockEnd,
     AppendSetup,
     AuthTokenCheckFailed,
     AuthTokenErrorCode,
     ChunkInfo,
+    ChunkLocation,
     ConditionalAppend,
     ConditionalAttributeUpdate,
     ConditionalBlockEnd,
@@ -40,6 +44,7 @@ from segment_store.protocol import (
     Hello,
     InvalidEventNumber,
     KeepAlive,
+    ListStorageChunkLocations,
     ListStorageChunks,
     LocateOffset,
     LocateOffsetAtTime,
@@ -72,6 +77,7 @@ from segment_store.protocol import (
     SegmentsMerged,
     SegmentTruncated,
     SetupAppend,
+    StorageChunkLocationsListed,
     StorageChunksListed,
     StorageFlushed,
     StreamSegmentInfo,
@@ -142,6 +148,55 @@ CASES: list[tuple[str, WireCommand, bytes]] = [
         frame(-20, i64(REQ), utf(SEG_RAW), i64(1_700_000_000_123), utf(TOKEN_RAW)),
     ),
     ("offset_at_time_located", OffsetAtTimeLocated(REQ, SEG, 4096), frame(-21, i64(REQ), utf(SEG_RAW), i64(4096))),
+    (
+        "list_storage_chunk_locations",
+        ListStorageChunkLocations(REQ, SEG, TOKEN),
+        frame(-22, i64(REQ), utf(SEG_RAW), utf(TOKEN_RAW)),
+    ),
+    (
+        "storage_chunk_locations_listed_s3",
+        StorageChunkLocationsListed(
+            REQ,
+            SEG,
+            MIN_LONG,
+            TIER2_S3,
+            "http://127.0.0.1:9000",
+            "bück€t",
+            (ChunkLocation(0, 10, SEG, "pre/" + SEG), ChunkLocation(10, MAX_LONG, "", "")),
+        ),
+        frame(
+            -23,
+            i64(REQ),
+            utf(SEG_RAW),
+            i64(MIN_LONG),
+            utf(b"s3"),
+            utf(b"http://127.0.0.1:9000"),
+            utf(b"b\xc3\xbcck\xe2\x82\xact"),
+            i32(2),
+            i64(0) + i64(10) + utf(SEG_RAW) + utf(b"pre/" + SEG_RAW),
+            i64(10) + i64(MAX_LONG) + utf(b"") + utf(b""),
+        ),
+    ),
+    (
+        "storage_chunk_locations_listed_file",
+        StorageChunkLocationsListed(1, SEG2, 7, TIER2_FILE, "", "", (ChunkLocation(0, 99, "c", "/t2/c"),)),
+        frame(
+            -23,
+            i64(1),
+            utf(SEG2_RAW),
+            i64(7),
+            utf(b"file"),
+            utf(b""),
+            utf(b""),
+            i32(1),
+            i64(0) + i64(99) + utf(b"c") + utf(b"/t2/c"),
+        ),
+    ),
+    (
+        "storage_chunk_locations_listed_none",
+        StorageChunkLocationsListed(-1, "", 0, TIER2_NONE, "", "", ()),
+        frame(-23, i64(-1), utf(b""), i64(0), utf(b""), utf(b""), utf(b""), i32(0)),
+    ),
     ("event", Event(DATA), frame(0, DATA)),
     (
         "setup_append",
@@ -516,7 +571,7 @@ def test_decode_with_golden_bytes(name: str, command: WireCommand, golden: bytes
 def test_golden_with_every_registered_type_code() -> None:
     covered = {type(command).TYPE_CODE for _, command, _ in CASES}
     assert covered == set(REGISTRY)
-    assert len(REGISTRY) == 72
+    assert len(REGISTRY) == 74
 
 
 def test_type_codes_with_java_values() -> None:
@@ -540,7 +595,10 @@ def test_type_codes_with_java_values() -> None:
         "TableEntriesRead": 86, "TableEntriesDeltaRead": 87, "ReadTableEntriesDelta": 88,
         "ConditionalBlockEnd": 89, "MergeSegmentsBatch": 90, "SegmentsBatchMerged": 91, "KeepAlive": 100,
     }  # fmt: skip
-    extensions = {"LocateOffsetAtTime": -20, "OffsetAtTimeLocated": -21}  # segstore's own, unused by Java
+    extensions = {  # segstore's own (protocol/commands/extensions.py), unused by Java
+        "LocateOffsetAtTime": -20, "OffsetAtTimeLocated": -21,
+        "ListStorageChunkLocations": -22, "StorageChunkLocationsListed": -23,
+    }  # fmt: skip
     assert {cls.__name__: code for code, cls in REGISTRY.items()} == expected | extensions
 
 

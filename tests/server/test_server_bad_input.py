@@ -133,7 +133,8 @@ async def test_random_bytes_after_hello_never_hurt_the_server(service: SegmentSt
 REQUEST_TYPES = [REGISTRY_BY_NAME[name] for name in (  # what the segment store serves (server/requests.py, appends)
     "ReadSegment", "GetStreamSegmentInfo", "CreateSegment", "CreateTransientSegment", "UpdateSegmentPolicy",
     "SealSegment", "TruncateSegment", "DeleteSegment", "MergeSegments", "MergeSegmentsBatch", "GetSegmentAttribute",
-    "UpdateSegmentAttribute", "FlushToStorage", "ListStorageChunks", "LocateOffsetAtTime", "CreateTableSegment",
+    "UpdateSegmentAttribute", "FlushToStorage", "ListStorageChunks", "LocateOffsetAtTime", "ListStorageChunkLocations",
+    "CreateTableSegment",
     "DeleteTableSegment", "UpdateTableEntries", "RemoveTableKeys", "ReadTable", "ReadTableKeys", "ReadTableEntries",
     "ReadTableEntriesDelta", "GetTableSegmentInfo", "LocateOffset", "SetupAppend", "AppendBlockEnd",
     "ConditionalAppend",
@@ -175,7 +176,8 @@ def on_the_stored_segment(command: WireCommand) -> WireCommand:
 
 
 READ_ONLY = [REGISTRY_BY_NAME[name] for name in ("ReadSegment", "GetStreamSegmentInfo", "GetSegmentAttribute",
-                                                  "LocateOffsetAtTime", "ListStorageChunks")]  # fmt: skip
+                                                  "LocateOffsetAtTime", "ListStorageChunks",
+                                                  "ListStorageChunkLocations")]  # fmt: skip
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

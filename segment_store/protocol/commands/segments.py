@@ -399,33 +399,6 @@ class SegmentsBatchMerged(WireCommand):
 
 @register
 @dataclass(frozen=True, slots=True)
-class LocateOffsetAtTime(WireCommand):
-    """segstore extension (Pravega has no such command; its clients never send it): the offset of the first
-    event of ``segment`` ingested at or after ``timestamp_ms`` (epoch ms), or the segment's length if every
-    event is older."""
-
-    TYPE_CODE = -20
-    LAYOUT = (I64, UTF, I64, UTF)
-    request_id: int
-    segment: str
-    timestamp_ms: int
-    delegation_token: str
-
-
-@register
-@dataclass(frozen=True, slots=True)
-class OffsetAtTimeLocated(WireCommand):
-    """Reply to ``LocateOffsetAtTime`` (segstore extension)."""
-
-    TYPE_CODE = -21
-    LAYOUT = (I64, UTF, I64)
-    request_id: int
-    segment: str
-    offset: int
-
-
-@register
-@dataclass(frozen=True, slots=True)
 class FlushToStorage(WireCommand):
     """Admin: flush a container's data to long-term storage."""
 
