@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
 from controller_client.model import SegmentRange, StreamConfiguration, StreamCut, TxnState
+from controller_client.proto_convert import ReaderGroupConfig
 
 Endpoint = tuple[str, int]
 EndpointResolver = Callable[[str], Awaitable[Endpoint]]
@@ -109,6 +110,21 @@ class ControllerApi(Protocol):
         ...
 
     async def remove_writer(self, scope: str, stream: str, writer_id: str) -> bool: ...
+
+    # ---- reader groups -----------------------------------------------------------------------------------
+    async def create_reader_group(self, config: ReaderGroupConfig) -> ReaderGroupConfig:
+        """Create the group, or find it: the configuration the controller holds."""
+        ...
+
+    async def get_reader_group_config(self, scope: str, reader_group: str) -> ReaderGroupConfig:
+        """Raises ReaderGroupNotFoundError."""
+        ...
+
+    async def delete_reader_group(self, scope: str, reader_group: str, reader_group_id: uuid.UUID) -> bool: ...
+
+    async def update_subscriber_stream_cut(
+        self, subscriber: str, reader_group_id: uuid.UUID, generation: int, cut: StreamCut
+    ) -> object: ...
 
     async def get_delegation_token(self, scope: str, stream: str, write: bool = True) -> str:
         """A token for the segment stores on the stream (READ_UPDATE if ``write``, else READ); "" when the

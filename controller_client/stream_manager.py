@@ -43,6 +43,8 @@ from controller_client.model import (
     validate_stream_name,
 )
 from controller_client.ports import ControllerApi, Endpoint
+from controller_client.proto_convert import ReaderGroupRetention
+from controller_client.reader_group import ReaderGroup, create_reader_group, open_reader_group
 from controller_client.routing import KeyHasher
 from controller_client.stream_reader import StreamReader, StreamReaderConfig, read_segment_range
 from controller_client.txn_writer import TransactionalEventStreamWriter, TxnWriterConfig
@@ -229,6 +231,14 @@ class StreamManager:
     def _invalidate(self, segment: str) -> None:
         if self.resolver is not None:
             self.resolver.invalidate(segment)
+
+    async def segment_call(self, segment: str, call: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``call`` on ``segment``, retried after WrongHost or a lost connection (for reader groups)."""
+        return await self._segment_call(segment, call)
+
+    def invalidate_segment(self, segment: str) -> None:
+        """Forget the cached endpoint of ``segment`` (its segment store moved or went away)."""
+        self._invalidate(segment)
 
     # ---- scopes -------------------------------------------------------------------------------------------
 
@@ -419,6 +429,30 @@ class StreamManager:
         return TransactionalEventStreamWriter(
             self.controller, self.client, scope, stream, config, writer_id, self.hasher
         )
+
+    # ---- reader groups ---------------------------------------------------------------------------------------
+
+    async def create_reader_group(
+        self,
+        scope: str,
+        group: str,
+        start: Sequence[StreamCut],
+        end: Sequence[StreamCut] = (),
+        retention: ReaderGroupRetention = ReaderGroupRetention.NONE,
+        refresh_ms: int = 3000,
+    ) -> ReaderGroup:
+        """Create (or, if it exists, open) reader group ``scope/group`` over the streams of ``start`` (one cut
+        per stream; ``StreamCut(scope, stream, {})`` is its head) up to ``end``. See
+        :mod:`controller_client.reader_group`."""
+        return await create_reader_group(self, scope, group, start, end, retention, refresh_ms)
+
+    async def reader_group(self, scope: str, group: str) -> ReaderGroup:
+        """An existing reader group (ours or the official client's); ReaderGroupNotInitializedError if none."""
+        return await open_reader_group(self, scope, group)
+
+    async def delete_reader_group(self, scope: str, group: str) -> None:
+        """Delete a reader group's state and controller record."""
+        await (await open_reader_group(self, scope, group)).delete()
 
     def create_reader(
         self,

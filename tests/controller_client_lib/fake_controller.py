@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from controller_client.errors import (
+    ReaderGroupNotFoundError,
     ScopeNotEmptyError,
     ScopeNotFoundError,
     StreamNotFoundError,
@@ -34,6 +35,7 @@ from controller_client.model import (
     segment_id,
     transaction_segment_name,
 )
+from controller_client.proto_convert import ReaderGroupConfig
 from segment_store.client import (
     ClientConfig,
     ConnectionConfig,
@@ -86,6 +88,8 @@ class FakeController:
         self.endpoint = endpoint
         self.scopes: dict[str, dict[str, _Stream]] = {}
         self.uri_lookups = 0
+        self.reader_groups: dict[tuple[str, str], ReaderGroupConfig] = {}
+        self.subscriber_cuts: dict[str, list[StreamCut]] = {}
 
     async def close(self) -> None:
         await self.client.close()
@@ -205,7 +209,8 @@ class FakeController:
         return {s: list(state.predecessors[s.segment_id]) for s in state.successors.get(segment_id, [])}
 
     async def get_uri(self, scope: str, stream: str, segment_id: int) -> tuple[str, int]:
-        self._stream(scope, stream)
+        if not stream.endswith("_kvtable"):  # a reader group's (or key-value table's) table segment
+            self._stream(scope, stream)
         self.uri_lookups += 1
         return self.endpoint
 
@@ -292,3 +297,21 @@ class FakeController:
 
     async def get_delegation_token(self, scope: str, stream: str, write: bool = True) -> str:
         return ""  # no authentication
+
+    # ---- reader groups (a record each; subscriber cuts kept for the tests to read) ---------------------------
+    async def create_reader_group(self, config: ReaderGroupConfig) -> ReaderGroupConfig:
+        return self.reader_groups.setdefault((config.scope, config.reader_group), config)
+
+    async def get_reader_group_config(self, scope: str, reader_group: str) -> ReaderGroupConfig:
+        found = self.reader_groups.get((scope, reader_group))
+        if found is None:
+            raise ReaderGroupNotFoundError(scope, reader_group)
+        return found
+
+    async def delete_reader_group(self, scope: str, reader_group: str, reader_group_id: uuid.UUID) -> bool:
+        return self.reader_groups.pop((scope, reader_group), None) is not None
+
+    async def update_subscriber_stream_cut(
+        self, subscriber: str, reader_group_id: uuid.UUID, generation: int, cut: StreamCut
+    ) -> None:
+        self.subscriber_cuts.setdefault(subscriber, []).append(cut)
