@@ -8,6 +8,9 @@
 * :class:`TransactionalEventStreamWriter` / :class:`Transaction` (``txn_writer``): all-or-nothing writes.
 * :class:`StreamReader` (``stream_reader``): events between two stream cuts, or following the tail,
   segment by segment in successor order.
+* :class:`ReaderGroup` / :class:`EventStreamReader` (``reader_group``, ``event_stream_reader``): readers in any
+  processes sharing streams, each segment read by one, balanced, with checkpoints; the state is in the official
+  Pravega client's format, so its readers can join our groups.
 * ``blocking``: the same for threads without an event loop (:class:`BlockingStreamManager`).
 * :class:`ControllerClient` (``controller_api``): the gRPC controller client; the library talks to the
   controller only through the :class:`ControllerApi` port (``ports``). ``tls://host:port`` URIs
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
         TxnFailedError,
         TxnNotFoundError,
     )
+    from controller_client.event_stream_reader import EventRead, EventStreamReader, GroupReaderConfig
     from controller_client.event_writer import EventStreamWriter, EventWriterConfig
     from controller_client.model import (
         RetentionPolicy,
@@ -67,6 +71,9 @@ if TYPE_CHECKING:
         TxnState,
     )
     from controller_client.ports import ControllerApi
+    from controller_client.reader_group import Checkpoint, ReaderGroup
+    from controller_client.reader_group_blocking import BlockingEventStreamReader, BlockingReaderGroup
+    from controller_client.reader_group_state import ReaderOfflineError
     from controller_client.routing import hash_to_range
     from controller_client.stream_manager import ControllerResolver, StreamManager, StreamManagerConfig
     from controller_client.stream_reader import StreamEvent, StreamReader, StreamReaderConfig, read_segment_range
@@ -99,6 +106,10 @@ _EXPORTS = {
     "event_writer": ["EventStreamWriter", "EventWriterConfig"],
     "model": ["RetentionPolicy", "ScalingPolicy", "SegmentRange", "StreamConfiguration", "StreamCut", "TxnState"],
     "ports": ["ControllerApi"],
+    "event_stream_reader": ["EventRead", "EventStreamReader", "GroupReaderConfig"],
+    "reader_group": ["Checkpoint", "ReaderGroup"],
+    "reader_group_blocking": ["BlockingEventStreamReader", "BlockingReaderGroup"],
+    "reader_group_state": ["ReaderOfflineError"],
     "routing": ["hash_to_range"],
     "stream_manager": ["ControllerResolver", "StreamManager", "StreamManagerConfig"],
     "stream_reader": ["StreamEvent", "StreamReader", "StreamReaderConfig", "read_segment_range"],
@@ -107,11 +118,14 @@ _EXPORTS = {
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
+    "BlockingEventStreamReader",
     "BlockingEventStreamWriter",
+    "BlockingReaderGroup",
     "BlockingStreamManager",
     "BlockingStreamReader",
     "BlockingTransaction",
     "BlockingTransactionalWriter",
+    "Checkpoint",
     "ControllerApi",
     "ControllerClient",
     "ControllerClientConfig",
@@ -119,8 +133,13 @@ __all__ = [
     "ControllerResolver",
     "ControllerTlsError",
     "ControllerUnavailableError",
+    "EventRead",
+    "EventStreamReader",
     "EventStreamWriter",
     "EventWriterConfig",
+    "GroupReaderConfig",
+    "ReaderGroup",
+    "ReaderOfflineError",
     "RetentionPolicy",
     "ScalingPolicy",
     "ScopeNotFoundError",

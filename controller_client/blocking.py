@@ -26,7 +26,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
 from controller_client.controller_channel import ControllerClientConfig
@@ -42,6 +42,8 @@ from controller_client.model import (
     TxnState,
 )
 from controller_client.ports import ControllerApi
+from controller_client.proto_convert import ReaderGroupRetention
+from controller_client.reader_group_blocking import BlockingReaderGroup
 from controller_client.stream_manager import StreamManager, StreamManagerConfig
 from controller_client.stream_reader import StreamEvent, StreamReader, StreamReaderConfig
 from controller_client.txn_writer import Transaction, TransactionalEventStreamWriter, TxnWriterConfig
@@ -325,6 +327,26 @@ class BlockingStreamManager:
     ) -> BlockingTransactionalWriter:
         writer = self._run(_call(self.manager.create_txn_writer, scope, stream, config, writer_id))
         return BlockingTransactionalWriter(self._runner, writer)
+
+    # ---- reader groups ---------------------------------------------------------------------------------------
+    def create_reader_group(
+        self,
+        scope: str,
+        group: str,
+        start: Sequence[StreamCut],
+        end: Sequence[StreamCut] = (),
+        retention: ReaderGroupRetention = ReaderGroupRetention.NONE,
+        refresh_ms: int = 3000,
+    ) -> BlockingReaderGroup:
+        """Create (or open, if it exists) a reader group; see ``StreamManager.create_reader_group``."""
+        made = self._run(self.manager.create_reader_group(scope, group, start, end, retention, refresh_ms))
+        return BlockingReaderGroup(self._runner, made)
+
+    def reader_group(self, scope: str, group: str) -> BlockingReaderGroup:
+        return BlockingReaderGroup(self._runner, self._run(self.manager.reader_group(scope, group)))
+
+    def delete_reader_group(self, scope: str, group: str) -> None:
+        self._run(self.manager.delete_reader_group(scope, group))
 
     def create_reader(
         self,
