@@ -77,6 +77,12 @@ Before every throughput and latency case the standalone's containers are flushed
    ``tail_cut`` and its events counted (and their sizes checked); a case whose count differs from the
    number of acknowledged events fails the run. ``read ev/s`` is that reader's rate.
 
+4. ``group``: our reader group (issue 25) of 1, 2 and 4 reader processes (``--group-readers``, each with its own
+   ``StreamManager``) reading a stream of 8 segments holding ``--group-events`` events (2M; ``--quick`` 500k) written
+   first: a fresh group per case, head to tail cut, all readers online before the clock starts; events/s = events /
+   (last event read by any reader - all online). Their counts must add up to the events written, each index once.
+   ``cpu rd``: the readers' CPU. Details: :mod:`e2e_group`; ``--group-cprofile`` profiles the readers.
+
 ``cpu cli`` / ``cpu ctl`` / ``cpu ss`` / ``ss loop`` / ``cpu zk`` / ``cpu other``: CPU seconds per wall
 second (1.0 = one core busy) of the bench process (all its threads: the official client's tokio
 threads too), the standalone process (controller), the segment store process, its main thread (the
@@ -87,11 +93,13 @@ the first ones printed.
     .venv/bin/python bench/e2e.py [--quick] [--seconds 10] [--latency-seconds 4] [--segments 1,10,100]
                                   [--windows 1,100] [--yield-every 1000] [--official-inflight 10000]
                                   [--rounds 3] [--fall-slices 24] [--fall-slice-s 0.5]
-                                  [--only official,ours] [--profile [no-yield|yield]] [--no-pin] [--tls] [--auth]
+                                  [--only official,ours,group] [--group-events N] [--group-segments 8]
+                                  [--group-readers 1,2,4] [--group-cprofile]
+                                  [--profile [no-yield|yield]] [--no-pin] [--tls] [--auth]
                                   [--metrics] [--py-spy /path/to/py-spy] [--no-cprofile]
                                   [--dir /var/tmp] [--out PATH]
 
-The full run takes about 10 minutes on 2 cores, ``--quick`` about 1 minute. Prints one table per case
+The full run takes about 12 minutes on 2 cores, ``--quick`` about 1 minute. Prints one table per case
 and writes JSON (default ``bench/results/e2e.json``; ``bench/results/`` is git-ignored).
 
 ``--tls`` runs the whole bench twice on each Tier-1 backend, in plain text and then on a standalone with TLS on
@@ -137,6 +145,8 @@ from e2e_common import (
     turn_order,
     windowed,
 )
+from e2e_group import add_arguments as add_group_arguments
+from e2e_group import report_group, report_problems, run_group
 from e2e_official import official_fall, official_latency, official_throughput
 from e2e_report import report
 from e2e_system import Auth, Meter, Standalone, pin_process
@@ -377,7 +387,7 @@ def run(
 ) -> dict[str, Any]:
     """The whole bench on one standalone (``trust_store``: it runs with TLS, ``auth``: with authentication;
     ``extra_args`` has their flags)."""
-    only = set(args.only.split(",")) if args.only else {"official", "ours"}
+    only = set(args.only.split(",")) if args.only else {"official", "ours", "group"}
     system = Standalone(data_dir, extra_args, trust_store, auth)
     results: dict[str, Any] = {"throughput": [], "latency": [], "rounds": args.rounds}
     try:
@@ -408,6 +418,8 @@ def run(
             print(f"  official, interleaved: {fall['events_per_s']} events/s, ratio {fall['ratio']}", flush=True)
         if "ours" in only:
             asyncio.run(run_ours(args, system, results))
+        if "group" in only:
+            run_group(args, system, results)
     except BaseException:
         print("standalone output tail:\n" + "\n".join(system.output[-30:]), file=sys.stderr)
         with contextlib.suppress(OSError):
@@ -418,6 +430,15 @@ def run(
         system.stop()
         results["problems"] = system.problems()
     return results
+
+
+def report_run(found: dict[str, Any]) -> None:
+    if found["throughput"] or found["latency"]:  # the write cases' tables (an empty one cannot be printed)
+        report(found, EVENT_BYTES, FALL_RATIO)
+        report_group(found)
+    else:
+        report_group(found)
+        report_problems(found)
 
 
 def main() -> None:
@@ -452,7 +473,8 @@ def main() -> None:
         action="store_false",
         help="let the client and the system share every CPU (default: the client on the first, the system on the rest)",
     )
-    parser.add_argument("--only", help="comma-separated: official,ours")
+    parser.add_argument("--only", help="comma-separated: official,ours,group (default all)")
+    add_group_arguments(parser)
     parser.add_argument(
         "--tier1",
         default="file",
@@ -490,7 +512,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "e2e.json", help="JSON output")
     args = parser.parse_args()
     for key, quick, full in (
-        ("seconds", 2.0, 10.0), ("latency_seconds", 1.0, 4.0), ("rounds", 1, 3), ("fall_slices", 4, 24)
+        ("seconds", 2.0, 10.0), ("latency_seconds", 1.0, 4.0), ("rounds", 1, 3), ("fall_slices", 4, 24),
+        ("group_events", 500_000, 2_000_000),
     ):  # fmt: skip
         if getattr(args, key) is None:
             setattr(args, key, quick if args.quick else full)
@@ -529,10 +552,10 @@ def main() -> None:
                     plain_after[backend] = run(args, args.work / f"data-{backend}-again", flags)
     for backend, found in by_tier1.items():
         print(f"\n== Tier-1: {backend}")
-        report(found, EVENT_BYTES, FALL_RATIO)
+        report_run(found)
     for backend, found in tls_by_tier1.items():
         print(f"\n== Tier-1: {backend}, {secured}")
-        report(found, EVENT_BYTES, FALL_RATIO)
+        report_run(found)
     results: dict[str, Any] = by_tier1[backends[0]] if len(backends) == 1 else {"by_tier1": by_tier1}
     if len(backends) > 1:
         compare_tier1(by_tier1)
@@ -559,6 +582,10 @@ def main() -> None:
         "pin",
         "official_inflight",
         "only",
+        "group_events",
+        "group_segments",
+        "group_readers",
+        "group_cprofile",
         "profile",
         "no_cprofile",
         "tier1",
