@@ -7,8 +7,9 @@ several small ones, read in turn by one task. :func:`read_partition` yields
 order, every event of the range exactly once:
 
 1. the part of the range below the segment's Tier-2 storage length straight from its Parquet chunks, when
-   ``pravega_spark.tier2_direct`` exists and can reach them from this machine (``read_range`` returns None
-   when it cannot: then everything comes from the segment store);
+   ``pravega_spark.tier2_direct`` exists and can reach them from this machine, where the segment store says
+   they are or under option ``tier2Location`` (``read_range`` returns None when it cannot: then everything
+   comes from the segment store);
 2. the rest from the segment store, through one prefetching segment reader with large requests.
 
 Hot path: the segment's bytes are framed into events column-wise. The chain of 8-byte headers (type 0,
@@ -283,16 +284,13 @@ def _conform(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def _from_tier2(partition: SegmentRangePartition, connection: Any, position: list[int]) -> Iterator[pa.RecordBatch]:
-    """The part of the range Tier-2 serves from here; ``position[0]`` follows what was yielded.
-
-    Without ``tier2Location`` nothing is asked: the segment store's chunk listing carries no locations, so
-    the lookup (two round trips per range) could only answer "not from here", on every micro-batch."""
-    if partition.tier2_location is None:
-        return
+    """The part of the range Tier-2 serves from here; ``position[0]`` follows what was yielded. The chunks are
+    where the segment store says (segstore's extension, one round trip), or under ``tier2Location`` if given."""
     tier2 = _tier2_module()
     if tier2 is None:
         return
-    location = tier2.Tier2Location.parse(partition.tier2_location)
+    given = partition.tier2_location
+    location = None if given is None else tier2.Tier2Location.parse(given)
     read = tier2.read_range(connection, partition.segment_name, position[0], partition.end, location=location)
     if read is None:
         return

@@ -4,11 +4,11 @@ What a segment store has moved to Tier-2 (below its *storage length*) sits in im
 chunks (:mod:`segment_store.storage.parquet_chunk`): one row per event, the payload already
 without its 8-byte header. An executor that can reach those chunks (a shared filesystem, S3)
 reads them column-wise instead of pulling the bytes through the segment store and parsing events
-in Python. :func:`read_range` asks the segment store which chunks hold the segment
-(``ListStorageChunks``), opens the ones covering the range with pyarrow and yields Arrow record
-batches in the source's schema (:func:`arrow_schema`)::
+in Python. :func:`read_range` asks the segment store which chunks hold the segment and where
+(see "Where the chunks are" below), opens the ones covering the range with pyarrow and yields Arrow
+record batches in the source's schema (:func:`arrow_schema`)::
 
-    read = read_range(client, segment, start, end, location=Tier2Location.parse(option_value))
+    read = read_range(client, segment, start, end)  # or location=Tier2Location.parse(tier2Location)
     position = start
     if read is not None:
         try:
@@ -26,22 +26,27 @@ Contract:
   with what :meth:`SegmentClient.reader` returns for that range, each once, in offset order.
 * ``read.end`` is ``min(end, the end of the contiguous chunks reachable from here)``; it is an
   event boundary (chunks are cut at append boundaries), so the segment store continues exactly there.
-* ``None`` means nothing of the range can be read here: no chunk location (in-memory Tier-2, or
-  no :class:`Tier2Location` given while the segment store does not report one), the chunk file
-  not present on this machine, ``start`` below the segment's start offset (truncated: the
-  segment store reports that), the segment missing, or nothing of the range in Tier-2 yet.
+* ``None`` means nothing of the range can be read here: no chunk location (in-memory Tier-2, a
+  segment store without the extension and no :class:`Tier2Location`, S3 without credentials here),
+  the chunk file not present or not readable on this machine (or not the chunk listed: its length
+  and framing are checked before any row is read), ``start`` below the segment's start offset
+  (truncated: the segment store reports that), the segment missing, or nothing of the range in
+  Tier-2 yet.
 * A chunk that disappears (compacted, then garbage-collected) makes the reader list the chunks
   again and go on from where it stopped (compaction keeps the bytes and the event boundaries).
   If that fails too, iteration raises :class:`Tier2ReadError` whose ``offset`` is just after the
   last row yielded. Rows that are not events (raw bytes in a chunk) also end the Tier-2 read
   with :class:`Tier2ReadError` at their offset, so the segment store raises its framing error.
 
-Where the chunks are: the chunk storage knows (``ChunkStorage.location``: ``file:///...`` or
-``s3://bucket/key?endpoint_override=host:port&scheme=http``), but Pravega's wire ``ChunkInfo``
-carries only the chunk *name*. A chunk info with a ``location`` attribute is used as it is;
-otherwise the caller passes the Tier-2 root as seen from the executor (:class:`Tier2Location`,
-the same root and prefix the segment store was started with) and chunk names resolve under it.
-S3 credentials come from the executor's environment (``AWS_ACCESS_KEY_ID``, ...), as pyarrow reads them.
+Where the chunks are: the segment store says, through segstore's wire extension
+``ListStorageChunkLocations`` (:mod:`pravega_spark.tier2_locations`: a file path, or an S3 bucket and key
+opened with the endpoint and credentials this executor is given; a segment store without the extension, or
+chunks this executor cannot open, give ``None`` and the segment store serves the range). A
+:class:`Tier2Location` passed by the caller (option ``tier2Location``: the Tier-2 root as seen from the
+executor, the same root and prefix the segment store was started with) overrides that: chunk names from the
+plain ``ListStorageChunks`` then resolve under it, and S3 credentials come from pyarrow's whole chain. A
+client without the extension call (a stand-in implementing only :class:`SegmentLookup`) may give each chunk
+info a ``location`` attribute instead.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ import pyarrow.parquet as pq
 
 from controller_client.model import parse_segment_name
 from pravega_spark.options_common import SegstoreOptionError
+from pravega_spark.tier2_locations import reported_chunks, speaks_extension
 from segment_store.client import BlockingClient, ReplyError, SegmentStatus
 from segment_store.errors import SegstoreError
 from segment_store.storage.parquet_chunk import META_FRAMING, META_LENGTH
@@ -188,8 +194,15 @@ def _list_storage_chunks(client: Client, segment: str) -> list[Any]:
     return list(client.list_storage_chunks(segment))
 
 
-def _list_chunks(client: Client, segment: str, location: Tier2Location | None) -> tuple[int, list[_Chunk]]:
-    """The segment's start offset and its contiguous reachable chunks, in offset order."""
+def _list_chunks(
+    client: Client, segment: str, location: Tier2Location | None, start: int = 0, end: int = 2**63 - 1
+) -> tuple[int, list[_Chunk]]:
+    """The segment's start offset and its contiguous reachable chunks, in offset order (at least those holding
+    ``[start, end)``): where the segment store says they are (its extension), or under ``location`` when one is
+    given (it overrides)."""
+    if location is None and speaks_extension(client):
+        start_offset, reported = reported_chunks(client, segment, start, end)
+        return start_offset, [_Chunk(start, length, uri) for start, length, uri in reported]
     info = client.get_segment_info(segment)
     if not info.exists or info.deleted:
         return info.start_offset, []
@@ -331,7 +344,7 @@ class Tier2Read:
             return False
         self.relists += 1
         try:
-            _, self._chunks = _list_chunks(self._client, self.segment, self._location)
+            _, self._chunks = _list_chunks(self._client, self.segment, self._location, self.position, self.end)
         except ReplyError:
             return False
         return True
@@ -460,7 +473,7 @@ def read_range(
     if start == end:
         return None
     try:
-        segment_start, chunks = _list_chunks(client, segment, location)
+        segment_start, chunks = _list_chunks(client, segment, location, start, end)
     except ReplyError:
         return None
     if start < segment_start or not chunks or not chunks[0].start <= start < chunks[-1].end:

@@ -98,6 +98,8 @@ from segment_store.protocol import (
 )
 
 EndpointResolver = Callable[[str], Awaitable[Endpoint]]
+MAX_OFFSET = 2**63 - 1
+"""The largest segment offset (Java ``Long.MAX_VALUE``): "to the end" in ranges."""
 R = TypeVar("R", bound=WireCommand)
 
 #: An entry to write: (key, value) for an unconditional put, or (key, value, expected key version).
@@ -329,14 +331,21 @@ class SegmentClient:
         reply = await self._read_call(segment, lambda rid, t: ListStorageChunks(segment, t, rid), StorageChunksListed)
         return list(reply.chunks)
 
-    async def list_storage_chunk_locations(self, segment: str) -> StorageChunkLocations:
-        """Where the Tier-2 chunks of ``segment`` live: a file path, or the S3 bucket, key and endpoint (segstore
-        extension ``ListStorageChunkLocations``; needs READ on the segment). Raises NoSuchSegmentError.
+    async def list_storage_chunk_locations(
+        self, segment: str, from_offset: int = 0, to_offset: int = MAX_OFFSET
+    ) -> StorageChunkLocations:
+        """Where the Tier-2 chunks of ``segment`` holding bytes of ``[from_offset, to_offset)`` live: a file path,
+        or the S3 bucket, key and endpoint (segstore extension ``ListStorageChunkLocations``; needs READ on the
+        segment). At most ``MAX_LISTED_CHUNKS`` chunks: ask again from the last one's end for more. Raises
+        NoSuchSegmentError.
 
         A Pravega segment store does not know the command and closes the connection: ConnectionLostError
         (which this call does not retry: the answer would be the same)."""
         reply = await self._call(
-            segment, lambda rid, t: ListStorageChunkLocations(rid, segment, t), StorageChunkLocationsListed, write=False
+            segment,
+            lambda rid, t: ListStorageChunkLocations(rid, segment, from_offset, to_offset, t),
+            StorageChunkLocationsListed,
+            write=False,
         )
         chunks = tuple(StoredChunk(c.start_offset, c.length, c.chunk_name, c.path) for c in reply.chunks)
         r = reply

@@ -289,8 +289,10 @@ class BlockingClient:
     def list_storage_chunks(self, segment: str) -> list[ChunkInfo]:
         return self._run(self.client.list_storage_chunks(segment))
 
-    def list_storage_chunk_locations(self, segment: str) -> StorageChunkLocations:
-        return self._run(self.client.list_storage_chunk_locations(segment))
+    def list_storage_chunk_locations(
+        self, segment: str, from_offset: int = 0, to_offset: int = 2**63 - 1
+    ) -> StorageChunkLocations:
+        return self._run(self.client.list_storage_chunk_locations(segment, from_offset, to_offset))
 
     def get_segment_attribute(self, segment: str, attribute_id: uuid.UUID) -> int | None:
         return self._run(self.client.get_segment_attribute(segment, attribute_id))

@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Sequence
 
 from segment_store.protocol import (
+    MAX_LISTED_CHUNKS,
     TIER2_FILE,
     TIER2_NONE,
     TIER2_S3,
@@ -39,11 +40,14 @@ def _place(uri: str | None) -> tuple[str, str, str, str]:
 
 
 def locations_reply(
-    request_id: int, segment: str, start_offset: int, chunks: Sequence[ChunkRef]
+    request_id: int, segment: str, start_offset: int, chunks: Sequence[ChunkRef], from_offset: int, to_offset: int
 ) -> StorageChunkLocationsListed:
     """The reply for ``segment`` whose first readable offset is ``start_offset`` and whose Tier-2 chunks are
-    ``chunks`` (in offset order). Chunks of different kinds, buckets or endpoints (no chunk storage makes such)
-    are answered as not openable from outside rather than half described."""
+    ``chunks`` (in offset order): those holding bytes of ``[from_offset, to_offset)``, at most
+    ``MAX_LISTED_CHUNKS``. Chunks of different kinds, buckets or endpoints (no chunk storage makes such) are
+    answered as not openable from outside rather than half described."""
+    chunks = [c for c in chunks if c.start_offset + c.length > from_offset and c.start_offset < to_offset]
+    chunks = chunks[:MAX_LISTED_CHUNKS]
     places = [_place(chunk.location) for chunk in chunks]
     stores = {place[:3] for place in places}
     if len(stores) > 1 or (places and places[0][0] == TIER2_NONE):

@@ -294,7 +294,7 @@ class RequestHandler:
         container = self._container(c.segment)
         info = await container.get_info(c.segment)
         chunks = [] if info.storage_length == 0 else await container.storage.chunks(c.segment)
-        return locations_reply(c.request_id, c.segment, info.start_offset, chunks)
+        return locations_reply(c.request_id, c.segment, info.start_offset, chunks, c.from_offset, c.to_offset)
 
     async def _offset_at_time(self, c: LocateOffsetAtTime) -> WireCommand:
         offset = await self._container(c.segment).offset_at_time(c.segment, c.timestamp_ms)

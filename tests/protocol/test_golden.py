@@ -150,8 +150,8 @@ CASES: list[tuple[str, WireCommand, bytes]] = [
     ("offset_at_time_located", OffsetAtTimeLocated(REQ, SEG, 4096), frame(-21, i64(REQ), utf(SEG_RAW), i64(4096))),
     (
         "list_storage_chunk_locations",
-        ListStorageChunkLocations(REQ, SEG, TOKEN),
-        frame(-22, i64(REQ), utf(SEG_RAW), utf(TOKEN_RAW)),
+        ListStorageChunkLocations(REQ, SEG, -1, MAX_LONG, TOKEN),
+        frame(-22, i64(REQ), utf(SEG_RAW), i64(-1), i64(MAX_LONG), utf(TOKEN_RAW)),
     ),
     (
         "storage_chunk_locations_listed_s3",

@@ -19,11 +19,13 @@ from segment_store.auth.acl import Permission
 from segment_store.auth.tokens import TokenSigner
 from segment_store.client import NoSuchSegmentError, SegmentClient, StorageChunkLocations
 from segment_store.protocol import (
+    MAX_LISTED_CHUNKS,
     TIER2_FILE,
     TIER2_NONE,
     TIER2_S3,
     AuthTokenCheckFailed,
     AuthTokenErrorCode,
+    ChunkLocation,
     CreateSegment,
     ListStorageChunkLocations,
     ListStorageChunks,
@@ -33,12 +35,14 @@ from segment_store.protocol import (
     StorageChunksListed,
     encode,
 )
+from segment_store.server.chunk_locations import locations_reply
 from segment_store.server.config import ServerConfig
 from segment_store.server.service import SegmentStoreService, ServiceConfig
 from segment_store.storage import parquet_chunk
 from segment_store.storage.chunk_storage import ChunkStorage
 from segment_store.storage.fs_chunk_storage import FsChunkStorage
 from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.segment_storage import ChunkRef
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
 
 SEGMENT = "sc/st/3.#epoch.0"
@@ -98,6 +102,13 @@ async def test_file_tier2_answers_each_chunks_path(tmp_path: Path) -> None:
                 piece = parquet_chunk.decode_range(Path(chunk.path).read_bytes(), 0, chunk.length)
                 assert piece == data[chunk.start_offset : chunk.end_offset]
 
+            first, second, third = located.chunks
+            inside = await client.list_storage_chunk_locations(SEGMENT, first.end_offset - 1, second.end_offset)
+            assert inside.chunks == (first, second)  # those holding bytes of the range
+            assert (await client.list_storage_chunk_locations(SEGMENT, second.end_offset)).chunks == (third,)
+            above = await client.list_storage_chunk_locations(SEGMENT, third.end_offset, third.end_offset + 100)
+            assert above.chunks == () and above.start_offset == 0
+
             await client.truncate_segment(SEGMENT, located.chunks[1].start_offset + 8)
             truncated = await client.list_storage_chunk_locations(SEGMENT)
             _check_tiles(truncated, data, start_offset=located.chunks[1].start_offset + 8)
@@ -125,7 +136,7 @@ async def test_s3_tier2_answers_bucket_keys_and_endpoint_never_credentials(
                 body = s3.get_object(Bucket=located.bucket, Key=chunk.path)["Body"].read()
                 assert parquet_chunk.decode_range(body, 0, chunk.length) == data[chunk.start_offset : chunk.end_offset]
         peer = await WirePeer.connect(service.endpoint)
-        reply = await peer.request(ListStorageChunkLocations(5, SEGMENT, ""))
+        reply = await peer.request(ListStorageChunkLocations(5, SEGMENT, 0, 2**63 - 1, ""))
         await peer.close()
         assert isinstance(reply, StorageChunkLocationsListed) and reply.request_id == 5
         wire = encode(reply)
@@ -149,6 +160,19 @@ async def test_memory_tier2_lists_chunks_without_a_place() -> None:
         await service.stop()
 
 
+def test_a_reply_lists_at_most_max_listed_chunks_of_the_range_and_one_kind() -> None:
+    refs = [ChunkRef(f"c{i}", 10 * i, 10, f"file:///t2/c{i}") for i in range(MAX_LISTED_CHUNKS + 5)]
+    reply = locations_reply(1, SEGMENT, 0, refs, 15, 2**63 - 1)
+    assert len(reply.chunks) == MAX_LISTED_CHUNKS and reply.chunks[0] == ChunkLocation(10, 10, "c1", "/t2/c1")
+    rest = locations_reply(1, SEGMENT, 0, refs, reply.chunks[-1].start_offset + 10, 2**63 - 1)
+    assert [c.chunk_name for c in rest.chunks] == [f"c{i}" for i in range(MAX_LISTED_CHUNKS + 1, MAX_LISTED_CHUNKS + 5)]
+    s3 = [ChunkRef("a", 0, 5, "s3://b/p/a%20x?endpoint_override=h%3A9&scheme=http"), ChunkRef("b", 5, 5, "s3://b/p/b")]
+    mixed = locations_reply(1, SEGMENT, 0, s3, 0, 10)  # two endpoints: not described at all
+    assert (mixed.kind, [c.path for c in mixed.chunks]) == (TIER2_NONE, ["", ""])
+    one = locations_reply(1, SEGMENT, 3, s3[:1], 0, 10)
+    assert (one.kind, one.endpoint, one.bucket, one.chunks[0].path) == (TIER2_S3, "http://h:9", "b", "p/a x")
+
+
 @pytest.fixture
 async def authenticated(tmp_path: Path) -> AsyncIterator[WirePeer]:
     service = await _service(FsChunkStorage(tmp_path / "tier2"), signing_key=KEY)
@@ -167,12 +191,12 @@ async def test_locations_need_read_on_the_stream_as_a_read_does(authenticated: W
     read = TokenSigner(KEY).sign(acl.raw_stream("sc", "st"), Permission.READ)
     other = TokenSigner(KEY).sign(acl.raw_stream("sc", "other"), Permission.READ_UPDATE)
     for token in ("", other, "not.a.token"):
-        reply = await peer.request(ListStorageChunkLocations(2, SEGMENT, token))
+        reply = await peer.request(ListStorageChunkLocations(2, SEGMENT, 0, 100, token))
         assert isinstance(reply, AuthTokenCheckFailed) and reply.error_code == AuthTokenErrorCode.TOKEN_CHECK_FAILED
         assert reply.request_id == 2
         assert isinstance(await peer.request(ListStorageChunks(SEGMENT, token, 3)), AuthTokenCheckFailed)  # alike
-    reply = await peer.request(ListStorageChunkLocations(4, SEGMENT, read))
+    reply = await peer.request(ListStorageChunkLocations(4, SEGMENT, 0, 100, read))
     assert reply == StorageChunkLocationsListed(4, SEGMENT, 0, TIER2_NONE, "", "", ())
     assert isinstance(await peer.request(ListStorageChunks(SEGMENT, read, 5)), StorageChunksListed)
-    missing = await peer.request(ListStorageChunkLocations(6, "sc/st/7.#epoch.0", read))
+    missing = await peer.request(ListStorageChunkLocations(6, "sc/st/7.#epoch.0", 0, 100, read))
     assert isinstance(missing, NoSuchSegment)

@@ -198,7 +198,10 @@ def _unreachable(endpoint: tuple[str, int], root: Path, elsewhere: Path) -> None
         assert read_range(client, SEGMENT, 0, 10, location=Tier2Location.parse(str(root))) is None  # no segment
         events = _fill(client, rounds=2, per_round=100)
         length = client.get_segment_info(SEGMENT).write_offset
-        assert read_range(client, SEGMENT, 0, length) is None  # no location known
+        assert read_range(client, "sc/st/404.#epoch.1", 0, length) is None  # no segment (asked by the extension)
+        reported = read_range(client, SEGMENT, 0, length)  # where the segment store says they are: here
+        assert reported is not None and _rows(reported) == events
+        # tier2Location overrides what the segment store says: a root where the chunks are not is not read
         assert read_range(client, SEGMENT, 0, length, location=Tier2Location.parse(str(elsewhere))) is None
         client.truncate_segment(SEGMENT, events[50][0])
         location = Tier2Location.parse(str(root))

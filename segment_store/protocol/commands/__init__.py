@@ -17,6 +17,7 @@ from segment_store.protocol.commands.appends import (
 )
 from segment_store.protocol.commands.connection import Hello, KeepAlive
 from segment_store.protocol.commands.extensions import (
+    MAX_LISTED_CHUNKS,
     TIER2_FILE,
     TIER2_NONE,
     TIER2_S3,
@@ -105,6 +106,7 @@ __all__ = [
     "DATA_APPENDED_FRAME",
     "IN_EVENTS_PER_SEC",
     "IN_KBYTES_PER_SEC",
+    "MAX_LISTED_CHUNKS",
     "NO_SCALE",
     "TIER2_FILE",
     "TIER2_NONE",

@@ -29,6 +29,8 @@ TIER2_FILE: Final = "file"
 TIER2_S3: Final = "s3"
 #: ``StorageChunkLocationsListed.kind``: chunks cannot be opened from outside the segment store (in memory).
 TIER2_NONE: Final = ""
+#: Most chunks one ``StorageChunkLocationsListed`` lists (a reply stays far below the 16 MiB frame limit).
+MAX_LISTED_CHUNKS: Final = 1000
 
 
 @register
@@ -61,15 +63,17 @@ class OffsetAtTimeLocated(WireCommand):
 @register
 @dataclass(frozen=True, slots=True)
 class ListStorageChunkLocations(WireCommand):
-    """segstore extension: the Tier-2 chunks of ``segment`` and where they live (``StorageChunkLocationsListed``).
-
-    It reveals the storage layout, so it needs the permission a read of the segment needs (``READ``).
-    Answered ``NoSuchSegment`` for a missing segment."""
+    """segstore extension: the Tier-2 chunks of ``segment`` holding bytes of ``[from_offset, to_offset)`` and where
+    they live (``StorageChunkLocationsListed``), at most ``MAX_LISTED_CHUNKS`` of them: ask again from the last
+    one's end for more. It reveals the storage layout, so it needs the permission a read of the segment needs
+    (``READ``). Answered ``NoSuchSegment`` for a missing segment."""
 
     TYPE_CODE = -22
-    LAYOUT = (I64, UTF, UTF)
+    LAYOUT = (I64, UTF, I64, I64, UTF)
     request_id: int
     segment: str
+    from_offset: int
+    to_offset: int
     delegation_token: str
 
 
@@ -92,10 +96,11 @@ class ChunkLocation(WireRecord):
 class StorageChunkLocationsListed(WireCommand):
     """Reply to ``ListStorageChunkLocations`` (segstore extension).
 
-    ``start_offset``: the segment's first readable offset (below it: truncated; a chunk may start below it).
-    ``kind``: ``TIER2_FILE``, ``TIER2_S3`` or ``TIER2_NONE``. ``endpoint``: with S3, the endpoint URL the segment
-    store uses (``http://host:port``; "" for AWS's own). ``bucket``: with S3, the bucket. ``chunks``: in offset
-    order, contiguous, up to the segment's storage length (none while nothing is in Tier-2)."""
+        ``start_offset``: the segment's first readable offset (below it: truncated; a chunk may start below it).
+        ``kind``: ``TIER2_FILE``, ``TIER2_S3`` or ``TIER2_NONE``. ``endpoint``: with S3, the endpoint URL the segment
+        store uses (``http://host:port``; "" for AWS's own). ``bucket``: with S3, the bucket. ``chunks``: in offset
+        order, contiguous: those holding bytes of the asked range below the segment's storage length (none while
+    nothing of it is in Tier-2), the first ``MAX_LISTED_CHUNKS`` of them."""
 
     TYPE_CODE = -23
     LAYOUT = (I64, UTF, I64, UTF, UTF, UTF, ListOf(Record(ChunkLocation, 20)))
