@@ -110,6 +110,8 @@ ASSIGNED = "assigned_segments"
 UNASSIGNED = "unassigned_segments"
 FUTURE = "future_segments"
 DISTANCE = "distance_to_tail"
+CHECKPOINTS = "segstore_checkpoints"
+"""segstore's extension: checkpoints (``controller_client.reader_group_state``); the official client ignores it."""
 
 TYPE_CONFIG = "ReaderGroupConfigVersioned"
 TYPE_OFFSET = "Offset"
@@ -487,10 +489,13 @@ def encode_entry(outer: str, inner: str | None, type_id: str, payload: Payload) 
 
 def state_from_entries(entries: Iterable[tuple[bytes, bytes]]) -> ReaderGroupState:
     """The state the client sees in these table entries: tombstones and outer version blobs left out, as the
-    client's ``get_inner_map`` does; an unknown outer key or a type id that does not fit its key raises."""
+    client's ``get_inner_map`` does, and segstore's checkpoint map; an unknown outer key or a type id that does
+    not fit its key raises."""
     state = ReaderGroupState()
     for key, raw in entries:
         outer, inner = decode_key(key)
+        if outer == CHECKPOINTS:
+            continue
         value = decode_value(raw)
         payload = decode_data(value.type_id, value.data)
         if inner is None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from controller_client.cbor_subset import U64_MAX, CborMap, ReaderGroupFormatError, cbor_decode, cbor_encode
 from controller_client.reader_group_format import (
     ASSIGNED,
+    CHECKPOINTS,
     CONFIG,
     DEFAULT_INNER_KEY,
     DISTANCE,
@@ -52,7 +53,6 @@ from controller_client.reader_group_format import (
 from controller_client.reader_group_table import Update
 from segment_store.errors import SegstoreError
 
-CHECKPOINTS = "segstore_checkpoints"
 TYPE_CHECKPOINT = "SegstoreCheckpoint"
 KEPT_CHECKPOINTS = 10
 """Completed checkpoints kept in the state; older ones are deleted when a new one is created."""

@@ -7,7 +7,7 @@ import pytest
 
 from controller_client.model import ScalingPolicy, StreamConfiguration, StreamCut
 from controller_client.reader_group import ReaderGroup
-from controller_client.reader_group_format import ScopedSegment, Segment
+from controller_client.reader_group_format import ScopedSegment, Segment, state_from_entries
 from controller_client.reader_group_state import (
     CheckpointExistsError,
     acquire,
@@ -103,3 +103,12 @@ async def test_taking_a_reader_offline_is_conditional_on_the_version_seen(group:
     await t.update(lambda u: acquire(u, "a", 1))  # "a" reported since
     assert not await t.update(lambda u: remove_reader(u, "a", None, if_version=stale))
     assert "a" in view(Update(t.entries)).assigned
+
+
+async def test_the_official_view_of_a_group_with_checkpoints_leaves_them_out(group: ReaderGroup) -> None:
+    t = table(group)
+    await t.update(lambda u: add_reader(u, "a"))
+    await t.update(lambda u: create_checkpoint(u, "c"))
+    assert any(outer == "segstore_checkpoints" for outer, _ in t.entries)
+    official = state_from_entries((e.raw_key, e.raw_value) for e in t.entries.values())  # what admin describe reads
+    assert official.online_readers == ["a"] and len(official.unassigned_segments) == 3
