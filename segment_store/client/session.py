@@ -27,6 +27,7 @@ from segment_store.client.errors import (
     ConnectionLostError,
     InvalidEventNumberError,
     ReplyError,
+    SegmentIsSealedError,
     WrongHostError,
     error_for_reply,
     is_failure_reply,
@@ -200,6 +201,10 @@ class AppendSession:
             # The client was closed under a session with nothing outstanding (e.g. a manager closed before
             # its writers): nothing is lost, so this is no warning; one per segment would drown the log.
             _log.debug("writer %s on %s ends with its closed client", self.writer_id, self.segment)
+        elif isinstance(error, SegmentIsSealedError):
+            # A segment's normal end: an event writer follows the scale (and says so), a transaction is merged;
+            # the owner gets the error with every pending write and decides whether it is a failure.
+            _log.debug("writer %s on %s ends: the segment is sealed", self.writer_id, self.segment)
         else:
             _log.warning("writer %s on %s failed: %r", self.writer_id, self.segment, error)
         self._on_failed(error)
