@@ -337,9 +337,12 @@ class BlockingStreamManager:
         end: Sequence[StreamCut] = (),
         retention: ReaderGroupRetention = ReaderGroupRetention.NONE,
         refresh_ms: int = 3000,
+        automatic_checkpoint_ms: int = 30_000,
     ) -> BlockingReaderGroup:
         """Create (or open, if it exists) a reader group; see ``StreamManager.create_reader_group``."""
-        made = self._run(self.manager.create_reader_group(scope, group, start, end, retention, refresh_ms))
+        made = self._run(
+            self.manager.create_reader_group(scope, group, start, end, retention, refresh_ms, automatic_checkpoint_ms)
+        )
         return BlockingReaderGroup(self._runner, made)
 
     def reader_group(self, scope: str, group: str) -> BlockingReaderGroup:

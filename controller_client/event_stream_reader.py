@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -35,12 +36,16 @@ from controller_client.model import qualified_segment_name
 from controller_client.ports import ControllerApi
 from controller_client.reader_group_format import ASSIGNED, ScopedSegment, Segment
 from controller_client.reader_group_state import (
+    AUTOMATIC_PREFIX,
+    CheckpointRecord,
     GroupView,
     ReaderOfflineError,
     acquire,
     acquire_or_release,
     add_reader,
     complete_segment,
+    create_automatic_checkpoint,
+    newest_complete,
     reach_checkpoint,
     release,
     remove_reader,
@@ -106,6 +111,15 @@ class GroupReaderConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AutomaticCheckpoints:
+    """A subscriber group's automatic checkpoints: every ``interval_ms`` a reader starts a silent one (no marker is
+    returned for it), and each reader publishes the newest completed one with ``publish``."""
+
+    interval_ms: int
+    publish: Callable[[CheckpointRecord], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
 class _Event:
     segment: ScopedSegment
     offset: int
@@ -136,8 +150,12 @@ class EventStreamReader:
         end_positions: Mapping[ScopedSegment, int],
         config: GroupReaderConfig | None = None,
         on_endpoint_error: Callable[[str], None] | None = None,
+        automatic: AutomaticCheckpoints | None = None,
     ) -> None:
         self.name = name
+        self._automatic = automatic
+        self._published: str | None = None
+        self._joined_ms = int(time.time() * 1000)
         self.config = config or GroupReaderConfig()
         self._table = table
         self._controller = controller
@@ -267,6 +285,7 @@ class EventStreamReader:
         await self._complete_deferred()
         await self._take_dead_offline()
         await self._balance()
+        await self._automatic_checkpoints()
         return marker
 
     async def _meet_checkpoint(self) -> EventRead | None:
@@ -277,7 +296,23 @@ class EventStreamReader:
         await self._table.update(lambda u: reach_checkpoint(u, self.name, record.name, positions), fetch_first=False)
         self._state = self._view()
         _log.info("reader %s reached checkpoint %s", self.name, record.name)
+        if record.name.startswith(AUTOMATIC_PREFIX):
+            return None  # silent: the application is not told
         return EventRead(None, None, -1, record.name)
+
+    async def _automatic_checkpoints(self) -> None:
+        automatic = self._automatic
+        if automatic is None:
+            return
+        now_ms = int(time.time() * 1000)
+        if await self._table.update(
+            lambda u: create_automatic_checkpoint(u, automatic.interval_ms, now_ms, self._joined_ms), fetch_first=False
+        ):
+            self._state = self._view()
+        newest = newest_complete(self._state, AUTOMATIC_PREFIX)
+        if newest is not None and newest.name != self._published:
+            await automatic.publish(newest)
+            self._published = newest.name
 
     async def _take_dead_offline(self) -> None:
         timeout = self.config.reader_timeout_s

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from controller_client.errors import ReaderGroupNotFoundError
-from controller_client.event_stream_reader import EventStreamReader, GroupReaderConfig
+from controller_client.event_stream_reader import AutomaticCheckpoints, EventStreamReader, GroupReaderConfig
 from controller_client.model import StreamCut
 from controller_client.proto_convert import ReaderGroupConfig as ControllerGroupConfig
 from controller_client.proto_convert import ReaderGroupRetention
@@ -152,9 +152,24 @@ class ReaderGroup:
             self._end_positions(),
             config,
             self._manager.invalidate_segment,
+            self._automatic(),
         )
         await member.join()
         return member
+
+    def _automatic(self) -> AutomaticCheckpoints | None:
+        """A subscriber group with AUTOMATIC retention checkpoints itself every
+        ``automatic_checkpoint_interval_ms`` (Pravega's default 30 s; -1: never) and publishes each checkpoint."""
+        registered = self.registered
+        if registered is None or registered.retention_type != ReaderGroupRetention.AUTOMATIC:
+            return None
+        if registered.automatic_checkpoint_interval_ms <= 0:
+            return None
+
+        async def publish(record: CheckpointRecord) -> None:
+            await self._publish(Checkpoint.of(record))
+
+        return AutomaticCheckpoints(registered.automatic_checkpoint_interval_ms, publish)
 
     async def reader_offline(self, reader: str, positions: Mapping[ScopedSegment, int] | None = None) -> bool:
         """Take ``reader`` offline; its segments resume at ``positions`` (default: its last reported ones). False
@@ -266,12 +281,20 @@ async def create_reader_group(
     end: Sequence[StreamCut] = (),
     retention: ReaderGroupRetention = ReaderGroupRetention.NONE,
     refresh_ms: int = 3000,
+    automatic_checkpoint_ms: int = 30_000,
 ) -> ReaderGroup:
     """Create (or join, if it exists) group ``name`` reading the streams of ``start`` (a cut with no positions
-    starts at the head) up to ``end`` (optional, per stream). Idempotent: an existing group keeps its state."""
+    starts at the head) up to ``end`` (optional, per stream). Idempotent: an existing group keeps its state. A
+    subscriber group with ``AUTOMATIC`` retention checkpoints itself every ``automatic_checkpoint_ms`` (-1: never)."""
     resolved = [c if c.positions else await manager.head_cut(c.scope, c.stream) for c in start]
     wanted = ControllerGroupConfig(
-        scope, name, tuple(resolved), tuple(end), group_refresh_time_ms=refresh_ms, retention_type=retention
+        scope,
+        name,
+        tuple(resolved),
+        tuple(end),
+        group_refresh_time_ms=refresh_ms,
+        automatic_checkpoint_interval_ms=automatic_checkpoint_ms,
+        retention_type=retention,
     )
     registered = await manager.controller.create_reader_group(wanted)
     if retention != ReaderGroupRetention.NONE and registered.reader_group_id == wanted.reader_group_id:

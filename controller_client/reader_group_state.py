@@ -54,6 +54,8 @@ from controller_client.reader_group_table import Update
 from segment_store.errors import SegstoreError
 
 TYPE_CHECKPOINT = "SegstoreCheckpoint"
+AUTOMATIC_PREFIX = "segstore-auto-"
+"""Names of automatic checkpoints (a subscriber group's ``automatic_checkpoint_interval_ms``): silent, no marker."""
 KEPT_CHECKPOINTS = 10
 """Completed checkpoints kept in the state; older ones are deleted when a new one is created."""
 
@@ -366,6 +368,27 @@ def create_checkpoint(update: Update, name: str, now_ms: int | None = None) -> C
     for old in done[: max(0, len(done) + 1 - KEPT_CHECKPOINTS)]:
         update.tombstone(CHECKPOINTS, old.name)
     return record
+
+
+def create_automatic_checkpoint(
+    update: Update, interval_ms: int, now_ms: int, since_ms: int
+) -> CheckpointRecord | None:
+    """Start a silent checkpoint ``segstore-auto-<now_ms>`` if none is pending and the newest one (or, without
+    one, ``since_ms``: when the caller joined) is at least ``interval_ms`` old; None otherwise. Any reader may call
+    it: one wins, the others then see it pending (the checkpoint map is written conditionally)."""
+    state = view(update)
+    if state.pending_checkpoints:
+        return None
+    newest = max((c.created_ms for c in state.checkpoints.values()), default=since_ms)
+    if now_ms - newest < interval_ms:
+        return None
+    return create_checkpoint(update, f"{AUTOMATIC_PREFIX}{now_ms}", now_ms)
+
+
+def newest_complete(state: GroupView, prefix: str = "") -> CheckpointRecord | None:
+    """The most recent completed checkpoint whose name starts with ``prefix``."""
+    done = [c for c in state.checkpoints.values() if c.complete and c.name.startswith(prefix)]
+    return max(done, key=lambda c: (c.created_ms, c.name), default=None)
 
 
 def _reached(record: CheckpointRecord, reader: str, positions: Mapping[ScopedSegment, int]) -> CheckpointRecord:

@@ -440,11 +440,14 @@ class StreamManager:
         end: Sequence[StreamCut] = (),
         retention: ReaderGroupRetention = ReaderGroupRetention.NONE,
         refresh_ms: int = 3000,
+        automatic_checkpoint_ms: int = 30_000,
     ) -> ReaderGroup:
         """Create (or, if it exists, open) reader group ``scope/group`` over the streams of ``start`` (one cut
         per stream; ``StreamCut(scope, stream, {})`` is its head) up to ``end``. See
         :mod:`controller_client.reader_group`."""
-        return await create_reader_group(self, scope, group, start, end, retention, refresh_ms)
+        return await create_reader_group(
+            self, scope, group, start, end, retention, refresh_ms, automatic_checkpoint_ms
+        )
 
     async def reader_group(self, scope: str, group: str) -> ReaderGroup:
         """An existing reader group (ours or the official client's); ReaderGroupNotInitializedError if none."""

@@ -234,3 +234,32 @@ async def test_open_and_delete(manager: StreamManager, controller: FakeControlle
     assert (SCOPE, "temp") not in controller.reader_groups
     with pytest.raises(ReaderGroupNotInitializedError):
         await manager.reader_group(SCOPE, "temp")
+
+
+async def test_a_subscriber_group_checkpoints_itself_silently_and_publishes_each_checkpoint(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    await _stream(manager, 2)
+    await _write(manager, 4, 0, 200)
+    group = await manager.create_reader_group(
+        SCOPE,
+        "auto",
+        [StreamCut(SCOPE, STREAM, {})],
+        retention=ReaderGroupRetention.AUTOMATIC,
+        automatic_checkpoint_ms=100,
+    )
+    initial = len(controller.subscriber_cuts[f"{SCOPE}/auto"])  # the head, published when created
+    readers = [await group.create_reader(f"r{i}", FAST) for i in range(2)]
+    read: list[bytes] = []
+    while len(read) < 200 or len(controller.subscriber_cuts[f"{SCOPE}/auto"]) < initial + 2:
+        for reader in readers:
+            event = await reader.next_event(timeout_s=0.02)
+            assert event is None or not event.is_checkpoint, "automatic checkpoints are silent"
+            if event is not None and event.data is not None:
+                read.append(event.data)
+    assert sorted(read) == sorted(f"k{i % 4}:{i}".encode() for i in range(200))
+    published = controller.subscriber_cuts[f"{SCOPE}/auto"][initial:]
+    names = [c.name for c in await group.checkpoints()]
+    assert all(name.startswith("segstore-auto-") for name in names) and len(names) >= 2
+    offsets = [sum(cut.positions.values()) for cut in published]
+    assert offsets == sorted(offsets), "published positions never go back"
