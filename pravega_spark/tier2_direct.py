@@ -108,7 +108,11 @@ class Tier2ReadError(SegstoreError):
 
 
 class SegmentLookup(Protocol):
-    """The blocking segment store calls :func:`read_range` makes (``ReplyError`` subclasses for failure replies)."""
+    """The blocking segment store calls :func:`read_range` makes (``ReplyError`` subclasses for failure replies).
+
+    Without a ``tier2Location``, a client that also has ``list_storage_chunk_locations(segment, start, end)`` (as
+    :class:`BlockingClient` does; ``pravega_spark.offsets.StreamConnection`` through its segment client) is asked
+    where the chunks are instead (:mod:`pravega_spark.tier2_locations`)."""
 
     def get_segment_info(self, segment: str) -> SegmentStatus: ...
 
@@ -118,7 +122,7 @@ class SegmentLookup(Protocol):
 
 
 Client: TypeAlias = "SegmentLookup | BlockingClient"
-"""A :class:`SegmentLookup`, or a :class:`BlockingClient` (its event loop runs ``list_storage_chunks``)."""
+"""A :class:`SegmentLookup`, such as a :class:`BlockingClient`."""
 
 
 # -- where chunks are ---------------------------------------------------------------------------
@@ -188,12 +192,6 @@ class _Chunk:
         return self.start + self.length
 
 
-def _list_storage_chunks(client: Client, segment: str) -> list[Any]:
-    if isinstance(client, BlockingClient) and not hasattr(client, "list_storage_chunks"):
-        return list(client._run(client.client.list_storage_chunks(segment)))  # no blocking form yet
-    return list(client.list_storage_chunks(segment))
-
-
 def _list_chunks(
     client: Client, segment: str, location: Tier2Location | None, start: int = 0, end: int = 2**63 - 1
 ) -> tuple[int, list[_Chunk]]:
@@ -207,7 +205,7 @@ def _list_chunks(
     if not info.exists or info.deleted:
         return info.start_offset, []
     chunks: list[_Chunk] = []
-    for listed in _list_storage_chunks(client, segment):
+    for listed in client.list_storage_chunks(segment):
         uri = getattr(listed, "location", None)
         if uri is None and location is not None:
             uri = location.chunk_uri(listed.chunk_name)

@@ -293,7 +293,8 @@ class RequestHandler:
     async def _list_chunk_locations(self, c: ListStorageChunkLocations) -> WireCommand:
         container = self._container(c.segment)
         info = await container.get_info(c.segment)
-        chunks = [] if info.storage_length == 0 else await container.storage.chunks(c.segment)
+        in_tier2 = c.from_offset < info.storage_length and c.from_offset < c.to_offset  # a tail read: nothing there
+        chunks = await container.storage.chunks(c.segment) if in_tier2 else []
         return locations_reply(c.request_id, c.segment, info.start_offset, chunks, c.from_offset, c.to_offset)
 
     async def _offset_at_time(self, c: LocateOffsetAtTime) -> WireCommand:
