@@ -68,7 +68,7 @@ import pyarrow.parquet as pq
 
 from controller_client.model import parse_segment_name
 from pravega_spark.options_common import SegstoreOptionError
-from pravega_spark.tier2_locations import reported_chunks, speaks_extension
+from pravega_spark.tier2_locations import note_unopenable, reported_chunks, speaks_extension
 from segment_store.client import BlockingClient, ReplyError, SegmentStatus
 from segment_store.errors import SegstoreError
 from segment_store.storage.parquet_chunk import META_FRAMING, META_LENGTH
@@ -324,8 +324,9 @@ class Tier2Read:
                 self._first = _open(chunk.uri, self._stack)
                 _check_chunk(self._first, chunk)
                 return True
-            except (OSError, pa.ArrowException, ValueError):
+            except (OSError, pa.ArrowException, ValueError) as error:
                 self._stack.close()
+                note_unopenable(chunk.uri, error)
                 if attempt == 0 and not self._relist():
                     return False
         return False

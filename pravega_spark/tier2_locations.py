@@ -13,6 +13,9 @@ into URIs this executor can open, or stops where it cannot:
   them. Without any, nothing is read from S3 here (the segment store serves the range).
 * none (in-memory Tier-2): nothing.
 
+An S3 store whose chunk this process could not open (credentials refused, endpoint not reachable from here) is
+left alone for ``S3_RETRY_AFTER_S`` (:func:`note_unopenable`), so tasks do not each wait for it to fail.
+
 A Pravega segment store does not know the extension: it closes the connection. Then the segment is asked
 something it knows (its info): if that is answered, the client is remembered as talking to a segment store
 without the extension (never asked again) and nothing is read directly; if not, the ConnectionLostError is
@@ -22,6 +25,7 @@ raised (the segment store cannot be asked at all).
 from __future__ import annotations
 
 import os
+import time
 import urllib.parse
 import weakref
 from collections.abc import Callable
@@ -32,6 +36,10 @@ from segment_store.client import ConnectionLostError, StorageChunkLocations
 from segment_store.protocol import MAX_LISTED_CHUNKS, TIER2_FILE, TIER2_S3
 
 _S3_ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+S3_RETRY_AFTER_S = 300.0
+"""How long this process leaves an S3 store alone after it could not open a chunk there (not for its absence)."""
+_refused: dict[tuple[str, str], float] = {}
+"""(bucket, pyarrow query with the endpoint) -> when to try that store again (``time.monotonic``)."""
 _without_extension: weakref.WeakSet[Any] = weakref.WeakSet()
 """Clients whose segment store closed the connection on the extension but answered a plain request."""
 
@@ -67,6 +75,21 @@ def s3_uri(bucket: str, key: str, reported_endpoint: str, env: dict[str, str] | 
 _Call = Callable[[str, int, int], StorageChunkLocations]
 
 
+def note_unopenable(uri: str, error: BaseException) -> None:
+    """Opening chunk ``uri`` failed with ``error``. For S3 other than a missing object (credentials refused, an
+    endpoint this executor cannot reach, each costing a request or timeouts), the store is not tried again from
+    this process for ``S3_RETRY_AFTER_S``: :func:`reported_chunks` gives no chunks there meanwhile."""
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme == "s3" and isinstance(error, OSError) and not isinstance(error, FileNotFoundError):
+        _refused[(parts.netloc, parts.query)] = time.monotonic() + S3_RETRY_AFTER_S
+
+
+def refused_stores() -> set[tuple[str, str]]:
+    """The S3 stores (bucket, query) left alone now (see :func:`note_unopenable`)."""
+    now = time.monotonic()
+    return {store for store, until in _refused.items() if until > now}
+
+
 def _locations_call(client: Any) -> _Call | None:
     """The blocking extension call of ``client``: a BlockingClient's, ``pravega_spark.offsets.StreamConnection``'s
     (through its segment client), a stand-in's ``list_storage_chunk_locations``; None if it has none."""
@@ -82,6 +105,11 @@ def _locations_call(client: Any) -> _Call | None:
 def speaks_extension(client: Any) -> bool:
     """False if ``client`` has no way to send the extension, or its segment store turned out not to know it."""
     return client not in _without_extension and _locations_call(client) is not None
+
+
+def _is_refused(uri: str) -> bool:
+    parts = urllib.parse.urlsplit(uri)
+    return _refused.get((parts.netloc, parts.query), 0.0) > time.monotonic()
 
 
 def _uri(located: StorageChunkLocations, path: str) -> str | None:
@@ -116,6 +144,8 @@ def reported_chunks(client: Any, segment: str, start: int, end: int) -> tuple[in
             return located.start_offset, []
         for chunk in located.chunks:
             uri = _uri(located, chunk.path)
+            if uri is not None and located.kind == TIER2_S3 and _is_refused(uri):
+                return located.start_offset, chunks
             if uri is None or (chunks and chunks[-1][0] + chunks[-1][1] != chunk.start_offset):
                 return located.start_offset, chunks
             chunks.append((chunk.start_offset, chunk.length, uri))
@@ -124,4 +154,12 @@ def reported_chunks(client: Any, segment: str, start: int, end: int) -> tuple[in
         offset = chunks[-1][0] + chunks[-1][1]  # a full reply: the next ones from there
 
 
-__all__ = ["reported_chunks", "s3_credentials_given", "s3_uri", "speaks_extension"]
+__all__ = [
+    "S3_RETRY_AFTER_S",
+    "note_unopenable",
+    "refused_stores",
+    "reported_chunks",
+    "s3_credentials_given",
+    "s3_uri",
+    "speaks_extension",
+]

@@ -234,6 +234,7 @@ def _executor_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: str | No
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     monkeypatch.setattr(tier2_direct, "_filesystems", {})
+    monkeypatch.setattr(tier2_locations, "_refused", {})
 
 
 def _s3_direct(endpoint: tuple[str, int], s3_endpoint: str, bucket: str) -> None:
@@ -268,6 +269,7 @@ async def test_s3_chunks_are_read_with_the_executors_credentials_and_not_without
         _executor_env(monkeypatch, tmp_path, None, None)
         assert not s3_credentials_given()
         await _in_thread(_s3_not_read, service.endpoint)
+        assert tier2_locations.refused_stores() == set()  # not even tried
     finally:
         await service.stop()
         storage.close()
@@ -282,6 +284,10 @@ async def test_s3_that_checks_credentials_refuses_wrong_ones_and_the_segment_sto
         _executor_env(monkeypatch, tmp_path, CREDENTIALS["access_key_id"], "not-the-secret")
         await _in_thread(_fill_only, service.endpoint)
         await _in_thread(_s3_not_read, service.endpoint)  # given, but refused: open fails, nothing read here
+        refused = dict(tier2_locations._refused)
+        assert {bucket for bucket, _ in refused} == {storage.bucket}  # that store is left alone a while
+        await _in_thread(_s3_not_read, service.endpoint)
+        assert tier2_locations._refused == refused  # not tried again
         _executor_env(monkeypatch, tmp_path, CREDENTIALS["access_key_id"], CREDENTIALS["secret_access_key"])
         await _in_thread(_s3_read_all, service.endpoint)
     finally:
@@ -315,3 +321,19 @@ def test_s3_endpoint_and_credentials_come_from_the_executor(tmp_path: Path) -> N
     assert s3_credentials_given({**none, "AWS_PROFILE": "p"})
     (tmp_path / "credentials").write_text("[default]\n")
     assert s3_credentials_given({"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials")})
+
+
+def test_only_s3_stores_that_fail_for_another_reason_than_a_missing_chunk_are_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tier2_locations, "_refused", {})
+    uri = "s3://b/k?endpoint_override=h%3A1&scheme=http"
+    tier2_locations.note_unopenable(uri, FileNotFoundError("compacted away"))  # listed again instead
+    tier2_locations.note_unopenable(uri, ValueError("not the chunk listed"))
+    tier2_locations.note_unopenable("file:///t2/k", PermissionError("not readable here"))  # cheap to try again
+    assert tier2_locations.refused_stores() == set()
+    tier2_locations.note_unopenable(uri, OSError("AWS Error ACCESS_DENIED during HeadObject operation"))
+    assert tier2_locations.refused_stores() == {("b", "endpoint_override=h%3A1&scheme=http")}
+    monkeypatch.setattr(tier2_locations, "S3_RETRY_AFTER_S", -1.0)
+    tier2_locations.note_unopenable(uri, OSError("NETWORK_CONNECTION"))
+    assert tier2_locations.refused_stores() == set()  # a while is over: tried again
