@@ -27,6 +27,7 @@ from pravega_spark.partition_reader import ARROW_SCHEMA, PackedPartition, Segmen
 from pravega_spark.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, pack_ranges, plan_ranges
 from pravega_spark.read_options import Position, ReadOptions, metadata_mode, watermark_column
 from pravega_spark.stream_creation import ensure_stream
+from pravega_spark.streaming_runner import end_if_spark_hung_up
 from pravega_spark.subscription import Subscription
 from pravega_spark.watermark_column import ARROW_TYPE, driver_thresholds, thresholds_in_range, with_bound_column
 
@@ -391,6 +392,9 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._subscription.publish(connection, self._state(end).to_stream_cut())
 
     def stop(self) -> None:
+        """Spark's streaming runner calls it when the query stops, or when the JVM hung up on the runner: then
+        the runner process ends here, quietly (:mod:`pravega_spark.streaming_runner`)."""
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+        end_if_spark_hung_up()
