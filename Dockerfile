@@ -8,5 +8,6 @@ COPY segment_store ./segment_store
 COPY controller ./controller
 COPY controller_client ./controller_client
 COPY pravega_spark ./pravega_spark
+COPY pyspark_segstore.py pyspark_segstore_kvt.py ./
 RUN pip install --no-cache-dir .
 ENTRYPOINT ["segstore"]
