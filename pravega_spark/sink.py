@@ -32,19 +32,22 @@ no particular order relative to each other).
 A batch write (``df.write``) commits all its tasks' transactions once every task succeeded, so a failed
 job leaves nothing behind; Spark calls that commit once, no record is kept.
 
-**At least once** (``exactlyOnce=false``). Each task writes through an event writer
-(:class:`~controller_client.EventStreamWriter`) whose writer id is derived from (query id, batch id,
-partition) for a streaming write: the segment stores deduplicate what a writer resends after a lost
-connection, so no event is duplicated within a task attempt. A task that Spark retries, or a batch it
-replays after a failure, writes its rows again: duplicates are possible, loss is not. Rows are visible as
-soon as they are stored.
+**At least once** (``exactlyOnce=false``). Each task writes straight into the stream's segments
+(:mod:`pravega_spark.sink_plain`); rows are visible as soon as they are stored, and the driver's commit does
+nothing. The task's writer id is the same in every attempt: derived from (query id, batch id, partition) for
+a streaming write (so also when Spark replays a batch after a restart), from (the write's id, partition) for
+a batch write. A segment's rows go in chunks, each through an append session whose writer id names the
+chunk's content; the segment stores deduplicate by writer id and event number, so a retried task (or a
+replayed batch) that reads the same rows in the same order skips what an earlier attempt stored, and
+connection losses duplicate nothing. A retry that reads its rows in another order (a shuffle's output), or
+after the stream scaled, writes them again: duplicates are possible then, loss is not.
 
 Routing: a row with a routing key goes to the segment owning the key's hash (the same hash as Pravega's
 Java and Rust clients, so readers keep per-key order); rows without one are spread over the segments in
-contiguous slices of each Arrow batch. The hot path works on Arrow batches: an exactly-once task splits
-each batch per segment and frames each part column-wise into wire blocks (``SegmentWriter.write_framed``),
-with no Python object per row; an at-least-once task hands rows to its event writer. Distinct routing
-keys are hashed once each per task (in Python: many millions of distinct keys are slow).
+contiguous slices of each Arrow batch. The hot path works on Arrow batches, in both modes
+(:mod:`pravega_spark.sink_framing`): a task splits each batch per segment and frames each part column-wise
+into wire blocks (``SegmentWriter.write_framed``), with no Python object per row. Distinct routing keys are
+hashed once each per task (in Python: many millions of distinct keys are slow).
 """
 
 from __future__ import annotations
@@ -53,7 +56,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import math
 import os
 import signal
 import uuid
@@ -61,24 +63,21 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from controller_client.event_writer import EventStreamWriter, session_writer_id
-from controller_client.model import SegmentRange
-from controller_client.routing import KeyHasher, SegmentMap
+from controller_client.event_writer import session_writer_id
 from controller_client.stream_manager import StreamManager
 from controller_client.txn_writer import Transaction, TransactionalEventStreamWriter, TxnWriterConfig
 from pravega_spark.commit_log import BatchCommitter, CommitLog, CommitLogError, CommitOutcome, CrashHook
 from pravega_spark.options_common import SegstoreOptionError
 from pravega_spark.sink_connection import connect, ensure_stream, token_for_executors
+from pravega_spark.sink_framing import Router, framed_blocks
+from pravega_spark.sink_plain import PlainTaskWriter
 from pravega_spark.write_options import WriteOptions
 from segment_store.client import SegmentWriter
-from segment_store.protocol import HEADER_SIZE
-from segment_store.protocol.constants import EVENT_TYPE_CODE
 
 _log = logging.getLogger(__name__)
 
@@ -145,23 +144,29 @@ class _TaskInfo:
     attempt: int
     query_id: str | None
     batch_id: int | None
+    write_id: str | None = None
+    """The batch write's id, made by the driver once per write (``df.write``); None for streaming writes."""
 
     @classmethod
-    def current(cls) -> _TaskInfo:
+    def current(cls, write_id: str | None = None) -> _TaskInfo:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         if ctx is None:
-            return cls(-1, 0, None, None)
+            return cls(-1, 0, None, None, write_id)
         query = ctx.getLocalProperty(QUERY_ID_PROPERTY)
         batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)
-        return cls(ctx.partitionId(), ctx.attemptNumber(), query or None, int(batch) if batch else None)
+        return cls(ctx.partitionId(), ctx.attemptNumber(), query or None, int(batch) if batch else None, write_id)
 
     def writer_id(self) -> uuid.UUID:
-        """Deterministic for a streaming task (query, batch, partition); random otherwise."""
-        if self.query_id is None or self.batch_id is None:
-            return uuid.uuid4()
-        return uuid.uuid5(WRITER_ID_NAMESPACE, f"{self.query_id}/{self.batch_id}/{self.partition}")
+        """The same in every attempt of a task: from (query, batch, partition) for a streaming task (so also when
+        Spark replays the batch after a restart), from (write id, partition) for a batch write's; random
+        without either."""
+        if self.query_id is not None and self.batch_id is not None:
+            return uuid.uuid5(WRITER_ID_NAMESPACE, f"{self.query_id}/{self.batch_id}/{self.partition}")
+        if self.write_id is not None:
+            return uuid.uuid5(WRITER_ID_NAMESPACE, f"write {self.write_id}/{self.partition}")
+        return uuid.uuid4()
 
 
 # ---- routing Arrow batches -----------------------------------------------------------------------------------
@@ -177,88 +182,6 @@ def _binary_events(batch: pa.RecordBatch, column: str) -> pa.Array:
     if pa.types.is_large_string(events.type) or pa.types.is_large_binary(events.type):
         return events.cast(pa.binary())
     return events
-
-
-class _Router:
-    """Splits Arrow batches over a fixed set of segments (a transaction's)."""
-
-    def __init__(self, segments: Sequence[SegmentRange], hasher: KeyHasher) -> None:
-        self.map = SegmentMap.of(segments)
-        self.segments = self.map.segments()
-        self._index = {s.segment_id: i for i, s in enumerate(self.segments)}
-        self._hasher = hasher
-        self._key_index: dict[str, int] = {}
-        self._next = 0
-
-    def _slot_of(self, key: str) -> int:
-        slot = self._key_index.get(key)
-        if slot is None:
-            if len(self._key_index) >= 1_000_000:
-                self._key_index.clear()
-            slot = self._key_index[key] = self._index[self.map.segment_for(self._hasher.position(key)).segment_id]
-        return slot
-
-    def split(self, events: pa.Array, keys: pa.Array | None) -> list[tuple[SegmentRange, pa.Array]]:
-        """``(segment, events)`` pairs, each keeping the batch's order."""
-        count = len(self.segments)
-        rows = len(events)
-        if count == 1:
-            return [(self.segments[0], events)]
-        if keys is None or keys.null_count == rows:
-            step = math.ceil(rows / count)
-            out = []
-            for i in range(count):
-                part = events.slice(i * step, step)
-                if len(part):
-                    out.append((self.segments[(self._next + i) % count], part))
-            self._next = (self._next + 1) % count
-            return out
-        encoded = pc.dictionary_encode(keys)
-        lut = np.fromiter((self._slot_of(k) for k in encoded.dictionary.to_pylist()), np.int64)
-        codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
-        slots = np.where(codes >= 0, lut[np.maximum(codes, 0)], np.arange(rows) % count)
-        order = np.argsort(slots, kind="stable")
-        taken = events.take(pa.array(order))
-        bounds = np.concatenate(([0], np.cumsum(np.bincount(slots, minlength=count))))
-        return [
-            (self.segments[i], taken.slice(int(bounds[i]), int(bounds[i + 1] - bounds[i])))
-            for i in range(count)
-            if bounds[i + 1] > bounds[i]
-        ]
-
-
-_MAX_FRAMED_BYTES = 1 << 30  # framed in one Arrow binary array (int32 offsets) at a time
-
-
-def _framed_blocks(events: pa.Array, limit: int) -> Iterator[tuple[memoryview, int]]:
-    """``events`` (binary, no nulls) framed as wire events back to back (``encode_events``), cut at event
-    boundaries into ``(block, count)`` pieces of at most ``limit`` bytes (a larger event is a piece alone)."""
-    rows = len(events)
-    if rows == 0:
-        return
-    if not (pa.types.is_binary(events.type) or pa.types.is_large_binary(events.type)):
-        events = events.cast(pa.large_binary())  # views, strings: 64-bit offsets until split below
-    lengths = pc.binary_length(events).to_numpy(zero_copy_only=False)
-    if rows > 1 and int(lengths.sum()) + rows * HEADER_SIZE > _MAX_FRAMED_BYTES:  # int32 offsets below
-        half = rows // 2
-        yield from _framed_blocks(events.slice(0, half), limit)
-        yield from _framed_blocks(events.slice(half), limit)
-        return
-    if events.type != pa.binary():
-        events = events.cast(pa.binary())
-    headers = np.empty((rows, 2), dtype=">i4")
-    headers[:, 0] = EVENT_TYPE_CODE
-    headers[:, 1] = lengths
-    framed_headers = pa.FixedSizeBinaryArray.from_buffers(pa.binary(HEADER_SIZE), rows, [None, pa.py_buffer(headers)])
-    framed = pc.binary_join_element_wise(framed_headers.cast(pa.binary()), events, b"")
-    offsets = np.frombuffer(framed.buffers()[1], dtype=np.int32, count=rows + 1, offset=framed.offset * 4)
-    data = memoryview(framed.buffers()[2])
-    start = 0
-    while start < rows:
-        end = int(np.searchsorted(offsets, offsets[start] + limit, side="right")) - 1
-        end = min(max(end, start + 1), rows)
-        yield data[offsets[start] : offsets[end]], end - start
-        start = end
 
 
 # ---- task writers --------------------------------------------------------------------------------------------
@@ -278,7 +201,7 @@ class _TxnTaskWriter:
     writer_id: uuid.UUID
     txn_writer: TransactionalEventStreamWriter | None = None
     txn: Transaction | None = None
-    router: _Router | None = None
+    router: Router | None = None
     writers: dict[int, SegmentWriter] = field(default_factory=dict)
     acks: list[asyncio.Future[None]] = field(default_factory=list)
     pinger: asyncio.Task[None] | None = None
@@ -290,7 +213,7 @@ class _TxnTaskWriter:
                 target.scope, target.stream, TxnWriterConfig(lease_ms=self.options.transaction_timeout_ms)
             )
             self.txn = await self.txn_writer.begin()
-            self.router = _Router(self.txn.segments, self.manager.hasher)
+            self.router = Router(self.txn.segments, self.manager.hasher)
             self.pinger = asyncio.get_running_loop().create_task(self._keep_alive(self.txn))
         assert self.router is not None
         for segment, part in self.router.split(events, keys):
@@ -300,7 +223,7 @@ class _TxnTaskWriter:
                 writer = self.manager.client.writer(name, session_writer_id(self.writer_id, name))
                 self.writers[segment.segment_id] = writer
             limit = writer.config.max_block_bytes
-            for block, count in _framed_blocks(part, limit):
+            for block, count in framed_blocks(part, limit):
                 ack = await writer.write_framed(block, count)
                 ack.add_done_callback(_retrieve)
                 self.acks.append(ack)
@@ -350,52 +273,17 @@ class _TxnTaskWriter:
             await self.txn_writer.close()
 
 
-@dataclass
-class _PlainTaskWriter:
-    """At-least-once: an event writer (follows scaling; dedups its own resends)."""
-
-    manager: StreamManager
-    options: WriteOptions
-    writer_id: uuid.UUID
-    writer: EventStreamWriter | None = None
-    acks: list[asyncio.Future[None]] = field(default_factory=list)
-
-    async def write(self, events: pa.Array, keys: pa.Array | None) -> None:
-        if self.writer is None:
-            target = self.options.target
-            self.writer = await self.manager.create_writer(target.scope, target.stream, writer_id=self.writer_id)
-        payloads = events.to_pylist()
-        routing = keys.to_pylist() if keys is not None else [None] * len(payloads)
-        ack = await self.writer.write_events(list(zip(payloads, routing, strict=True)))
-        ack.add_done_callback(_retrieve)
-        self.acks.append(ack)
-        if len(self.acks) > 256:
-            self.acks = [a for a in self.acks if not a.done()]
-
-    async def finish(self) -> tuple[str, ...]:
-        if self.writer is not None:
-            await self.writer.close()
-        for ack in self.acks:
-            await ack
-        return ()
-
-    async def cancel(self) -> None:
-        if self.writer is not None:
-            with contextlib.suppress(Exception):
-                await self.writer.close()
-
-
 async def _write_task(
     options: WriteOptions, columns: SinkColumns, batches: Iterator[pa.RecordBatch], task: _TaskInfo
 ) -> SegstoreCommitMessage:
     controller = await connect(options)
     manager = StreamManager(controller)
     writer_id = task.writer_id()
-    writer: _TxnTaskWriter | _PlainTaskWriter
+    writer: _TxnTaskWriter | PlainTaskWriter
     if options.exactly_once:
         writer = _TxnTaskWriter(manager, options, writer_id)
     else:
-        writer = _PlainTaskWriter(manager, options, writer_id)
+        writer = PlainTaskWriter(manager, options, writer_id)
     rows = 0
     try:
         try:
@@ -406,7 +294,11 @@ async def _write_task(
                 keys = batch.column(columns.routing_key) if columns.routing_key is not None else None
                 await writer.write(events, keys)
                 rows += batch.num_rows
-            txn_ids = await writer.finish()
+            if isinstance(writer, _TxnTaskWriter):
+                txn_ids = await writer.finish()
+            else:
+                await writer.finish()
+                txn_ids = ()
         except BaseException:
             await writer.cancel()
             raise
@@ -482,6 +374,8 @@ class _SinkWriter:
                 "append-only; overwrite (or the complete output mode) is not supported, use append",
             )
         asyncio.run(ensure_stream(self.options))
+        self.write_id = str(uuid.uuid4())
+        """Names this write in its tasks' writer ids (a batch write's; streaming tasks name query and batch)."""
         self._driver = self.options
         """The options as given (the driver's commits and aborts log in with them)."""
         if self.options.target.logs_in:  # executors get a token for the stream, never the password
@@ -498,7 +392,7 @@ class _SinkWriter:
         return self._driver if self._driver is not None else self.options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SegstoreCommitMessage:
-        return asyncio.run(_write_task(self.options, self.columns, iterator, _TaskInfo.current()))
+        return asyncio.run(_write_task(self.options, self.columns, iterator, _TaskInfo.current(self.write_id)))
 
 
 class SegstoreBatchWriter(_SinkWriter, DataSourceArrowWriter):

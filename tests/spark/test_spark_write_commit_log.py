@@ -28,7 +28,7 @@ from pravega_spark.commit_log import (
     CommitOutcome,
     commit_table_name,
 )
-from pravega_spark.sink import _Router
+from pravega_spark.sink_framing import Router as _Router
 from segment_store.client import SegmentClient
 
 SCOPE = "commitlog"

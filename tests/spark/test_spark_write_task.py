@@ -9,6 +9,7 @@ import itertools
 import queue
 import time
 import uuid
+import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 
 import pyarrow as pa
@@ -16,13 +17,14 @@ import pytest
 from standalone_process import StandaloneProcess
 
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
-from controller_client.event_writer import session_writer_id
 from controller_client.model import TxnState, qualified_segment_name
 from controller_client.ports import ControllerApi
 from controller_client.txn_writer import Transaction
 from pravega_spark.commit_log import BatchCommitter
 from pravega_spark.sink import SegstoreSchemaError, SinkColumns, _TaskInfo, _write_task
+from pravega_spark.sink_plain import chunk_writer_id
 from pravega_spark.write_options import WriteOptions
+from segment_store.protocol import encode_events
 
 SCOPE = "sinktask"
 _names = itertools.count()
@@ -193,9 +195,14 @@ async def test_at_least_once_task_writes_at_once_under_a_deterministic_writer_id
     assert await _events(manager, stream) == sorted(rows)  # visible without a commit
     assert message.writer_id == str(task.writer_id()) == str(_TaskInfo(3, 1, "query-1", 4).writer_id())
     assert _TaskInfo(3, 0, "query-1", 5).writer_id() != task.writer_id()
+    assert _TaskInfo(3, 0, None, None, "w").writer_id() == _TaskInfo(3, 1, None, None, "w").writer_id()
+    assert _TaskInfo(3, 0, None, None, "w").writer_id() != _TaskInfo(3, 0, None, None, "v").writer_id()
     segment = qualified_segment_name(SCOPE, stream, (await manager.current_segments(SCOPE, stream))[0].segment_id)
-    # the segment store tracks the writer id's last event number: resends under that id are checked against it
-    session = manager.client.writer(segment, session_writer_id(uuid.UUID(message.writer_id), segment))
+    # one chunk (the rows are far below a chunk's size): the segment store tracks its session's last event
+    # number, under a writer id that names the chunk's content; a retry's session is checked against it
+    framed = encode_events(rows)
+    chunk_id = chunk_writer_id(uuid.UUID(message.writer_id), segment, 0, 300, len(framed), zlib.crc32(framed))
+    session = manager.client.writer(segment, chunk_id)
     try:
         assert await session.open() == 300
     finally:
