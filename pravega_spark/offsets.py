@@ -42,9 +42,10 @@ cut with the finished predecessors at their ends. :func:`head_cut`, :func:`tail_
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -61,7 +62,13 @@ from controller_client.stream_manager import StreamManager, StreamManagerConfig
 from pravega_spark.options_common import SegstoreOptionError, StreamTarget
 from pravega_spark.stream_cut_text import StreamCutTextError, decode_text
 from segment_store.auth.tls import TlsConfigError
-from segment_store.client import ClientConfig, NoSuchSegmentError, ReaderConfig, SegmentStatus
+from segment_store.client import (
+    ClientConfig,
+    NoSuchSegmentError,
+    OperationUnsupportedError,
+    ReaderConfig,
+    SegmentStatus,
+)
 from segment_store.client.sync import _LoopThread
 
 _log = logging.getLogger(__name__)
@@ -341,6 +348,22 @@ class StreamConnection:
                 yield chunk
         finally:
             self.run(reader.close())
+
+    def event_starts(self, scope: str, stream: str, segment_id: int, targets: Sequence[int]) -> list[int] | None:
+        """Per offset of ``targets``, an event start of the segment at or after it (the first one, from a segstore
+        segment store; Pravega's ``LocateOffset``, asked for all at once); None (logged) if the segment store does
+        not know the command."""
+        name = qualified_segment_name(scope, stream, segment_id)
+        client = self.manager.client
+
+        async def locate() -> list[int]:
+            return list(await asyncio.gather(*(client.locate_offset(name, t) for t in targets)))
+
+        try:
+            return self.run(locate())
+        except OperationUnsupportedError:
+            _log.warning("%s: the segment store does not know LocateOffset; its ranges are read whole", name)
+            return None
 
     # the blocking segment calls :func:`pravega_spark.tier2_direct.read_range` makes (segment names)
     def get_segment_info(self, segment: str) -> SegmentStatus:

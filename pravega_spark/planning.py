@@ -117,6 +117,10 @@ class LiveCatalog:
     def chunks(self, segment_id: int, start: int, end: int) -> Iterable[bytes]:
         return self.connection.chunks(self.scope, self.stream, segment_id, start, end)
 
+    def event_starts(self, segment_id: int, targets: Sequence[int]) -> list[int] | None:
+        """See :class:`pravega_spark.splitting.EventLocator`."""
+        return self.connection.event_starts(self.scope, self.stream, segment_id, targets)
+
 
 def scan_boundary(chunks: Iterable[bytes], start: int) -> int:
     """The last event boundary in the bytes ``chunks`` (which begin at event boundary ``start``)."""

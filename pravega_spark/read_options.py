@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pravega_spark.offsets import INITIAL, OffsetFormatError, ReadState, initial_offset, parse_cut_option
 from pravega_spark.options_common import Options, SegstoreOptionError, StreamTarget
+from pravega_spark.splitting import SplitOptions
 from pravega_spark.stream_creation import StreamCreation
 
 PositionKind = Literal["earliest", "latest", "cut", "timestamp"]
@@ -95,6 +96,9 @@ class ReadOptions:
     watermark_column: str | None = None
     """Option ``watermarkColumn``: a timestamp column of this name with each event's watermark lower bound
     (:mod:`pravega_spark.watermark_column`)."""
+    split: SplitOptions = field(default_factory=SplitOptions)
+    """Options ``maxBytesPerPartition`` and ``minPartitions``: several input partitions per segment range
+    (:mod:`pravega_spark.splitting`)."""
 
     @property
     def controller_timeout_s(self) -> float:
@@ -118,6 +122,9 @@ class ReadOptions:
                 raise SegstoreOptionError("endingTimestamp", f"cannot be combined with option '{ending.option}'")
             ending = Position("timestamp", "endingTimestamp", timestamp_ms=end_timestamp)
         max_bytes = view.integer("maxBytesPerTrigger", None, aliases=("approx_bytes_per_trigger",), minimum=1)
+        split = SplitOptions(
+            view.integer("maxBytesPerPartition", None, minimum=1), view.integer("minPartitions", None, minimum=1)
+        )
         fail = view.boolean("failOnDataLoss", True)
         timeout = view.integer("controllerTimeoutMs", 30_000, minimum=1)
         assert timeout is not None
@@ -137,12 +144,28 @@ class ReadOptions:
                 raise SegstoreOptionError(
                     option, f"means nothing with option 'metadata' ({metadata}: no events are read)"
                 )
+            if split != SplitOptions():
+                option = "maxBytesPerPartition" if split.max_bytes_per_partition is not None else "minPartitions"
+                raise SegstoreOptionError(
+                    option, f"means nothing with option 'metadata' ({metadata}: no events are read)"
+                )
         subscriber = (view.raw("subscriber") or "").strip() or None
         column = watermark_column(view)
         if metadata is not None and column is not None:
             raise SegstoreOptionError("watermarkColumn", f"means nothing with option 'metadata' ({metadata})")
         return cls(
-            target, starting, ending, max_bytes, fail, timeout, tier2_location, creation, metadata, subscriber, column
+            target,
+            starting,
+            ending,
+            max_bytes,
+            fail,
+            timeout,
+            tier2_location,
+            creation,
+            metadata,
+            subscriber,
+            column,
+            split,
         )
 
     def starting_or(self, default: PositionKind) -> Position:

@@ -24,8 +24,9 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 from pravega_spark.offsets import ReadState, StreamConnection, cut_at_timestamp, head_cut, is_initial, tail_cut
 from pravega_spark.options_common import Options, SegstoreOptionError, StreamTarget
 from pravega_spark.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
-from pravega_spark.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, pack_ranges, plan_ranges
+from pravega_spark.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, plan_ranges
 from pravega_spark.read_options import Position, ReadOptions, metadata_mode, watermark_column
+from pravega_spark.splitting import EventLocator, partition_groups
 from pravega_spark.stream_creation import ensure_stream
 from pravega_spark.streaming_runner import end_if_spark_hung_up
 from pravega_spark.subscription import Subscription
@@ -59,8 +60,9 @@ class SegstoreDataSource(DataSource):
     segment. Options: the README's Spark section (parsed in :mod:`pravega_spark.read_options`; an option reads
     do not take fails, naming it); offsets are stream cuts (:mod:`pravega_spark.offsets`). A streaming query
     follows scaling: a sealed segment read to its end is replaced by its successors, each started once all of
-    its predecessors are read; one input partition per segment range; admission control by
-    ``maxBytesPerTrigger``; Trigger.AvailableNow is supported.
+    its predecessors are read; one input partition per segment range (small ones packed together; large ones cut at
+    event starts with options ``maxBytesPerPartition`` / ``minPartitions``: :mod:`pravega_spark.splitting`);
+    admission control by ``maxBytesPerTrigger``; Trigger.AvailableNow is supported.
 
     With option ``metadata`` a batch read gives rows about the scope (``Streams``) or the stream (``StreamInfo``:
     its head and tail cuts as Base64 text) instead: :mod:`pravega_spark.metadata`.
@@ -206,9 +208,11 @@ def _partitions(
     ranges: Sequence[ReadRange],
     token: str | None = None,
     thresholds: dict[int, Any] | None = None,
+    locator: EventLocator | None = None,
 ) -> list[InputPartition]:
-    """One input partition per group of :func:`~pravega_spark.planning.pack_ranges`; ``thresholds``: see
-    :func:`_thresholds`."""
+    """One input partition per group of :func:`~pravega_spark.splitting.partition_groups` (small ranges packed,
+    large ones cut at event starts ``locator`` finds, as options ``maxBytesPerPartition`` and ``minPartitions``
+    ask); ``thresholds``: see :func:`_thresholds`."""
     target = options.target
 
     def part(r: ReadRange) -> SegmentRangePartition:
@@ -229,7 +233,7 @@ def _partitions(
 
     return [
         part(group[0]) if len(group) == 1 else PackedPartition(tuple(part(r) for r in group))
-        for group in pack_ranges(ranges)
+        for group in partition_groups(ranges, options.split, locator)
     ]
 
 
@@ -277,7 +281,7 @@ class SegstoreBatchReader(DataSourceReader):
                 starting = options.starting.option if options.starting is not None else "startingOffsets"
                 raise SegstoreOptionError(ending, f"is not after option '{starting}': {error}") from None
             thresholds = _thresholds(connection, options, ranges, {})
-        return _partitions(options, ranges, token, thresholds)
+            return _partitions(options, ranges, token, thresholds, catalog)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition, self.arrow_schema)
@@ -372,12 +376,14 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if is_initial(start):
             self._state(end)  # the looked-up start: nothing before it is read
             return []
+        catalog = self._catalog()
         ranges = plan_ranges(
-            self._state(start), self._state(end), self._catalog(), fail_on_data_loss=self.options.fail_on_data_loss
+            self._state(start), self._state(end), catalog, fail_on_data_loss=self.options.fail_on_data_loss
         )
         connection = self._connect()
         thresholds = _thresholds(connection, self.options, ranges, self._key_ranges)
-        return _partitions(self.options, ranges, _executor_token(connection, self.options.target), thresholds)
+        token = _executor_token(connection, self.options.target)
+        return _partitions(self.options, ranges, token, thresholds, catalog)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition, self.arrow_schema)

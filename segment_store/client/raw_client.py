@@ -54,10 +54,12 @@ from segment_store.protocol import (
     GetTableSegmentInfo,
     ListStorageChunkLocations,
     ListStorageChunks,
+    LocateOffset,
     LocateOffsetAtTime,
     MergeSegments,
     MergeSegmentsBatch,
     OffsetAtTimeLocated,
+    OffsetLocated,
     ReadSegment,
     ReadTable,
     ReadTableEntries,
@@ -323,6 +325,16 @@ class SegmentClient:
         length if every event is older (segstore extension ``LocateOffsetAtTime``). Raises NoSuchSegmentError."""
         reply = await self._read_call(
             segment, lambda rid, t: LocateOffsetAtTime(rid, segment, timestamp_ms, t), OffsetAtTimeLocated
+        )
+        return reply.offset
+
+    async def locate_offset(self, segment: str, target_offset: int) -> int:
+        """An event boundary of ``segment`` at or after ``target_offset`` (Pravega's ``LocateOffset``, wire version
+        17): a segstore segment store answers the first event that starts there exactly (the segment's start for an
+        offset below it, its length past its last event); a Pravega one the nearest its index segment knows (its
+        length without one). Raises NoSuchSegmentError, OperationUnsupportedError (a segment store without it)."""
+        reply = await self._read_call(
+            segment, lambda rid, t: LocateOffset(rid, segment, target_offset, t), OffsetLocated
         )
         return reply.offset
 

@@ -64,6 +64,7 @@ from segment_store.logs.operations import (
 )
 from segment_store.metrics import NO_METRICS, StoreMetrics
 from segment_store.reading.cache import CacheBudget
+from segment_store.reading.event_starts import walk_to_event_start
 from segment_store.reading.ingest_times import IngestTimeIndex
 from segment_store.reading.read_index import ReadIndex, ReadResult
 from segment_store.storage.segment_storage import SegmentStorage
@@ -408,6 +409,31 @@ class SegmentContainer:
                 return found
             return length if in_memory.offset is None else in_memory.offset
         raise AssertionError("unreachable")
+
+    async def event_start_at_or_after(self, name: str, offset: int) -> int:
+        """The offset of the first event that starts at or after ``offset`` (Pravega's ``LocateOffset``: an event
+        boundary at or after it; exact here): the segment's start offset for an offset at or below it, its length
+        for one past its last event start. Below the storage length the event rows of the Tier-2 chunks answer;
+        above it the frames are walked from the closest known event start (:mod:`segment_store.reading.event_starts`).
+        Raises SegmentNotExistsError, SegmentTruncatedError (truncated meanwhile), InvalidOffsetError (not events)."""
+        self._check_running()
+        segment = self._committed_segment(name)
+        start, length = segment.start_offset, segment.length
+        if offset <= start:
+            return start
+        if offset >= length:
+            return length
+        tier2_end = max(start, segment.storage_length)
+        if offset < tier2_end:
+            found = await self.storage.first_event_at_or_after(name, offset, tier2_end)
+            return tier2_end if found is None else found
+        known = self.ingest_times.append_start_at_or_before(segment.segment_id, offset)
+        base = tier2_end if known is None else max(tier2_end, known)
+
+        async def read(at: int, size: int) -> bytes:
+            return (await self.read(name, at, size)).data
+
+        return await walk_to_event_start(name, read, base, offset, length)
 
     def length(self, name: str) -> int:
         """The committed length of ``name`` (cheap: no copy of its info). Raises SegmentNotExistsError."""

@@ -115,6 +115,23 @@ class IngestTimeIndex:
         entry = self._segments.get(segment_id)
         return 0 if entry is None else len(entry.offsets) + len(entry.merges)
 
+    def append_start_at_or_before(self, segment_id: int, offset: int) -> int | None:
+        """The largest offset at or below ``offset`` where an append (or a merged range) of ``segment_id`` starts, or
+        where a merged range ends; None if the index knows none. Each is an event boundary of an event segment
+        (appends and transactions hold whole events), for :meth:`SegmentContainer.event_start_at_or_after`."""
+        entry = self._segments.get(segment_id)
+        if entry is None:
+            return None
+        found: int | None = None
+        i = bisect.bisect_right(entry.offsets, offset) - 1
+        if i >= 0:
+            found = entry.offsets[i]
+        for start, end in entry.merges:
+            for edge in (start, end):
+                if edge <= offset and (found is None or edge > found):
+                    found = edge
+        return found
+
     def find(self, segment_id: int, timestamp_ms: int, from_offset: int) -> TimeLookup:
         """See :class:`TimeLookup`."""
         entry = self._segments.get(segment_id)

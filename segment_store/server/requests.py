@@ -49,6 +49,7 @@ from segment_store.protocol import (
     MergeSegments,
     MergeSegmentsBatch,
     OffsetAtTimeLocated,
+    OffsetLocated,
     OperationUnsupported,
     ReadSegment,
     ReadTable,
@@ -146,7 +147,7 @@ class RequestHandler:
             ReadTableEntries: self._read_entries,
             ReadTableEntriesDelta: self._read_delta,
             GetTableSegmentInfo: self._table_info,
-            LocateOffset: self._unsupported,
+            LocateOffset: self._locate_offset,
         }
 
     def handles(self, command: WireCommand) -> bool:
@@ -166,10 +167,6 @@ class RequestHandler:
         except Exception as exc:
             offset = getattr(command, "offset", -1)
             return error_reply(exc, request_id, _segment_of(command), offset if isinstance(offset, int) else -1)
-
-    async def _unsupported(self, c: WireCommand) -> WireCommand:
-        # LocateOffset needs Pravega's index segments (event offsets by time), which segstore does not keep.
-        return OperationUnsupported(getattr(c, "request_id", -1), type(c).__name__, "")
 
     def _container(self, segment: str) -> SegmentContainer:
         return self._registry.for_segment(segment)
@@ -296,6 +293,11 @@ class RequestHandler:
         in_tier2 = c.from_offset < info.storage_length and c.from_offset < c.to_offset  # a tail read: nothing there
         chunks = await container.storage.chunks(c.segment) if in_tier2 else []
         return locations_reply(c.request_id, c.segment, info.start_offset, chunks, c.from_offset, c.to_offset)
+
+    async def _locate_offset(self, c: LocateOffset) -> WireCommand:
+        # Pravega answers from its index segment (a boundary at or after the target); this store knows the first.
+        offset = await self._container(c.segment).event_start_at_or_after(c.segment, c.target_offset)
+        return OffsetLocated(c.request_id, c.segment, offset)
 
     async def _offset_at_time(self, c: LocateOffsetAtTime) -> WireCommand:
         offset = await self._container(c.segment).offset_at_time(c.segment, c.timestamp_ms)

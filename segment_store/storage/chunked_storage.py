@@ -318,6 +318,35 @@ class ChunkedSegmentStorage:
             position = chunk.end_offset
         return None
 
+    async def first_event_at_or_after(self, name: str, offset: int, end: int) -> int | None:
+        """The offset of the first event that starts in ``[offset, end)``, or None if none does (``end``: at most the
+        storage length; chunks are cut at append boundaries, so a chunk's end is an event boundary). Reads the
+        ``offset`` and ``framed`` columns of the row groups from ``offset`` on. Raises SegmentNotExistsError,
+        SegmentTruncatedError (``offset`` is below the segment's start)."""
+        seg = self._require(name)
+        if offset < seg.start_offset:
+            raise SegmentTruncatedError(name, seg.start_offset, offset)
+        position = offset
+        while position < end:
+            chunks = self._require(name).overlapping(position, end)
+            if not chunks:
+                return None
+            chunk = chunks[0]
+            relative = max(position, chunk.start_offset) - chunk.start_offset
+            search = functools.partial(parquet_chunk.first_event_at_or_after, start=relative)
+            try:
+                found = await self._chunk_call(chunk, search)
+            except ChunkNotFoundError as missing:
+                position = self._position_of_released(name, chunk, relative, missing)
+                continue  # compacted: search the new chunks from the same position
+            if found is not None:
+                at = chunk.start_offset + found
+                return at if at < end else None
+            if chunk.end_offset < end:
+                return chunk.end_offset  # no event starts in the rest of this chunk: the next starts with it
+            return None
+        return None
+
     async def _chunk_call(self, chunk: ChunkEntry, use: Callable[[parquet_chunk.Source], _T]) -> _T:
         """``use`` the chunk's Parquet source in a worker thread, retrying while Tier-2 is unavailable."""
         attempts = self._config.read_attempts

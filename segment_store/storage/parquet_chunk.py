@@ -388,6 +388,28 @@ def first_ingested_at_or_after(source: Source, timestamp_ms: int, start: int = 0
     return None
 
 
+def first_event_at_or_after(source: Source, start: int) -> int | None:
+    """The offset (relative to the chunk) of the first event row (``framed``) whose offset is at or after
+    ``start``, or None if no event of the chunk starts there. Reads only the ``offset`` and ``framed``
+    columns of the row groups from the one holding ``start`` on (statistics pick it), until one has a match.
+
+    Raises:
+        ChunkFormatError: not a readable chunk.
+        OSError: a path or URI source cannot be opened.
+    """
+    with _open(source) as pf:
+        info = _info(pf)
+        groups, _ = _groups_for(pf, info, max(start, 0), info.length)
+        for g in groups:
+            table = _read(pf, [g], ["offset", "framed"])
+            offsets = table.column("offset").to_numpy()
+            framed = table.column("framed").to_numpy(zero_copy_only=False)
+            hits = np.flatnonzero((offsets >= start) & framed)
+            if hits.size:
+                return int(offsets[int(hits[0])])
+    return None
+
+
 @contextlib.contextmanager
 def _open(source: Source) -> Iterator[pq.ParquetFile]:
     with contextlib.ExitStack() as stack:

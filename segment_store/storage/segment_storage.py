@@ -124,6 +124,10 @@ class SegmentStorage(Protocol):
         """The offset of the first event in ``[start, end)`` ingested at or after ``timestamp_ms`` (in offset
         order), or None if every one there is older. Raises SegmentNotExistsError, SegmentTruncatedError."""
 
+    async def first_event_at_or_after(self, name: str, offset: int, end: int) -> int | None:
+        """The offset of the first event that starts in ``[offset, end)`` (``end`` at most the storage length), or
+        None if none does. Raises SegmentNotExistsError, SegmentTruncatedError."""
+
     async def chunks(self, name: str) -> list[ChunkRef]:
         """The chunks holding ``[start_offset, length)``, in offset order (for direct Tier-2 reads)."""
 

@@ -319,11 +319,14 @@ async def _until(condition, timeout_s: float = 5.0) -> None:
             await asyncio.sleep(0.001)
 
 
-async def test_error_operation_unsupported_for_a_request_the_server_lacks(client: SegmentClient) -> None:
-    from segment_store.client import OperationUnsupportedError
-    from segment_store.protocol import LocateOffset, OffsetLocated
-
+async def test_locate_offset_answers_the_first_event_start_at_or_after_the_target(client: SegmentClient) -> None:
     await client.create_segment(SEGMENT)
-    connection = await client.connection_for(SEGMENT)
-    with pytest.raises(OperationUnsupportedError):
-        await connection.request(LocateOffset(77, SEGMENT, 0, ""), OffsetLocated)
+    async with client.writer(SEGMENT) as writer:
+        for payload in (b"first", b"", b"third event"):
+            await writer.append(payload)
+    starts, length = [0, 13, 21], 21 + 8 + 11
+    for target in range(-1, length + 2):
+        expected = next((s for s in starts if s >= target), length)
+        assert await client.locate_offset(SEGMENT, target) == expected, target
+    with pytest.raises(NoSuchSegmentError):
+        await client.locate_offset("scope/stream/9.#epoch.0", 0)
