@@ -110,6 +110,38 @@ def test_streaming_read_picks_up_events_written_while_it_runs(remote: Any, strea
     assert sorted((row.segment_id, row.offset, row.event.encode()) for row in rows) == sorted(ours)
 
 
+def test_foreach_batch_runs_on_the_server_with_available_now(remote: Any, streams: Streams, tmp_path: Path) -> None:
+    streams.create(SCOPE, "batches")
+    streams.write(SCOPE, "batches", [(b"click-%d" % i, None) for i in range(40)])
+    on_the_client: list[int] = []
+
+    def record(batch: Any, batch_id: int) -> None:  # pickled to the server, run by a Python process of its own
+        on_the_client.append(batch_id)
+        batch.selectExpr("CAST(event AS STRING) AS event", f"{batch_id} AS batch_id").write.mode("append").saveAsTable(
+            "connect_batches"
+        )
+
+    options = {**streams.options(SCOPE, "batches"), "startingOffsets": "earliest", "maxBytesPerTrigger": "200"}
+    frame = remote.readStream.format("segstore").options(**options)
+    query = (
+        frame.load()
+        .writeStream.foreachBatch(record)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(WAIT_S), "the availableNow query did not finish"
+    finally:
+        query.stop()
+    assert query.exception() is None
+
+    rows = remote.table("connect_batches").collect()
+    assert sorted(row.event for row in rows) == sorted(f"click-{i}" for i in range(40))
+    assert len({row.batch_id for row in rows}) > 1  # maxBytesPerTrigger: several micro-batches
+    assert on_the_client == []  # the function ran on the server: the client's list is not the one it appended to
+
+
 def test_streaming_write_from_the_rate_source_lands_events(remote: Any, streams: Streams, tmp_path: Path) -> None:
     streams.create(SCOPE, "from-rate", segments=2)  # (the sink would create it; made here, polling needs it whole)
     rows = (
