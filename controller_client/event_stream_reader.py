@@ -29,6 +29,7 @@ import contextlib
 import functools
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -64,6 +65,8 @@ from segment_store.client import (
     WrongHostError,
 )
 from segment_store.protocol.constants import HEADER_SIZE
+from segment_store.protocol.errors import ProtocolError
+from segment_store.protocol.events import EventParser, SegmentEvent
 
 _log = logging.getLogger(__name__)
 
@@ -119,23 +122,30 @@ class AutomaticCheckpoints:
     publish: Callable[[CheckpointRecord], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
-class _Event:
-    segment: ScopedSegment
-    offset: int
-    data: bytes
+class _Held:
+    """A segment this reader holds: where its next event starts, and the task reading it (None once read to its
+    end, or stopped). ``active`` turns False when the segment is given up: what its task read is dropped."""
+
+    __slots__ = ("active", "position", "segment", "task")
+
+    def __init__(self, segment: ScopedSegment, position: int) -> None:
+        self.segment = segment
+        self.position = position
+        self.task: asyncio.Task[None] | None = None
+        self.active = True
 
 
 @dataclass(frozen=True, slots=True)
 class _Done:
-    segment: ScopedSegment
     end: int
 
 
 @dataclass(frozen=True, slots=True)
 class _Failed:
-    segment: ScopedSegment
     error: BaseException
+
+
+_Item = tuple[_Held, list[SegmentEvent] | _Done | _Failed]
 
 
 class EventStreamReader:
@@ -162,13 +172,10 @@ class EventStreamReader:
         self._client = client
         self._end = dict(end_positions)
         self._on_endpoint_error = on_endpoint_error
-        self._queue: asyncio.Queue[tuple[int, _Event | _Done | _Failed]] = asyncio.Queue(
-            self.config.max_buffered_events
-        )
-        self._positions: dict[ScopedSegment, int] = {}
-        self._leases: dict[ScopedSegment, int] = {}
-        self._tasks: dict[ScopedSegment, asyncio.Task[None]] = {}
-        self._next_lease = 0
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue(max(1, self.config.max_buffered_events // 64))
+        self._held: dict[ScopedSegment, _Held] = {}
+        self._batch: deque[SegmentEvent] = deque()
+        self._batch_of: _Held | None = None
         self._deferred: list[ScopedSegment] = []
         self._others: dict[str, tuple[int | None, float]] = {}
         self._next_refresh = 0.0
@@ -191,14 +198,14 @@ class EventStreamReader:
     @property
     def positions(self) -> dict[ScopedSegment, int]:
         """The segments this reader holds, each with the offset its next event starts at."""
-        return dict(self._positions)
+        return {segment: held.position for segment, held in self._held.items()}
 
     @property
     def group_finished(self) -> bool:
         """Whether the group had nothing left to read at this reader's last refresh (every segment read to its
         end or to the group's end cut)."""
         state = self._state
-        return not self._positions and state.segment_count == 0 and not state.future
+        return not self._held and state.segment_count == 0 and not state.future
 
     # ---- reading ------------------------------------------------------------------------------------------
 
@@ -221,6 +228,11 @@ class EventStreamReader:
                 marker = await self._guard(self._refresh())
                 if marker is not None:
                     return marker
+            held = self._batch_of
+            if self._batch and held is not None and held.active:
+                event = self._batch.popleft()
+                held.position = event.offset + HEADER_SIZE + len(event.data)
+                return EventRead(event.data, held.segment, event.offset)
             try:
                 item = self._queue.get_nowait()
             except asyncio.QueueEmpty:
@@ -233,17 +245,18 @@ class EventStreamReader:
                     item = await asyncio.wait_for(self._queue.get(), max(0.0, wait))
                 except TimeoutError:
                     continue
-            lease, payload = item
-            if self._leases.get(payload.segment) != lease:
-                continue  # read before the segment was released or restarted: not ours to return
-            if isinstance(payload, _Event):
-                self._positions[payload.segment] = payload.offset + HEADER_SIZE + len(payload.data)
-                return EventRead(payload.data, payload.segment, payload.offset)
+            held, payload = item
+            if not held.active:
+                continue  # read before the segment was given up: not ours to return
+            if isinstance(payload, list):
+                self._batch = deque(payload)
+                self._batch_of = held
+                continue
             if isinstance(payload, _Failed):
                 self._failure = payload.error
                 await self._stop_all()
                 raise payload.error
-            marker = await self._guard(self._segment_done(payload.segment, payload.end))
+            marker = await self._guard(self._segment_done(held, payload.end))
             if marker is not None:
                 return marker
 
@@ -262,10 +275,10 @@ class EventStreamReader:
         if self._closed:
             return
         self._closed = True
+        positions = self.positions
         await self._stop_all()
         if isinstance(self._failure, ReaderOfflineError):
             return
-        positions = dict(self._positions)
         await self._table.update(lambda u: remove_reader(u, self.name, positions))
 
     # ---- the group ------------------------------------------------------------------------------------------
@@ -280,7 +293,7 @@ class EventStreamReader:
             raise ReaderOfflineError(self.name)
         marker = await self._meet_checkpoint()
         if marker is None:
-            positions = dict(self._positions)
+            positions = self.positions
             await self._table.update(lambda u: report_positions(u, self.name, positions), fetch_first=False)
         await self._complete_deferred()
         await self._take_dead_offline()
@@ -292,7 +305,7 @@ class EventStreamReader:
         record = self._state.pending_for(self.name)
         if record is None:
             return None
-        positions = dict(self._positions)
+        positions = self.positions
         await self._table.update(lambda u: reach_checkpoint(u, self.name, record.name, positions), fetch_first=False)
         self._state = self._view()
         _log.info("reader %s reached checkpoint %s", self.name, record.name)
@@ -347,25 +360,22 @@ class EventStreamReader:
     async def _balance(self) -> None:
         taken = await self._table.update(lambda u: acquire(u, self.name, 1 << 30), fetch_first=False)
         for segment, offset in taken:
-            self._positions[segment] = offset
             await self._start(segment, offset)
         self._state = self._view()
         if taken or acquire_or_release(self._state, self.name) >= 0 or self._state.pending_checkpoints:
             return
-        segment = max(self._positions, key=lambda s: s.qualified_name)
-        offset = self._positions[segment]
+        segment = max(self._held, key=lambda s: s.qualified_name)
+        offset = self._held[segment].position
         if await self._table.update(lambda u: release(u, self.name, segment, offset), fetch_first=False):
             _log.info("reader %s released %s at %d to balance the group", self.name, segment, offset)
             await self._stop(segment)
-            del self._positions[segment]
         self._state = self._view()
 
-    async def _segment_done(self, segment: ScopedSegment, end: int) -> EventRead | None:
-        """``segment`` was read to its end (sealed, or the group's end cut)."""
-        self._positions[segment] = end
-        self._leases.pop(segment, None)
-        self._tasks.pop(segment, None)
-        self._deferred.append(segment)
+    async def _segment_done(self, held: _Held, end: int) -> EventRead | None:
+        """``held``'s segment was read to its end (sealed, or the group's end cut)."""
+        held.position = end
+        held.task = None
+        self._deferred.append(held.segment)
         await self._complete_deferred()
         if not self._deferred:
             self._state = self._view()
@@ -388,7 +398,7 @@ class EventStreamReader:
             if done is None:
                 return  # a checkpoint is pending on this reader: complete it after the marker
             self._deferred.pop(0)
-            self._positions.pop(segment, None)
+            self._held.pop(segment, None)
 
     async def _successors(self, segment: ScopedSegment) -> dict[ScopedSegment, tuple[Segment, ...]]:
         if segment in self._end:
@@ -406,42 +416,51 @@ class EventStreamReader:
 
     async def _start(self, segment: ScopedSegment, offset: int) -> None:
         await self._stop(segment)
-        self._next_lease += 1
-        lease = self._next_lease
-        self._leases[segment] = lease
+        held = self._held[segment] = _Held(segment, offset)
         end = self._end.get(segment)
         if end is not None and end < 0:
             end = None
         self.segments_read.append(segment)
-        task = asyncio.get_running_loop().create_task(
-            self._pump(lease, segment, offset, end), name=f"group-read-{segment.qualified_name}"
+        held.task = asyncio.get_running_loop().create_task(
+            self._pump(held, offset, end), name=f"group-read-{segment.qualified_name}"
         )
-        self._tasks[segment] = task
 
     async def _stop(self, segment: ScopedSegment) -> None:
-        self._leases.pop(segment, None)
-        task = self._tasks.pop(segment, None)
+        """Give up ``segment``: stop its task and drop what it read."""
+        held = self._held.pop(segment, None)
+        if held is None:
+            return
+        held.active = False
+        task, held.task = held.task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
     async def _stop_all(self) -> None:
-        for segment in list(self._tasks):
+        for segment in list(self._held):
             await self._stop(segment)
 
-    async def _pump(self, lease: int, segment: ScopedSegment, offset: int, end: int | None) -> None:
-        """Feed ``segment``'s events from ``offset`` into the queue, then a ``_Done`` (or a ``_Failed``)."""
+    async def _pump(self, held: _Held, offset: int, end: int | None) -> None:
+        """Feed the segment's events from ``offset`` into the queue in batches (what each read returned), then a
+        ``_Done`` (or a ``_Failed``)."""
+        segment = held.segment
         name = qualified_segment_name(segment.scope, segment.stream, segment.segment.number)
         restarts = 0
         put = self._queue.put
         try:
             while True:
                 reader: SegmentReader = self._client.reader(name, offset, end, self.config.segment_reader)
+                parser = EventParser(offset)
                 try:
-                    while (event := await reader.next_event()) is not None:
-                        await put((lease, _Event(segment, event.offset, event.data)))
-                    offset = reader.offset
+                    while chunk := await reader.read():
+                        parser.feed(chunk)
+                        events = list(parser)
+                        if events:
+                            await put((held, events))
+                    if parser.pending_bytes:
+                        raise ProtocolError(f"{name} ends inside an event at offset {parser.offset}")
+                    offset = parser.offset
                     break
                 except SegmentIsTruncatedError:
                     start = (await self._client.get_segment_info(name)).start_offset
@@ -451,14 +470,14 @@ class EventStreamReader:
                     restarts += 1
                     if restarts > self.config.segment_restarts:
                         raise
-                    _log.info("reader %s: %s restarts at %d after %r", self.name, name, reader.offset, error)
+                    _log.info("reader %s: %s restarts at %d after %r", self.name, name, parser.offset, error)
                     if self._on_endpoint_error is not None:
                         self._on_endpoint_error(name)
-                    offset = reader.offset
+                    offset = parser.offset
                 finally:
                     await reader.close()
-            await put((lease, _Done(segment, offset)))
+            await put((held, _Done(offset)))
         except asyncio.CancelledError:
             raise
         except Exception as error:  # handed to the application by next_event
-            await put((lease, _Failed(segment, error)))
+            await put((held, _Failed(error)))
