@@ -211,5 +211,7 @@ def test_explore_stream_notebook_runs_and_draws_scaling_chunks_and_lag(
     lag = re.search(r"lag: (\d+) bytes in total", text)
     assert lag and int(lag.group(1)) > 0, text
     assert "standalone exited with 0" in text
+    quiet = [w for w in ("SegmentIsSealedError", "Traceback") if w in text]  # a scale and a stop are normal
+    assert not quiet, text
     assert _figures(notebook) == 2
     print(f"explore_stream.ipynb: {seconds:.1f} s")
