@@ -26,6 +26,7 @@ A group with an official-client reader online completes no checkpoint until that
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -144,6 +145,11 @@ def decode_checkpoint(name: str, data: bytes) -> CheckpointRecord:
 
 # ---------------------------------------------------------------- the state as an update sees it
 
+_decoded = functools.lru_cache(maxsize=4096)(decode_data)
+"""Values decoded once per distinct bytes (a refresh decodes every entry; most have not changed). The payloads
+are shared: treat what :func:`view` returns as read-only (the operations copy before they change anything)."""
+_decoded_checkpoint = functools.lru_cache(maxsize=256)(decode_checkpoint)
+
 
 @dataclass(slots=True)
 class GroupView:
@@ -175,24 +181,24 @@ def view(update: Update) -> GroupView:
     """The state ``update`` starts from, decoded."""
     state = GroupView()
     for entry in update.live(CONFIG):
-        payload = decode_data(entry.value.type_id, entry.value.data)
+        payload = _decoded(entry.value.type_id, entry.value.data)
         if isinstance(payload, ReaderGroupConfig):
             state.config = payload
     for entry in update.live(ASSIGNED):
-        owned = decode_data(TYPE_ASSIGNED, entry.value.data)
+        owned = _decoded(TYPE_ASSIGNED, entry.value.data)
         assert isinstance(owned, dict) and entry.inner is not None
         state.assigned[entry.inner] = owned
     for entry in update.live(UNASSIGNED):
-        offset = decode_data(TYPE_OFFSET, entry.value.data)
+        offset = _decoded(TYPE_OFFSET, entry.value.data)
         assert isinstance(offset, int) and entry.inner is not None
         state.unassigned[ScopedSegment.parse(entry.inner)] = offset
     for entry in update.live(FUTURE):
-        waiting = decode_data(TYPE_FUTURE, entry.value.data)
+        waiting = _decoded(TYPE_FUTURE, entry.value.data)
         assert isinstance(waiting, tuple) and entry.inner is not None
         state.future[ScopedSegment.parse(entry.inner)] = waiting
     for entry in update.live(CHECKPOINTS):
         if entry.value.type_id == TYPE_CHECKPOINT and entry.inner is not None:
-            state.checkpoints[entry.inner] = decode_checkpoint(entry.inner, entry.value.data)
+            state.checkpoints[entry.inner] = _decoded_checkpoint(entry.inner, entry.value.data)
     return state
 
 
