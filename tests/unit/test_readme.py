@@ -44,7 +44,7 @@ def test_readme_has_python_examples() -> None:
 @pytest.mark.parametrize("index", range(len(EXAMPLES)))
 def test_readme_example_runs(index: int, tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-c", EXAMPLES[index]], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", EXAMPLES[index]], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, f"README example {index} failed:\n{EXAMPLES[index]}\n{result.stderr}"
     output = iter(line.strip() for line in result.stdout.splitlines())
