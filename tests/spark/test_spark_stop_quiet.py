@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 from conftest import Streams
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.types import StructType
@@ -56,6 +57,7 @@ def _gated_source() -> type[SegstoreDataSource]:
     return GatedSegstoreDataSource
 
 
+@pytest.mark.slow
 def test_stop_while_the_runner_starts_the_reader_prints_no_traceback(
     spark: Any, streams: Streams, tmp_path: Path
 ) -> None:
