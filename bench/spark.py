@@ -36,6 +36,11 @@ recorded: JIT, Python workers, a first write of each kind):
    -> noop``: ``bench_numpy`` (``bench/spark_sources.py``), Arrow batches from numpy with the segstore
    schema, ``--segments`` partitions, N rows per batch: the upper bound of the Python data source path.
    The segstore source yields ~19k-row batches from the segment store (2 MiB) and ~39k from Tier-2 (4 MiB).
+9. ``batch 1 segment tier2 direct, N part.`` (``--partitions``, default 1,2,4,8): the rows written once more
+   (exactly once, before the flush of 5.; not recorded) into a 1-segment stream, read from Tier-2 directly as a
+   batch query by N input partitions (option ``minPartitions``: cuts at event starts), then ``batch parquet (5
+   cols) -> noop``: Spark's own batch Parquet source over the same rows (the issue-27 target: the segstore read
+   at least as fast). With ``local[2]`` more than 2 partitions cannot run more than 2 at once.
 
 Every read is checked to return every event. The Tier-2 chunks are in the OS page cache in (b) and (c)
 (just written): no disk reads. Columns: ``start s``: wall time outside the micro-batches (query start,
@@ -46,12 +51,15 @@ segment store process (``ss loop``: its event loop thread alone), the controller
 everything else on the machine (``other``: the machine is shared; a high value means a disturbed run).
 ``load``: the 1-minute load average when the case started.
 
-    .venv/bin/python bench/spark.py [--quick] [--writes-only] [--rows 3000000] [--segments 4] [--repeats 3]
-                                    [--batch-rows 16384,131072] [--dir /tmp] [--out PATH] [--keep]
+    .venv/bin/python bench/spark.py [--quick] [--writes-only | --partitions-only] [--rows 3000000] [--segments 4]
+                                    [--repeats 3] [--batch-rows 16384,131072] [--partitions 1,2,4,8] [--dir /tmp]
+                                    [--out PATH] [--keep]
 
 The full run takes about 3.5 minutes on 2 cores, ``--quick`` about 2. ``--writes-only`` skips the reads
-(cases 4-8; about 1.5 minutes), for work on the write path. Prints a
-table, writes JSON (default ``bench/results/spark.json``, ``spark-writes.json`` with ``--writes-only``).
+(cases 4-9; about 1.5 minutes), for work on the write path; ``--partitions-only`` runs case 9 alone (with a
+Parquet warm-up), for work on parallel reads. Prints a
+table, writes JSON (default ``bench/results/spark.json``, ``spark-writes.json`` with ``--writes-only``,
+``spark-partitions.json`` with ``--partitions-only``).
 """
 
 from __future__ import annotations
@@ -90,6 +98,7 @@ SCOPE = "bench"
 RESULTS = REPO / "bench" / "results"
 READ_TARGET = 2_000_000
 WRITE_TARGET = 500_000
+ONE_SEGMENT = "rows-one-segment"
 
 
 class Bench:
@@ -240,10 +249,12 @@ class Bench:
         frame = self.spark.readStream.schema(SCHEMA_DDL).parquet(str(self.parquet_dir))
         return frame.select(*columns) if columns else frame
 
-    def segstore(self, stream: str, tier2: bool = False, batch: bool = False) -> Any:
+    def segstore(self, stream: str, tier2: bool = False, batch: bool = False, partitions: int = 0) -> Any:
         options = {"controller": self.system.uri, "scope": SCOPE, "stream": stream, "startingOffsets": "earliest"}
         if tier2:
             options["tier2Location"] = str(self.data_dir / "tier2")
+        if partitions > 1:
+            options["minPartitions"] = str(partitions)
         return (self.spark.read if batch else self.spark.readStream).format("segstore").options(**options).load()
 
     def numpy(self, rows: int, batch_rows: int) -> Any:
@@ -299,6 +310,12 @@ class Bench:
             self.latency = cases.run(args.latency_rates)
         if args.latency_only:
             return info
+        if args.partitions_only:
+            self.query("warm-up", self.parquet())
+            self.write_one_segment()
+            info["flush_s"] = round(self.flush_tier2(), 2)
+            self.partition_reads()
+            return info
         repeats = args.repeats
         # warm-up (not recorded): JIT, Python worker daemon, first segstore connections
         self.query("warm-up", self.numpy(args.rows // 4, 16384))
@@ -321,16 +338,43 @@ class Bench:
         args, repeats = self.args, self.args.repeats
         self.measure("read (a) cache", lambda: self.segstore("rows-alo"), repeats, events)
         self.batch_read("batch read (a) cache", lambda: self.segstore("rows-alo", batch=True), repeats, events)
+        if args.partitions:
+            self.write_one_segment()
         info["flush_s"] = round(self.flush_tier2(), 2)
         self.measure("read (b) tier2 direct", lambda: self.segstore("rows-alo", tier2=True), repeats, events)
         read_b = lambda: self.segstore("rows-alo", tier2=True, batch=True)  # noqa: E731
         self.batch_read("batch read (b) tier2 direct", read_b, repeats, events)
+        if args.partitions:
+            self.partition_reads()
         info["restart"] = self.restart_standalone("rows-alo")
         self.measure("read (c) tier2 via segstore", lambda: self.segstore("rows-alo"), 1, events)
         self.measure("parquet (5 cols) -> noop", self.parquet, repeats, args.rows)
         for batch_rows in args.batch_rows:
             self.measure(f"numpy {batch_rows}/batch -> noop", lambda b=batch_rows: self.numpy(args.rows, b), repeats,
                          args.rows)  # fmt: skip
+
+    def write_one_segment(self) -> None:
+        """The rows into a new 1-segment stream (exactly once; not recorded) for :meth:`partition_reads`."""
+        options = {"controller": self.system.uri, "scope": SCOPE, "stream": ONE_SEGMENT, "defaultNumSegments": "1"}
+        self.query("setup", self.parquet(("event",)), sink="segstore", options=options)
+        stored = self.stream_bytes(ONE_SEGMENT)
+        if stored != self.args.rows * FRAMED_BYTES:
+            raise AssertionError(f"{ONE_SEGMENT}: holds {stored:,} B, expected {self.args.rows * FRAMED_BYTES:,}")
+
+    def partition_reads(self) -> None:
+        """Case 9: batch reads of the 1-segment stream from Tier-2 (direct) by 1, 2, 4, 8 input partitions (option
+        ``minPartitions``), then Spark's own batch Parquet source over the same rows, in the same run."""
+        args, rows = self.args, self.args.rows
+        for n in args.partitions:
+            make = lambda n=n: self.segstore(ONE_SEGMENT, tier2=True, batch=True, partitions=n)  # noqa: E731
+            frame = make()
+            if frame.rdd.getNumPartitions() != n:
+                raise AssertionError(f"{n} partitions asked, {frame.rdd.getNumPartitions()} planned")
+            if n == max(args.partitions) and frame.count() != rows:
+                raise AssertionError(f"{ONE_SEGMENT} by {n} partitions: not {rows:,} rows")
+            self.batch_read(f"batch 1 segment tier2 direct, {n} part.", make, args.repeats, rows)
+        parquet = lambda: self.spark.read.schema(SCHEMA_DDL).parquet(str(self.parquet_dir))  # noqa: E731
+        self.batch_read("batch parquet (5 cols) -> noop", parquet, args.repeats, rows)
 
     def close(self) -> None:
         if self.spark is not None:
@@ -342,7 +386,7 @@ class Bench:
         self.system.stop()
 
 
-SETTINGS = ("rows", "segments", "repeats", "batch_rows", "latency_seconds", "latency_rates")
+SETTINGS = ("rows", "segments", "repeats", "batch_rows", "partitions", "latency_seconds", "latency_rates")
 COLUMNS = [
     ("case", "case"),
     ("rows_per_s", "rows/s"),
@@ -371,12 +415,18 @@ def main() -> None:
         help="only the source and write cases, the exactly-once write --repeats times (to work on the write path)",
     )  # fmt: skip
     parser.add_argument("--latency-only", action="store_true", help="only the latency cases (spark_latency.py)")
+    parser.add_argument(
+        "--partitions-only", action="store_true", help="only case 9 (the 1-segment partition reads and batch Parquet)"
+    )
     parser.add_argument("--latency-seconds", type=float, help="per latency case (default 60, --quick 20; 0: none)")
     parser.add_argument("--latency-rates", default="2000,20000", help="events/s of the latency cases")
     parser.add_argument("--rows", type=int, help="events per case (default 3,000,000)")
     parser.add_argument("--segments", type=int, default=4, help="segments of the written streams (default 4)")
     parser.add_argument("--repeats", type=int, help="runs of each read case, best kept (default 3)")
     parser.add_argument("--batch-rows", default="16384,131072", help="rows per batch of bench_numpy")
+    parser.add_argument(
+        "--partitions", default="1,2,4,8", help="input partitions of the 1-segment batch reads (case 9; '' for none)"
+    )
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the data directory lives (a real disk)")
     parser.add_argument("--out", type=Path, default=RESULTS / "spark.json", help="JSON output")
     parser.add_argument("--keep", action="store_true", help="keep the data directory (printed)")
@@ -385,12 +435,15 @@ def main() -> None:
         args.out = RESULTS / "spark-writes.json"
     if args.latency_only and args.out == RESULTS / "spark.json":
         args.out = RESULTS / "spark-latency.json"
+    if args.partitions_only and args.out == RESULTS / "spark.json":
+        args.out = RESULTS / "spark-partitions.json"
     if args.latency_seconds is None:
-        args.latency_seconds = 0 if args.writes_only else 20 if args.quick else 60
+        args.latency_seconds = 0 if args.writes_only or args.partitions_only else 20 if args.quick else 60
     args.latency_rates = [int(r) for r in args.latency_rates.split(",")]
     args.rows = args.rows or (1_000_000 if args.quick else 3_000_000)
     args.repeats = args.repeats or (1 if args.quick else 3)
     args.batch_rows = [int(b) for b in args.batch_rows.split(",")]
+    args.partitions = [int(n) for n in args.partitions.split(",") if n.strip()]
     fs_type = filesystem_of(Path(args.dir))
     print(f"segstore standalone with data under {args.dir} ({fs_type}); {os.cpu_count()} CPUs; "
           f"Python {platform.python_version()}; Spark local[2] in this process", flush=True)  # fmt: skip
@@ -438,6 +491,7 @@ def main() -> None:
         "megabyte": MB,
         "quick": args.quick,
         "writes_only": args.writes_only,
+        "partitions_only": args.partitions_only,
         "measurement": "streaming queries with Trigger.AvailableNow (one micro-batch, fresh checkpoint); "
         "'batch read' cases: batch queries into noop; 'latency': live-tail queries (spark_latency.py)",
         "settings": {k: getattr(args, k) for k in SETTINGS},
@@ -462,13 +516,20 @@ def main() -> None:
 def print_targets(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     by_case = {r["case"]: r for r in rows}
     eo_writes = ", ".join(f"{r['rows_per_s']:,}" for r in rows if r["case"] == "write exactlyOnce=true")
-    reads = "skipped (--writes-only)"
-    if not args.writes_only:
+    reads = "skipped (--writes-only)" if args.writes_only else "skipped (--partitions-only)"
+    if not args.writes_only and not args.partitions_only:
         stream_read = max(by_case[c]["rows_per_s"] for c in by_case if c.startswith("read"))
         batch_read = max(by_case[c]["rows_per_s"] for c in by_case if c.startswith("batch read"))
         reads = f"best {stream_read:,} (streaming), {batch_read:,} (batch)"
     print(f"\ntargets: read >= {READ_TARGET:,} rows/s: {reads}; "
           f"exactly-once write >= {WRITE_TARGET:,} rows/s: {eo_writes}")  # fmt: skip
+    parquet = by_case.get("batch parquet (5 cols) -> noop")
+    split = [r for r in rows if r["case"].startswith("batch 1 segment")]
+    if parquet and split:
+        base = parquet["rows_per_s"]
+        ratios = ", ".join(f"{r['case'].rsplit(', ', 1)[1]} {r['rows_per_s'] / base:.2f}x" for r in split)
+        print(f"batch read of a 1-segment stream from Tier-2 against Spark's batch Parquet ({parquet['rows_per_s']:,} "
+              f"rows/s; target >= 1.0x): {ratios}")  # fmt: skip
 
 
 if __name__ == "__main__":

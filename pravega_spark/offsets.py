@@ -64,6 +64,7 @@ from pravega_spark.stream_cut_text import StreamCutTextError, decode_text
 from segment_store.auth.tls import TlsConfigError
 from segment_store.client import (
     ClientConfig,
+    ConnectionLostError,
     NoSuchSegmentError,
     OperationUnsupportedError,
     ReaderConfig,
@@ -352,7 +353,8 @@ class StreamConnection:
     def event_starts(self, scope: str, stream: str, segment_id: int, targets: Sequence[int]) -> list[int] | None:
         """Per offset of ``targets``, an event start of the segment at or after it (the first one, from a segstore
         segment store; Pravega's ``LocateOffset``, asked for all at once); None (logged) if the segment store does
-        not know the command."""
+        not know the command (it answers so, or closes the connection after the client's read retries: the ranges
+        are then read whole, which is correct, only not parallel)."""
         name = qualified_segment_name(scope, stream, segment_id)
         client = self.manager.client
 
@@ -363,6 +365,9 @@ class StreamConnection:
             return self.run(locate())
         except OperationUnsupportedError:
             _log.warning("%s: the segment store does not know LocateOffset; its ranges are read whole", name)
+            return None
+        except ConnectionLostError as error:  # a Pravega segment store older than wire version 17 hangs up on it
+            _log.warning("%s: LocateOffset lost the connection (%s); its ranges are read whole", name, error)
             return None
 
     # the blocking segment calls :func:`pravega_spark.tier2_direct.read_range` makes (segment names)

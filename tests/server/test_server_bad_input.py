@@ -176,7 +176,7 @@ def on_the_stored_segment(command: WireCommand) -> WireCommand:
 
 
 READ_ONLY = [REGISTRY_BY_NAME[name] for name in ("ReadSegment", "GetStreamSegmentInfo", "GetSegmentAttribute",
-                                                  "LocateOffsetAtTime", "ListStorageChunks",
+                                                  "LocateOffsetAtTime", "LocateOffset", "ListStorageChunks",
                                                   "ListStorageChunkLocations")]  # fmt: skip
 
 
