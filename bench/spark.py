@@ -40,7 +40,11 @@ recorded: JIT, Python workers, a first write of each kind):
    (exactly once, before the flush of 5.; not recorded) into a 1-segment stream, read from Tier-2 directly as a
    batch query by N input partitions (option ``minPartitions``: cuts at event starts), then ``batch parquet (5
    cols) -> noop``: Spark's own batch Parquet source over the same rows (the issue-27 target: the segstore read
-   at least as fast). With ``local[2]`` more than 2 partitions cannot run more than 2 at once.
+   at least as fast). ``batch numpy 32768/batch, N part.``: ``bench_numpy`` as a batch query with the same
+   partitions, the most Spark's Python data source path gives (no I/O). With ``local[2]`` more than 2
+   partitions cannot run more than 2 at once, and each task costs Spark ~0.1 s more (numpy too). These cases run
+   interleaved, ``--repeats`` rounds of each case in turn (best kept), so a busy spell of the machine does not
+   fall on one case only.
 
 Every read is checked to return every event. The Tier-2 chunks are in the OS page cache in (b) and (c)
 (just written): no disk reads. Columns: ``start s``: wall time outside the micro-batches (query start,
@@ -214,17 +218,22 @@ class Bench:
     def batch_read(self, case: str, make: Any, repeats: int, rows: int) -> dict[str, Any]:
         """Best of ``repeats`` batch reads ``make().write.format("noop")`` (rows not counted: the streaming
         form of the same read is checked)."""
+        return self.keep_best(case, [self.batch_run(case, make, rows) for _ in range(repeats)])
+
+    def batch_run(self, case: str, make: Any, rows: int) -> dict[str, Any]:
+        """One batch read ``make().write.format("noop")`` of ``rows`` rows."""
         assert self.meter is not None
-        runs: list[dict[str, Any]] = []
-        for _ in range(repeats):
-            load1 = os.getloadavg()[0]
-            with self.meter.span() as cpu:
-                started = time.perf_counter()
-                make().write.format("noop").mode("overwrite").save()
-                seconds = time.perf_counter() - started
-            runs.append({"case": case, "rows": rows, "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds),
-                         "mb_per_s": round(rows * EVENT_BYTES / seconds / MB, 1), "load1": round(load1, 2),
-                         "cpu_us_per_row": round(cpu["own_cpu_s"] / rows * 1e6, 2), **cpu})  # fmt: skip
+        load1 = os.getloadavg()[0]
+        with self.meter.span() as cpu:
+            started = time.perf_counter()
+            make().write.format("noop").mode("overwrite").save()
+            seconds = time.perf_counter() - started
+        return {"case": case, "rows": rows, "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds),
+                "mb_per_s": round(rows * EVENT_BYTES / seconds / MB, 1), "load1": round(load1, 2),
+                "cpu_us_per_row": round(cpu["own_cpu_s"] / rows * 1e6, 2), **cpu}  # fmt: skip
+
+    def keep_best(self, case: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+        """The fastest of ``runs`` (batch reads of one case) as the case's row, every run in ``runs``."""
         best = dict(max(runs, key=lambda r: r["rows_per_s"]))
         best["runs"] = [{k: r[k] for k in ("rows_per_s", "seconds", "load1")} for r in runs]
         self.rows.append(best)
@@ -365,6 +374,7 @@ class Bench:
         """Case 9: batch reads of the 1-segment stream from Tier-2 (direct) by 1, 2, 4, 8 input partitions (option
         ``minPartitions``), then Spark's own batch Parquet source over the same rows, in the same run."""
         args, rows = self.args, self.args.rows
+        cases: list[tuple[str, Any]] = []
         for n in args.partitions:
             make = lambda n=n: self.segstore(ONE_SEGMENT, tier2=True, batch=True, partitions=n)  # noqa: E731
             frame = make()
@@ -372,9 +382,19 @@ class Bench:
                 raise AssertionError(f"{n} partitions asked, {frame.rdd.getNumPartitions()} planned")
             if n == max(args.partitions) and frame.count() != rows:
                 raise AssertionError(f"{ONE_SEGMENT} by {n} partitions: not {rows:,} rows")
-            self.batch_read(f"batch 1 segment tier2 direct, {n} part.", make, args.repeats, rows)
+            cases.append((f"batch 1 segment tier2 direct, {n} part.", make))
+        for n in args.partitions:  # the same partitions from memory: what Spark's Python data source path allows
+            options = {"rows": str(rows), "partitions": str(n), "batchRows": "32768"}
+            numpy = lambda o=options: self.spark.read.format("bench_numpy").options(**o).load()  # noqa: E731
+            cases.append((f"batch numpy 32768/batch, {n} part.", numpy))
         parquet = lambda: self.spark.read.schema(SCHEMA_DDL).parquet(str(self.parquet_dir))  # noqa: E731
-        self.batch_read("batch parquet (5 cols) -> noop", parquet, args.repeats, rows)
+        cases.append(("batch parquet (5 cols) -> noop", parquet))
+        runs: dict[str, list[dict[str, Any]]] = {case: [] for case, _ in cases}
+        for _ in range(args.repeats):  # interleaved: the machine's drift (a shared one) touches every case alike
+            for case, make in cases:
+                runs[case].append(self.batch_run(case, make, rows))
+        for case, _ in cases:
+            self.keep_best(case, runs[case])
 
     def close(self) -> None:
         if self.spark is not None:
@@ -524,12 +544,12 @@ def print_targets(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"\ntargets: read >= {READ_TARGET:,} rows/s: {reads}; "
           f"exactly-once write >= {WRITE_TARGET:,} rows/s: {eo_writes}")  # fmt: skip
     parquet = by_case.get("batch parquet (5 cols) -> noop")
-    split = [r for r in rows if r["case"].startswith("batch 1 segment")]
-    if parquet and split:
-        base = parquet["rows_per_s"]
-        ratios = ", ".join(f"{r['case'].rsplit(', ', 1)[1]} {r['rows_per_s'] / base:.2f}x" for r in split)
-        print(f"batch read of a 1-segment stream from Tier-2 against Spark's batch Parquet ({parquet['rows_per_s']:,} "
-              f"rows/s; target >= 1.0x): {ratios}")  # fmt: skip
+    for prefix, what in (("batch 1 segment", "a 1-segment stream from Tier-2"), ("batch numpy", "bench_numpy")):
+        split = [r for r in rows if r["case"].startswith(prefix)]
+        if parquet and split:
+            base = parquet["rows_per_s"]
+            ratios = ", ".join(f"{r['case'].rsplit(', ', 1)[1]} {r['rows_per_s'] / base:.2f}x" for r in split)
+            print(f"batch read of {what} against Spark's batch Parquet ({base:,} rows/s; target >= 1.0x): {ratios}")
 
 
 if __name__ == "__main__":

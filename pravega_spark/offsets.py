@@ -68,6 +68,7 @@ from segment_store.client import (
     NoSuchSegmentError,
     OperationUnsupportedError,
     ReaderConfig,
+    SegmentIsTruncatedError,
     SegmentStatus,
 )
 from segment_store.client.sync import _LoopThread
@@ -368,6 +369,9 @@ class StreamConnection:
             return None
         except ConnectionLostError as error:  # a Pravega segment store older than wire version 17 hangs up on it
             _log.warning("%s: LocateOffset lost the connection (%s); its ranges are read whole", name, error)
+            return None
+        except (SegmentIsTruncatedError, NoSuchSegmentError) as error:  # meanwhile: the read tells (failOnDataLoss)
+            _log.info("%s: %s; its ranges are read whole", name, error)
             return None
 
     # the blocking segment calls :func:`pravega_spark.tier2_direct.read_range` makes (segment names)

@@ -4,6 +4,7 @@ in offset order within each partition, the partitions in offset order, and as ma
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from conftest import Streams
 from standalone_process import StandaloneProcess
 
+import pravega_spark
 from segment_store.client import BlockingClient
 
 pytestmark = pytest.mark.slow
@@ -95,3 +97,26 @@ def test_streaming_read_of_one_segment_by_8_partitions_gives_every_event_once_in
     assert not query.isActive
     assert [count for count, _ in batches] == [8]  # one micro-batch with everything, read by 8 tasks
     _check_partitions(batches[0][1], expected)
+
+
+def test_split_read_after_truncation_skips_the_lost_part_and_a_missing_segment_is_read_whole(
+    spark: Any, streams: Streams
+) -> None:
+    streams.create(SCOPE, "truncated", segments=1)
+    streams.write(SCOPE, "truncated", _events("gone", 3000))
+    head = streams.manager.head_cut(SCOPE, "truncated")
+    cut = streams.tail(SCOPE, "truncated")
+    streams.write(SCOPE, "truncated", _events("kept", 3000))
+    streams.manager.truncate(cut)
+    old_head = json.dumps(pravega_spark.stream_cut_to_offset(head))
+    frame = (
+        spark.read.format("segstore")
+        .options(**streams.options(SCOPE, "truncated"), startingOffsets=old_head, failOnDataLoss="false")
+        .options(minPartitions="4")
+        .load()
+    )
+    assert frame.rdd.getNumPartitions() == 4
+    _check_partitions(_by_partition(frame), streams.events(SCOPE, "truncated"))
+    (segment,) = cut.positions
+    assert streams.connection.event_starts(SCOPE, "truncated", segment, [0, 5]) == [cut.positions[segment]] * 2
+    assert streams.connection.event_starts(SCOPE, "truncated", segment + 12345, [0]) is None  # no such segment
