@@ -12,11 +12,12 @@ Pieces are cut at event starts, never at a guess: the driver asks the segment st
 starts at or after each even cut (``S * i / n`` into the range) with Pravega's ``LocateOffset`` (a segstore segment
 store answers it exactly, from the event rows of the Tier-2 chunks or by walking the frames from an append it
 knows: :mod:`segment_store.reading.event_starts`). Every piece is a range ``[a, b)`` whose both ends are event starts,
-so every event of the range is in exactly one piece, and the executor reads it as it reads any range (its framing
-check fails the task if a range ends inside an event, so a wrong answer could never go unnoticed). Two cuts that
-land on the same event start make one piece: a range of few large events gives fewer pieces than asked. A segment
-store that does not know ``LocateOffset`` (older than wire version 17) gets no cuts (logged); a Pravega one answers
-from its index segment, or the segment's length without one (no cut).
+so every event of the range is in exactly one piece, and the executor reads it as it reads any range (reading from
+the segment store, its framing check fails the task if a range ends inside an event). Two cuts that land on the same
+event start make one piece: a range of few large events gives fewer pieces than asked. A segment store that does not
+know ``LocateOffset`` (older than wire version 17) gets no cuts (logged), nor does a segment truncated or deleted
+meanwhile (its read applies ``failOnDataLoss``); a Pravega one answers from its index segment, or the segment's
+length without one (no cut).
 
 Order: the pieces of a segment range hold consecutive events in offset order, piece ``i`` before piece ``i + 1``,
 and each is read in offset order. Spark runs them as separate tasks, concurrently and in no order, and gives no
