@@ -116,3 +116,17 @@ async def test_walk_with_short_reads_and_events_longer_than_a_step_finds_every_s
         for known in (0, base):
             got = await walk_to_event_start(SEGMENT, read, known, offset, len(data), step_bytes=100)
             assert got == expected, (offset, known)
+
+
+def test_chunk_first_event_skips_raw_rows_and_reads_only_from_the_row_group_of_the_start() -> None:
+    from segment_store.storage import parquet_chunk
+
+    rng = random.Random(9)
+    payloads = events(rng, 400)
+    data = encode_events(payloads) + b"\x00\x00\x00\x00\x00\x00\x10"  # a partial tail: a raw row
+    chunk = parquet_chunk.encode(data, 1_000, row_group_bytes=2048)
+    starts = starts_of(payloads)
+    assert parquet_chunk.chunk_info(chunk).row_groups > 5
+    for offset in [0, 1, *starts[1::37], starts[-1], starts[-1] + 1, len(data) - 1, len(data) + 3]:
+        expected = next((s for s in starts if s >= offset), None)  # the raw tail is no event
+        assert parquet_chunk.first_event_at_or_after(chunk, offset) == expected, offset
