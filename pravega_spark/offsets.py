@@ -261,6 +261,7 @@ class StreamConnection:
         else:
             config = ControllerClientConfig(trust_store=trust_store, **timeouts)
         self._token_auth = config.token is not None
+        self._no_ingest_times = False  # the segment store turned out not to know ReadIngestTimes
         try:
             self.controller: ControllerClient = self.run(
                 ControllerClient.connect(controller_uri, config, wait_ready=True)
@@ -372,6 +373,28 @@ class StreamConnection:
             return None
         except (SegmentIsTruncatedError, NoSuchSegmentError) as error:  # meanwhile: the read tells (failOnDataLoss)
             _log.info("%s: %s; its ranges are read whole", name, error)
+            return None
+
+    def ingest_times(
+        self, scope: str, stream: str, segment_id: int, start: int, end: int
+    ) -> tuple[int, list[tuple[int, int]]] | None:
+        """``(answered_end, runs)``: the ingestion times of the segment's events from ``start`` as ``(offset, ms)``
+        runs (segstore's extension ``ReadIngestTimes``; see ``SegmentClient.ingest_times``). None (logged once per
+        connection) if the segment store does not know it (a Pravega one hangs up on it): timestamps are then
+        null. Raises SegmentIsTruncatedError, NoSuchSegmentError (as a read of the range would)."""
+        if self._no_ingest_times:
+            return None
+        name = qualified_segment_name(scope, stream, segment_id)
+        try:
+            return self.run(self.manager.client.ingest_times(name, start, end))
+        except (OperationUnsupportedError, ConnectionLostError) as error:
+            self._no_ingest_times = True
+            _log.warning(
+                "%s: the segment store does not answer segstore's ReadIngestTimes (%s): the timestamp column "
+                "is null for events read through it",
+                name,
+                error,
+            )
             return None
 
     # the blocking segment calls :func:`pravega_spark.tier2_direct.read_range` makes (segment names)

@@ -12,6 +12,10 @@ order, every event of the range exactly once:
    comes from the segment store);
 2. the rest from the segment store, through one prefetching segment reader with large requests.
 
+The ``timestamp`` column (ingestion time) comes from the chunks' ``ingest_time_ms`` in case 1 and from segstore's
+wire extension ``ReadIngestTimes`` in case 2 (:class:`SegmentIngestTimes`); null where the segment store does not
+know the extension (a Pravega one).
+
 Hot path: the segment's bytes are framed into events column-wise. The chain of 8-byte headers (type 0,
 int32 length) is followed with a vectorised check for runs of equally long events (one numpy pass over
 the headers of a run) and a plain loop only where lengths vary; payloads are cut out of the buffer with
@@ -33,7 +37,7 @@ import logging
 import os
 import struct
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,9 +60,15 @@ ARROW_SCHEMA = pa.schema(
         pa.field("stream", pa.string()),
         pa.field("segment_id", pa.int64()),
         pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
     ]
 )
-SPARK_SCHEMA_DDL = "event binary, scope string, stream string, segment_id bigint, offset bigint"
+SPARK_SCHEMA_DDL = "event binary, scope string, stream string, segment_id bigint, offset bigint, timestamp timestamp"
+TIMESTAMP_TYPE = ARROW_SCHEMA.field("timestamp").type
+"""Spark's ``timestamp`` in Arrow: the ``timestamp`` column (an event's ingestion time)."""
+
+IngestTimes = Callable[[npt.NDArray[np.int64]], "npt.NDArray[np.int64] | None"]
+"""Event offsets (ascending) -> their ingestion times (epoch ms), or None where they are not known."""
 
 HEADER_SIZE = 8
 _HEADER = struct.Struct(">ii")
@@ -180,9 +190,11 @@ def events_to_batch(
     scope: str,
     stream: str,
     segment_id: int,
+    times: IngestTimes | None = None,
 ) -> pa.RecordBatch:
     """A record batch of the events at ``starts`` (header positions in ``data``, a buffer that begins at
-    segment offset ``base_offset``) with payload ``lengths``."""
+    segment offset ``base_offset``) with payload ``lengths``; their ``timestamp`` from ``times`` (null without,
+    or where it answers None)."""
     count = len(starts)
     buffer = np.frombuffer(data, dtype=np.uint8)
     if count and lengths[0] == lengths[-1] and starts[-1] - starts[0] == (count - 1) * (HEADER_SIZE + lengths[0]):
@@ -205,15 +217,30 @@ def events_to_batch(
         _constant_strings(stream, count),
         pa.array(np.full(count, segment_id, dtype=np.int64)),
         pa.array(starts + base_offset),
+        timestamps(None if times is None else times(starts + base_offset), count),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
+def timestamps(times_ms: npt.NDArray[np.int64] | None, count: int) -> pa.Array:
+    """The ``timestamp`` column of ``count`` events ingested at ``times_ms`` (epoch ms); nulls for None."""
+    if times_ms is None:
+        return pa.nulls(count, TIMESTAMP_TYPE)
+    return pa.array(np.asarray(times_ms, dtype=np.int64) * 1000, type=TIMESTAMP_TYPE)
+
+
 def batches_from_chunks(
-    chunks: Iterable[bytes], start: int, scope: str, stream: str, segment_id: int, batch_bytes: int = BATCH_BYTES
+    chunks: Iterable[bytes],
+    start: int,
+    scope: str,
+    stream: str,
+    segment_id: int,
+    batch_bytes: int = BATCH_BYTES,
+    times: IngestTimes | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the events in consecutive segment bytes beginning at offset ``start`` (an event
-    boundary). Raises ProtocolError if the bytes end inside an event."""
+    boundary), ``timestamp`` from ``times`` (see :func:`events_to_batch`). Raises ProtocolError if the bytes
+    end inside an event."""
     pending: list[bytes] = []
     pending_size = 0
     base = start
@@ -225,7 +252,7 @@ def batches_from_chunks(
         data = pending[0] if len(pending) == 1 else b"".join(pending)
         starts, lengths, consumed = frame_events(data)
         if len(starts):
-            yield events_to_batch(data, starts, lengths, base, scope, stream, segment_id)
+            yield events_to_batch(data, starts, lengths, base, scope, stream, segment_id, times)
         rest = data[consumed:]
         base += consumed
         pending, pending_size = ([rest], len(rest)) if rest else ([], 0)
@@ -236,7 +263,7 @@ def batches_from_chunks(
             raise ProtocolError(
                 f"segment {scope}/{stream}/{segment_id}: range ends inside an event at offset {base + consumed}"
             )
-        yield events_to_batch(data, starts, lengths, base, scope, stream, segment_id)
+        yield events_to_batch(data, starts, lengths, base, scope, stream, segment_id, times)
 
 
 # ---- executor runtime ------------------------------------------------------------------------------------------
@@ -278,9 +305,10 @@ def _batch_end(batch: pa.RecordBatch) -> int:
 
 
 def _conform(batch: pa.RecordBatch) -> pa.RecordBatch:
-    if batch.schema.equals(ARROW_SCHEMA):
-        return batch
-    return pa.RecordBatch.from_arrays([batch.column(n) for n in ARROW_SCHEMA.names], schema=ARROW_SCHEMA)
+    """A batch of :func:`pravega_spark.tier2_direct.read_range` (``ingest_time_ms`` last) in the source's schema."""
+    times = batch.column("ingest_time_ms").to_numpy()
+    columns = [batch.column(n) for n in ARROW_SCHEMA.names[:-1]]
+    return pa.RecordBatch.from_arrays([*columns, timestamps(times, batch.num_rows)], schema=ARROW_SCHEMA)
 
 
 def _from_tier2(partition: SegmentRangePartition, connection: Any, position: list[int]) -> Iterator[pa.RecordBatch]:
@@ -291,7 +319,9 @@ def _from_tier2(partition: SegmentRangePartition, connection: Any, position: lis
         return
     given = partition.tier2_location
     location = None if given is None else tier2.Tier2Location.parse(given)
-    read = tier2.read_range(connection, partition.segment_name, position[0], partition.end, location=location)
+    read = tier2.read_range(
+        connection, partition.segment_name, position[0], partition.end, location=location, ingest_time=True
+    )
     if read is None:
         return
     try:
@@ -305,6 +335,46 @@ def _from_tier2(partition: SegmentRangePartition, connection: Any, position: lis
         position[0] = error.offset
 
 
+class SegmentIngestTimes:
+    """The ingestion times of the events of a partition read through the segment store (segstore's extension
+    ``ReadIngestTimes``, asked for the rest of the range when a batch needs times not yet known: usually one round
+    trip per partition). None (null timestamps) where the segment store does not know the extension."""
+
+    def __init__(self, connection: Any, partition: SegmentRangePartition) -> None:
+        self._connection = connection
+        self._partition = partition
+        self._offsets = np.empty(0, np.int64)  # run starts, ascending
+        self._times = np.empty(0, np.int64)
+        self._known_to = -1  # runs cover [self._offsets[0], self._known_to)
+
+    def __call__(self, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | None:
+        if not offsets.size:
+            return np.empty(0, np.int64)
+        first, last = int(offsets[0]), int(offsets[-1])
+        known = self._offsets.size and self._offsets[0] <= first and last < self._known_to
+        if not known and not self._fetch(first, last + 1):
+            return None
+        return self._times[np.searchsorted(self._offsets, offsets, side="right") - 1]
+
+    def _fetch(self, start: int, need: int) -> bool:
+        p = self._partition
+        offsets: list[int] = []
+        times: list[int] = []
+        at = start
+        while at < need:
+            answer = self._connection.ingest_times(p.scope, p.stream, p.segment_id, at, max(p.end, need))
+            if answer is None:
+                return False
+            end, runs = answer
+            if end <= at or not runs or runs[0][0] != at:
+                raise ProtocolError(f"segment {p.segment_name}: no ingestion times for [{at}, {need}) ({answer})")
+            offsets += [o for o, _ in runs]
+            times += [t for _, t in runs]
+            at = end
+        self._offsets, self._times, self._known_to = np.array(offsets, np.int64), np.array(times, np.int64), at
+        return True
+
+
 def read_partition(partition: SegmentRangePartition) -> Iterator[pa.RecordBatch]:
     """The events of ``partition`` as record batches (see the module docstring)."""
     from pravega_spark.planning import DataLossError
@@ -316,10 +386,13 @@ def read_partition(partition: SegmentRangePartition) -> Iterator[pa.RecordBatch]
     served = [position]
     yield from _from_tier2(partition, connection, served)
     position = served[0]
+    times = SegmentIngestTimes(connection, partition)
     while position < partition.end:
         chunks = connection.chunks(partition.scope, partition.stream, partition.segment_id, position, partition.end)
         try:
-            for batch in batches_from_chunks(chunks, position, partition.scope, partition.stream, partition.segment_id):
+            for batch in batches_from_chunks(
+                chunks, position, partition.scope, partition.stream, partition.segment_id, times=times
+            ):
                 yield batch
                 position = _batch_end(batch)
             return

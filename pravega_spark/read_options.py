@@ -172,7 +172,7 @@ class ReadOptions:
         return self.starting or Position(default, "startingOffsets")
 
 
-EVENT_COLUMNS = ("event", "scope", "stream", "segment_id", "offset")
+EVENT_COLUMNS = ("event", "scope", "stream", "segment_id", "offset", "timestamp")
 """The columns of a read of events, in order (the schema: :data:`pravega_spark.source.SCHEMA`)."""
 
 

@@ -41,6 +41,7 @@ SCHEMA = StructType(
         StructField("stream", StringType()),
         StructField("segment_id", LongType()),
         StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
     ]
 )
 
@@ -55,6 +56,8 @@ class SegstoreDataSource(DataSource):
         stream      string   the stream's name
         segment_id  bigint   the 64-bit id of the segment holding the event (epoch << 32 | number)
         offset      bigint   where the event's header starts in that segment
+        timestamp   timestamp  when the event was ingested (the segment store's clock when it accepted the append;
+                             null where a segment store without segstore's ReadIngestTimes served it)
 
     ``(segment_id, offset)`` identifies an event; the events of one routing key come in order within a
     segment. Options: the README's Spark section (parsed in :mod:`pravega_spark.read_options`; an option reads

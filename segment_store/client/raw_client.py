@@ -52,6 +52,7 @@ from segment_store.protocol import (
     GetSegmentAttribute,
     GetStreamSegmentInfo,
     GetTableSegmentInfo,
+    IngestTimesRead,
     ListStorageChunkLocations,
     ListStorageChunks,
     LocateOffset,
@@ -60,6 +61,7 @@ from segment_store.protocol import (
     MergeSegmentsBatch,
     OffsetAtTimeLocated,
     OffsetLocated,
+    ReadIngestTimes,
     ReadSegment,
     ReadTable,
     ReadTableEntries,
@@ -327,6 +329,22 @@ class SegmentClient:
             segment, lambda rid, t: LocateOffsetAtTime(rid, segment, timestamp_ms, t), OffsetAtTimeLocated
         )
         return reply.offset
+
+    async def ingest_times(self, segment: str, from_offset: int, to_offset: int) -> tuple[int, list[tuple[int, int]]]:
+        """``(end, runs)``: when the events of ``segment`` in ``[from_offset, end)`` were ingested, as ``(offset,
+        ms)`` runs (each time holds up to the next run), ``end`` at most ``to_offset`` and the segment's length: ask
+        again from ``end`` for more (segstore extension ``ReadIngestTimes``; needs READ on the segment). Raises
+        NoSuchSegmentError, SegmentIsTruncatedError.
+
+        A Pravega segment store does not know the command and closes the connection: ConnectionLostError
+        (which this call does not retry: the answer would be the same)."""
+        reply = await self._call(
+            segment,
+            lambda rid, t: ReadIngestTimes(rid, segment, from_offset, to_offset, t),
+            IngestTimesRead,
+            write=False,
+        )
+        return reply.end_offset, [(run.offset, run.time_ms) for run in reply.runs]
 
     async def locate_offset(self, segment: str, target_offset: int) -> int:
         """An event boundary of ``segment`` at or after ``target_offset`` (Pravega's ``LocateOffset``, wire version

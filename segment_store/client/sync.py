@@ -286,6 +286,9 @@ class BlockingClient:
     def offset_at_time(self, segment: str, timestamp_ms: int) -> int:
         return self._run(self.client.offset_at_time(segment, timestamp_ms))
 
+    def ingest_times(self, segment: str, from_offset: int, to_offset: int) -> tuple[int, list[tuple[int, int]]]:
+        return self._run(self.client.ingest_times(segment, from_offset, to_offset))
+
     def list_storage_chunks(self, segment: str) -> list[ChunkInfo]:
         return self._run(self.client.list_storage_chunks(segment))
 

@@ -410,6 +410,30 @@ class SegmentContainer:
             return length if in_memory.offset is None else in_memory.offset
         raise AssertionError("unreachable")
 
+    async def ingest_time_runs(
+        self, name: str, start: int, end: int, max_runs: int
+    ) -> tuple[int, list[tuple[int, int]]]:
+        """``(answered_end, runs)``: the ingestion times of the events in ``[start, end)`` as ``(offset, ms)`` runs
+        (the first at ``start``, consecutive ones differing), covering ``[start, answered_end)`` with at most
+        ``max_runs`` runs; ``answered_end`` is at most ``end`` and the length. Below the storage length the
+        chunks' ``ingest_time_ms`` answer, above it :meth:`IngestTimeIndex.runs` (its rule for merged
+        transactions). Raises SegmentNotExistsError, SegmentTruncatedError."""
+        self._check_running()
+        segment = self._committed_segment(name)
+        if start < segment.start_offset:
+            raise SegmentTruncatedError(name, segment.start_offset, start)
+        end = min(end, segment.length)
+        tier2_end = max(segment.start_offset, segment.storage_length)
+        # the in-memory part first: the index may be trimmed while Tier-2 is read
+        above = self.ingest_times.runs(segment.segment_id, max(start, tier2_end), end, segment.last_modified_ms)
+        below = await self.storage.ingest_runs(name, start, min(end, tier2_end), max_runs) if start < tier2_end else []
+        if below and above and below[-1][1] == above[0][1]:
+            del above[0]
+        runs = below + above
+        if len(runs) > max_runs:
+            return runs[max_runs][0], runs[:max_runs]
+        return max(start, end), runs
+
     async def event_start_at_or_after(self, name: str, offset: int) -> int:
         """The offset of the first event that starts at or after ``offset`` (Pravega's ``LocateOffset``: an event
         boundary at or after it; exact here): the segment's start offset for an offset at or below it, its length

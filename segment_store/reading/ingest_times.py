@@ -16,6 +16,8 @@ Invariants, per segment:
   the appends from an entry's offset up to the next entry were all ingested at its ``ms``;
 - a merged range (a transaction) is a *merge mark* ``(start, end)``: times inside it are not
   tracked, so a lookup treats it as possibly at or after any time (it starts no later than it);
+  an append right after a mark always gets an entry (at least the previous entry's time), so
+  :meth:`IngestTimeIndex.runs` can give a mark's events the first time after it;
 - coverage: entries and marks account for every byte from the first entry (or mark) to the
   segment's length; :meth:`trim` drops an entry only when the next one starts at or below the
   storage length, and a mark only when it ends at or below the first remaining entry, so together
@@ -76,11 +78,13 @@ class IngestTimeIndex:
                 entry = segments.get(op.segment_id)
                 if entry is None:
                     entry = segments[op.segment_id] = _Times()
-                times = entry.times
-                if times and op.ingest_time_ms <= times[-1]:
-                    continue  # same millisecond (or an older clock): the previous entry covers it
+                times, ms = entry.times, op.ingest_time_ms
+                if times and ms <= times[-1]:
+                    if not entry.merges or entry.merges[-1][1] <= entry.offsets[-1]:
+                        continue  # same millisecond (or an older clock): the previous entry covers it
+                    ms = times[-1]  # right after a merge: the previous entry's run ended at the merge
                 entry.offsets.append(op.offset)
-                times.append(op.ingest_time_ms)
+                times.append(ms)
                 if len(times) >= entry.trim_at:
                     segment = self._metadata.get(op.segment_id)
                     if segment is not None:
@@ -155,3 +159,35 @@ class IngestTimeIndex:
             and not any(offsets[covering] <= start < from_offset for start, _ in entry.merges)
         )
         return TimeLookup(found, older_before)
+
+    def runs(self, segment_id: int, start: int, end: int, last_ms: int) -> list[tuple[int, int]]:
+        """``(offset, ms)`` runs of the ingestion times of ``[start, end)`` (at or above the storage length, where
+        the index covers every byte), the first at ``start``; consecutive runs differ in time.
+
+        The events of a merged range get the time of the first entry at or after its end (the first append
+        after the merge), or ``last_ms`` (the segment's last modification, at least the transaction's last
+        write) if none follows: a time no earlier than any of the transaction's writes and than every event
+        before it, so times never decrease along the segment. Bytes the index does not cover (none, by the
+        coverage invariant) get the next known time the same way."""
+        entry = self._segments.get(segment_id)
+        if entry is None or start >= end:
+            return [(start, last_ms)] if start < end else []
+        offsets, times = entry.offsets, entry.times
+
+        def next_time(at: int) -> int:
+            i = bisect.bisect_left(offsets, at)
+            return times[i] if i < len(times) else last_ms
+
+        first = max(bisect.bisect_right(offsets, start) - 1, 0)
+        items = [(offsets[i], times[i]) for i in range(first, bisect.bisect_left(offsets, end))]
+        items += [(s, next_time(e)) for s, e in entry.merges if e > start and s < end]
+        items.sort()
+        if not items or items[0][0] > start:
+            items.insert(0, (start, next_time(start)))
+        runs: list[tuple[int, int]] = []
+        for i, (at, ms) in enumerate(items):
+            if i + 1 < len(items) and items[i + 1][0] <= start:
+                continue  # ends before the range
+            if not runs or runs[-1][1] != ms:
+                runs.append((max(at, start), ms))
+        return runs

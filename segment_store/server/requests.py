@@ -29,8 +29,8 @@ from segment_store.contracts import (
     SegmentNotExistsError,
     SegmentType,
 )
-from segment_store.protocol import ChunkInfo as WireChunkInfo
 from segment_store.protocol import (
+    MAX_INGEST_TIME_RUNS,
     CreateSegment,
     CreateTableSegment,
     CreateTransientSegment,
@@ -42,6 +42,8 @@ from segment_store.protocol import (
     GetSegmentAttribute,
     GetStreamSegmentInfo,
     GetTableSegmentInfo,
+    IngestTimeRun,
+    IngestTimesRead,
     ListStorageChunkLocations,
     ListStorageChunks,
     LocateOffset,
@@ -51,6 +53,7 @@ from segment_store.protocol import (
     OffsetAtTimeLocated,
     OffsetLocated,
     OperationUnsupported,
+    ReadIngestTimes,
     ReadSegment,
     ReadTable,
     ReadTableEntries,
@@ -83,6 +86,7 @@ from segment_store.protocol import (
     UpdateSegmentPolicy,
     UpdateTableEntries,
 )
+from segment_store.protocol import ChunkInfo as WireChunkInfo
 from segment_store.protocol import TableEntry as WireEntry
 from segment_store.protocol import TableKey as WireKey
 from segment_store.protocol import TableValue as WireValue
@@ -138,6 +142,7 @@ class RequestHandler:
             ListStorageChunks: self._list_chunks,
             ListStorageChunkLocations: self._list_chunk_locations,
             LocateOffsetAtTime: self._offset_at_time,
+            ReadIngestTimes: self._ingest_times,
             CreateTableSegment: self._create_table,
             DeleteTableSegment: self._delete_table,
             UpdateTableEntries: self._update_table,
@@ -302,6 +307,11 @@ class RequestHandler:
     async def _offset_at_time(self, c: LocateOffsetAtTime) -> WireCommand:
         offset = await self._container(c.segment).offset_at_time(c.segment, c.timestamp_ms)
         return OffsetAtTimeLocated(c.request_id, c.segment, offset)
+
+    async def _ingest_times(self, c: ReadIngestTimes) -> WireCommand:
+        container = self._container(c.segment)
+        end, runs = await container.ingest_time_runs(c.segment, c.from_offset, c.to_offset, MAX_INGEST_TIME_RUNS)
+        return IngestTimesRead(c.request_id, c.segment, end, tuple(IngestTimeRun(at, ms) for at, ms in runs))
 
     # ---- tables ---------------------------------------------------------------------------------------------
     def _table(self, segment: str) -> TableStore:

@@ -7,6 +7,7 @@ each segment it names (``segment_store.auth.tokens.TokenVerifier``); otherwise i
 Without a verifier every command passes (the token, usually empty, is ignored).
 
 Permissions: reads (segment and table reads, info, attributes, chunk lists, offset lookups) need ``READ``;
+segstore's ``ReadIngestTimes`` tells no more than a read of the same bytes and needs ``READ``;
 segstore's ``ListStorageChunkLocations`` reveals where the segment's chunks are stored (file paths, the S3
 endpoint, bucket and keys: the storage layout, never credentials), so it is a read too, and needs no less;
 everything that changes data or metadata needs ``READ_UPDATE`` on every segment it touches (a merge: its target
@@ -30,6 +31,7 @@ from segment_store.protocol.commands import (
     LocateOffset,
     LocateOffsetAtTime,
     MergeSegmentsBatch,
+    ReadIngestTimes,
     ReadSegment,
     ReadTable,
     ReadTableEntries,
@@ -51,6 +53,7 @@ READS = (
     ListStorageChunkLocations,
     LocateOffset,
     LocateOffsetAtTime,
+    ReadIngestTimes,
 )
 _SEGMENT_FIELDS = ("segment", "segment_name", "target", "source", "parent_segment", "target_segment_id")
 

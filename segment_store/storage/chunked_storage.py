@@ -30,7 +30,6 @@ read by ranges (footer and the row groups needed).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import hashlib
 import logging
@@ -40,7 +39,7 @@ import string
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import pyarrow as pa
@@ -79,6 +78,7 @@ from segment_store.storage.chunk_storage import (
 from segment_store.storage.compaction import Compactor
 from segment_store.storage.fs_chunk_storage import map_os_error
 from segment_store.storage.journal_records import parse_system_name, system_prefix
+from segment_store.storage.segment_locks import SegmentLocks
 from segment_store.storage.segment_storage import ChunkRef, Framing, IngestPairs, StorageSegmentInfo
 from segment_store.storage.storage_config import ChunkedStorageConfig
 from segment_store.storage.system_journal import SnapshotInfoStore, SystemJournal
@@ -158,7 +158,7 @@ class ChunkedSegmentStorage:
         self._gc: ChunkGarbageCollector | None = None
         self._compactor: Compactor | None = None
         self._open = False
-        self._locks = _SegmentLocks()
+        self._locks = SegmentLocks()
         self._cache = ChunkCache(self._config.chunk_cache_bytes)
 
     @property
@@ -317,6 +317,29 @@ class ChunkedSegmentStorage:
                 return chunk.start_offset + found
             position = chunk.end_offset
         return None
+
+    async def ingest_runs(self, name: str, start: int, end: int, max_runs: int) -> list[tuple[int, int]]:
+        """``(offset, ms)`` where the ingestion time changes among the events in ``[start, end)`` (``end`` at most the
+        storage length), from the chunks' ``ingest_time_ms``; chunk by chunk, stopping after the one that brings more
+        than ``max_runs``. Raises SegmentNotExistsError, SegmentTruncatedError."""
+        if start < self._require(name).start_offset:
+            raise SegmentTruncatedError(name, self._require(name).start_offset, start)
+        runs: list[tuple[int, int]] = []
+        position = start
+        while position < end and len(runs) <= max_runs and (chunks := self._require(name).overlapping(position, end)):
+            chunk = chunks[0]
+            relative = max(position, chunk.start_offset) - chunk.start_offset
+            read = functools.partial(parquet_chunk.ingest_runs, start=relative, end=end - chunk.start_offset)
+            try:
+                found = await self._chunk_call(chunk, read)
+            except ChunkNotFoundError as missing:
+                position = self._position_of_released(name, chunk, relative, missing)
+                continue  # compacted: read the new chunks from the same position
+            if found and runs and found[0][1] == runs[-1][1]:
+                del found[0]  # the previous chunk's last time goes on
+            runs += [(chunk.start_offset + at, ms) for at, ms in found]
+            position = chunk.end_offset
+        return runs
 
     async def first_event_at_or_after(self, name: str, offset: int, end: int) -> int | None:
         """The offset of the first event that starts in ``[offset, end)``, or None if none does (``end``: at most the
@@ -559,32 +582,3 @@ def _local_path(location: str | None) -> str | None:
     if location is None or not location.startswith("file://"):
         return None
     return urllib.request.url2pathname(urllib.parse.urlparse(location).path)
-
-
-class _SegmentLocks:
-    """One asyncio lock per segment name, dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[asyncio.Lock, list[int]]] = {}
-
-    @contextlib.asynccontextmanager
-    async def hold(self, *names: str) -> AsyncIterator[None]:
-        ordered = sorted(set(names))  # one global order: no deadlock between concat and others
-        entries = []
-        for name in ordered:
-            entry = self._entries.setdefault(name, (asyncio.Lock(), [0]))
-            entry[1][0] += 1
-            entries.append(entry)
-        locked: list[asyncio.Lock] = []
-        try:
-            for lock, _ in entries:
-                await lock.acquire()
-                locked.append(lock)
-            yield
-        finally:
-            for lock in reversed(locked):
-                lock.release()
-            for name, (_, users) in zip(ordered, entries, strict=True):
-                users[0] -= 1
-                if users[0] == 0:
-                    del self._entries[name]

@@ -388,6 +388,25 @@ def first_ingested_at_or_after(source: Source, timestamp_ms: int, start: int = 0
     return None
 
 
+def ingest_runs(source: Source, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """``(offset relative to the chunk, ms)`` where the ingestion time changes among the rows holding bytes of
+    ``[start, end)``, in offset order (the first always, at ``start`` at the earliest): each time holds up to the
+    next pair. Reads only the ``offset`` and
+    ``ingest_time_ms`` columns of the row groups holding the range. Raises ChunkFormatError, OSError."""
+    with _open(source) as pf:
+        info = _info(pf)
+        stop = info.length if end is None else min(end, info.length)
+        groups, _ = _groups_for(pf, info, max(start, 0), stop)
+        table = _read(pf, groups, ["offset", "ingest_time_ms"])
+    offsets = table.column("offset").to_numpy()
+    times = table.column("ingest_time_ms").to_numpy()
+    first = max(int(np.searchsorted(offsets, start, side="right")) - 1, 0)  # the row holding ``start``
+    last = int(np.searchsorted(offsets, stop, side="left"))
+    offsets, times = np.maximum(offsets[first:last], start), times[first:last]
+    changes = np.flatnonzero(np.diff(times, prepend=np.int64(-1) if times.size == 0 else times[0] - 1))
+    return [(int(offsets[i]), int(times[i])) for i in changes]
+
+
 def first_event_at_or_after(source: Source, start: int) -> int | None:
     """The offset (relative to the chunk) of the first event row (``framed``) whose offset is at or after
     ``start``, or None if no event of the chunk starts there. Reads only the ``offset`` and ``framed``

@@ -124,6 +124,11 @@ class SegmentStorage(Protocol):
         """The offset of the first event in ``[start, end)`` ingested at or after ``timestamp_ms`` (in offset
         order), or None if every one there is older. Raises SegmentNotExistsError, SegmentTruncatedError."""
 
+    async def ingest_runs(self, name: str, start: int, end: int, max_runs: int) -> list[tuple[int, int]]:
+        """``(offset, ms)`` where the ingestion time changes among the events in ``[start, end)`` (``end`` at most
+        the storage length), the first event's always; all of them, or (at least) more than ``max_runs`` from
+        ``start`` on. Raises SegmentNotExistsError, SegmentTruncatedError."""
+
     async def first_event_at_or_after(self, name: str, offset: int, end: int) -> int | None:
         """The offset of the first event that starts in ``[offset, end)`` (``end`` at most the storage length), or
         None if none does. Raises SegmentNotExistsError, SegmentTruncatedError."""

@@ -42,6 +42,8 @@ from segment_store.protocol import (
     GetStreamSegmentInfo,
     GetTableSegmentInfo,
     Hello,
+    IngestTimeRun,
+    IngestTimesRead,
     InvalidEventNumber,
     KeepAlive,
     ListStorageChunkLocations,
@@ -56,6 +58,7 @@ from segment_store.protocol import (
     OperationUnsupported,
     Padding,
     PartialEvent,
+    ReadIngestTimes,
     ReadSegment,
     ReadTable,
     ReadTableEntries,
@@ -197,6 +200,25 @@ CASES: list[tuple[str, WireCommand, bytes]] = [
         StorageChunkLocationsListed(-1, "", 0, TIER2_NONE, "", "", ()),
         frame(-23, i64(-1), utf(b""), i64(0), utf(b""), utf(b""), utf(b""), i32(0)),
     ),
+    (
+        "read_ingest_times",
+        ReadIngestTimes(REQ, SEG, -1, MAX_LONG, TOKEN),
+        frame(-24, i64(REQ), utf(SEG_RAW), i64(-1), i64(MAX_LONG), utf(TOKEN_RAW)),
+    ),
+    (
+        "ingest_times_read",
+        IngestTimesRead(REQ, SEG, 4096, (IngestTimeRun(0, 1_700_000_000_123), IngestTimeRun(MAX_LONG, MIN_LONG))),
+        frame(
+            -25,
+            i64(REQ),
+            utf(SEG_RAW),
+            i64(4096),
+            i32(2),
+            i64(0) + i64(1_700_000_000_123),
+            i64(MAX_LONG) + i64(MIN_LONG),
+        ),
+    ),
+    ("ingest_times_read_empty", IngestTimesRead(1, "", 0, ()), frame(-25, i64(1), utf(b""), i64(0), i32(0))),
     ("event", Event(DATA), frame(0, DATA)),
     (
         "setup_append",
@@ -571,7 +593,7 @@ def test_decode_with_golden_bytes(name: str, command: WireCommand, golden: bytes
 def test_golden_with_every_registered_type_code() -> None:
     covered = {type(command).TYPE_CODE for _, command, _ in CASES}
     assert covered == set(REGISTRY)
-    assert len(REGISTRY) == 74
+    assert len(REGISTRY) == 76
 
 
 def test_type_codes_with_java_values() -> None:
@@ -598,6 +620,7 @@ def test_type_codes_with_java_values() -> None:
     extensions = {  # segstore's own (protocol/commands/extensions.py), unused by Java
         "LocateOffsetAtTime": -20, "OffsetAtTimeLocated": -21,
         "ListStorageChunkLocations": -22, "StorageChunkLocationsListed": -23,
+        "ReadIngestTimes": -24, "IngestTimesRead": -25,
     }  # fmt: skip
     assert {cls.__name__: code for code, cls in REGISTRY.items()} == expected | extensions
 

@@ -22,7 +22,7 @@ from pravega_spark.offsets import (
     stream_cut_to_offset,
 )
 from pravega_spark.options_common import SegstoreOptionError
-from pravega_spark.partition_reader import batches_from_chunks, frame_events
+from pravega_spark.partition_reader import SegmentIngestTimes, SegmentRangePartition, batches_from_chunks, frame_events
 from pravega_spark.planning import (
     DataLossError,
     ReadRange,
@@ -240,6 +240,42 @@ def test_framing_rejects_bad_headers_and_ranges_ending_inside_an_event() -> None
     assert list(starts) == [0] and list(lengths) == [3] and consumed == 11
     with pytest.raises(ProtocolError, match="ends inside an event"):
         list(batches_from_chunks([data[:-1]], 0, SCOPE, STREAM, 0))
+
+
+class _Times:
+    """A stand-in for the executor's connection: ``ReadIngestTimes`` answers from ``runs``, a few at a time;
+    None (as for a segment store without the extension) when ``runs`` is None."""
+
+    def __init__(self, runs: list[tuple[int, int]] | None, end: int) -> None:
+        self.runs, self.end, self.asked = runs, end, 0
+
+    def ingest_times(self, scope: str, stream: str, segment_id: int, start: int, end: int) -> object:
+        self.asked += 1
+        if self.runs is None:
+            return None
+        covering = max(i for i, (at, _) in enumerate(self.runs) if at <= start)
+        part = [(start, self.runs[covering][1]), *self.runs[covering + 1 : covering + 3]]
+        answered = self.runs[covering + 3][0] if covering + 3 < len(self.runs) else min(end, self.end)
+        return answered, part
+
+
+def test_timestamps_come_from_ingest_time_runs_and_are_null_without_them() -> None:
+    data = encode_events([bytes([i]) * (i % 5) for i in range(60)])
+    expected = parse_events(data, 100)
+    runs = [(100, 5_000), (100 + len(data) // 3, 6_000), (100 + len(data) // 2, 7_000), (expected[40].offset, 9_000)]
+    partition = SegmentRangePartition("tcp://x", SCOPE, STREAM, 1, 100, 100 + len(data))
+    times = _Times(runs, 100 + len(data))
+    batches = list(
+        batches_from_chunks([data], 100, SCOPE, STREAM, 1, batch_bytes=200, times=SegmentIngestTimes(times, partition))
+    )
+    got = [t.timestamp() * 1000 for b in batches for t in b.column("timestamp").to_pylist()]
+    want = [max(ms for at, ms in runs if at <= e.offset) for e in expected]
+    assert got == want and times.asked < len(batches) + 2
+    unknown = SegmentIngestTimes(_Times(None, 100 + len(data)), partition)
+    batches = list(batches_from_chunks([data], 100, SCOPE, STREAM, 1, times=unknown))
+    assert [b.column("timestamp").null_count for b in batches] == [b.num_rows for b in batches]
+    plain = list(batches_from_chunks([data], 100, SCOPE, STREAM, 1))
+    assert plain[0].schema.names[-1] == "timestamp" and plain[0].column("timestamp").null_count == len(expected)
 
 
 # ---- planning ---------------------------------------------------------------------------------------------------

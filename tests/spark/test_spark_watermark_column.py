@@ -75,7 +75,7 @@ def _check(rows: list[Any]) -> None:
 
 def test_a_batch_read_gives_each_event_its_watermark_bound(spark: Any, controller_uri: str) -> None:
     df = spark.read.format("segstore").options(**_options(controller_uri)).load()
-    assert df.columns == ["event", "scope", "stream", "segment_id", "offset", "lower_bound"]
+    assert df.columns == ["event", "scope", "stream", "segment_id", "offset", "timestamp", "lower_bound"]
     assert df.schema["lower_bound"].dataType.simpleString() == "timestamp"
     _check(df.collect())
 

@@ -17,14 +17,18 @@ from segment_store.protocol.commands.appends import (
 )
 from segment_store.protocol.commands.connection import Hello, KeepAlive
 from segment_store.protocol.commands.extensions import (
+    MAX_INGEST_TIME_RUNS,
     MAX_LISTED_CHUNKS,
     TIER2_FILE,
     TIER2_NONE,
     TIER2_S3,
     ChunkLocation,
+    IngestTimeRun,
+    IngestTimesRead,
     ListStorageChunkLocations,
     LocateOffsetAtTime,
     OffsetAtTimeLocated,
+    ReadIngestTimes,
     StorageChunkLocationsListed,
 )
 from segment_store.protocol.commands.failures import (
@@ -106,6 +110,7 @@ __all__ = [
     "DATA_APPENDED_FRAME",
     "IN_EVENTS_PER_SEC",
     "IN_KBYTES_PER_SEC",
+    "MAX_INGEST_TIME_RUNS",
     "MAX_LISTED_CHUNKS",
     "NO_SCALE",
     "TIER2_FILE",
@@ -136,6 +141,8 @@ __all__ = [
     "GetStreamSegmentInfo",
     "GetTableSegmentInfo",
     "Hello",
+    "IngestTimeRun",
+    "IngestTimesRead",
     "InvalidEventNumber",
     "KeepAlive",
     "ListStorageChunkLocations",
@@ -150,6 +157,7 @@ __all__ = [
     "OperationUnsupported",
     "Padding",
     "PartialEvent",
+    "ReadIngestTimes",
     "ReadSegment",
     "ReadTable",
     "ReadTableEntries",

@@ -12,6 +12,8 @@ the answer fall back (README, "Wire-protocol extensions").
 * ``ListStorageChunkLocations`` -> ``StorageChunkLocationsListed`` (-22/-23): the segment's Tier-2 chunks and
   where each one lives (a file path, or an S3 bucket and key and the endpoint the segment store uses), so a
   reader that can reach them (a Spark executor) reads them directly. Credentials are never on the wire.
+* ``ReadIngestTimes`` -> ``IngestTimesRead`` (-24/-25): when the events of a range were ingested, as runs of
+  ``(offset, ms)``, so a reader that gets the bytes through ``ReadSegment`` can give each event its time.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ TIER2_S3: Final = "s3"
 TIER2_NONE: Final = ""
 #: Most chunks one ``StorageChunkLocationsListed`` lists (a reply stays far below the 16 MiB frame limit).
 MAX_LISTED_CHUNKS: Final = 1000
+#: Most runs one ``IngestTimesRead`` carries (16 bytes each: a reply stays far below the 16 MiB frame limit).
+MAX_INGEST_TIME_RUNS: Final = 100_000
 
 
 @register
@@ -111,3 +115,50 @@ class StorageChunkLocationsListed(WireCommand):
     endpoint: str
     bucket: str
     chunks: tuple[ChunkLocation, ...]
+
+
+@register
+@dataclass(frozen=True, slots=True)
+class ReadIngestTimes(WireCommand):
+    """segstore extension: when the events of ``segment`` in ``[from_offset, to_offset)`` were ingested
+    (``IngestTimesRead``). Needs ``READ``, as a read of those bytes does. Answered ``NoSuchSegment`` for a missing
+    segment, ``SegmentIsTruncated`` when ``from_offset`` is below the segment's start."""
+
+    TYPE_CODE = -24
+    LAYOUT = (I64, UTF, I64, I64, UTF)
+    request_id: int
+    segment: str
+    from_offset: int
+    to_offset: int
+    delegation_token: str
+
+
+@compile_layout
+@dataclass(frozen=True, slots=True)
+class IngestTimeRun(WireRecord):
+    """One run in an ``IngestTimesRead`` reply: the events from ``offset`` up to the next run's offset (or the
+    reply's ``end_offset``) were ingested at ``time_ms`` (epoch ms)."""
+
+    LAYOUT = (I64, I64)
+    offset: int
+    time_ms: int
+
+
+@register
+@dataclass(frozen=True, slots=True)
+class IngestTimesRead(WireCommand):
+    """Reply to ``ReadIngestTimes`` (segstore extension).
+
+    ``runs`` cover ``[from_offset, end_offset)`` of the request in offset order (the first starts at
+    ``from_offset``; consecutive runs have different times), at most ``MAX_INGEST_TIME_RUNS`` of them.
+    ``end_offset``: where the answer stops, at most ``to_offset`` and the segment's length: ask again from
+    there for more. A time is the segment store's clock when the append carrying the event was accepted; for an
+    event of a transaction merged but not yet in Tier-2, the segment's first time after the merge (README,
+    "Event time")."""
+
+    TYPE_CODE = -25
+    LAYOUT = (I64, UTF, I64, ListOf(Record(IngestTimeRun, 16)))
+    request_id: int
+    segment: str
+    end_offset: int
+    runs: tuple[IngestTimeRun, ...]
