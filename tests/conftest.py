@@ -7,10 +7,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from kazoo.client import KazooClient
 
 from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 from segment_store.tier1.nats_server import NatsCluster
+
+# Property tests check results, not speed: on a loaded 2-core machine the data generation of the larger strategies
+# trips Hypothesis' "too slow" health check and per-example deadlines (seen with the wire round trip of every
+# command). Tests that set their own settings inherit this profile for what they leave out.
+settings.register_profile("segstore", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("segstore")
 
 
 @pytest.fixture(scope="session")
