@@ -25,7 +25,7 @@ def mb_per_s(count: float, seconds: float) -> float:
 def table(title: str, rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> None:
     """Print ``rows`` under ``title``; ``columns`` are (key, header) pairs."""
     cells = [[f"{r.get(k):,}" if isinstance(r.get(k), int) else str(r.get(k, "")) for k, _ in columns] for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (_, h) in enumerate(columns)]
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, (_, h) in enumerate(columns)]
     print(f"\n{title}")
     print("  ".join(h.rjust(w) for (_, h), w in zip(columns, widths, strict=True)))
     print("  ".join("-" * w for w in widths))

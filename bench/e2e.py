@@ -146,7 +146,7 @@ from e2e_common import (
     windowed,
 )
 from e2e_group import add_arguments as add_group_arguments
-from e2e_group import report_group, report_problems, run_group
+from e2e_group import report_group, run_group
 from e2e_official import official_fall, official_latency, official_throughput
 from e2e_report import report
 from e2e_system import Auth, Meter, Standalone, pin_process
@@ -433,12 +433,8 @@ def run(
 
 
 def report_run(found: dict[str, Any]) -> None:
-    if found["throughput"] or found["latency"]:  # the write cases' tables (an empty one cannot be printed)
-        report(found, EVENT_BYTES, FALL_RATIO)
-        report_group(found)
-    else:
-        report_group(found)
-        report_problems(found)
+    report(found, EVENT_BYTES, FALL_RATIO)
+    report_group(found)
 
 
 def main() -> None:
@@ -570,29 +566,7 @@ def main() -> None:
     total_s = time.perf_counter() - started
     load_after = os.getloadavg()
     print(f"\ntotal {total_s:.0f} s; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
-    settings = (
-        "seconds",
-        "latency_seconds",
-        "segments",
-        "windows",
-        "yield_every",
-        "rounds",
-        "fall_slices",
-        "fall_slice_s",
-        "pin",
-        "official_inflight",
-        "only",
-        "group_events",
-        "group_segments",
-        "group_readers",
-        "group_cprofile",
-        "profile",
-        "no_cprofile",
-        "tier1",
-        "tls",
-        "auth",
-        "metrics",
-    )
+    settings = {k: v for k, v in vars(args).items() if k not in ("work", "out")}  # every flag, as given
     document = {
         "benchmark": "e2e",
         "python": platform.python_version(),
@@ -603,7 +577,7 @@ def main() -> None:
         "event_bytes": EVENT_BYTES,
         "megabyte": MB,
         "quick": args.quick,
-        "settings": {k: getattr(args, k) for k in settings},
+        "settings": settings,
         "total_s": round(total_s, 1),
         "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
         "results": results,

@@ -320,12 +320,3 @@ def report_group(results: dict[str, Any]) -> None:
             columns = [("self_s", "self s"), ("cum_s", "cum s"), ("calls", "calls"), ("function", "function")]
             table(f"group of {row['readers']} (round {row['round']}), its readers under cProfile, by self time",
                   row["profile"]["by_self"], columns)  # fmt: skip
-
-
-def report_problems(results: dict[str, Any]) -> None:
-    """The standalone's warnings and errors, for a run with no write cases (``e2e_report.report`` prints them
-    otherwise)."""
-    for source, found in results["problems"].items():
-        print(f"\n{source}: {found['count']} warning/error lines")
-        for line in found["first"]:
-            print(f"  {line[:200]}")

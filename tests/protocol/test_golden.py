@@ -7,23 +7,35 @@ test produces nothing here. Each case is checked both ways: encode(cmd) == golde
 from __future__ import annotations
 
 import dataclasses
-import uuid
 
 import pytest
+from golden_extensions import EXTENSION_CASES
+from golden_values import (
+    ATTR,
+    DATA,
+    MAX_LONG,
+    MIN_LONG,
+    REQ,
+    SEG,
+    SEG2,
+    SEG2_RAW,
+    SEG_RAW,
+    STACK,
+    STACK_RAW,
+    TOKEN,
+    TOKEN_RAW,
+    WRITER,
+)
 from protocol_wire import blob, boolean, event, frame, i8, i32, i64, table_key, table_value, uid, utf
 
 from segment_store.protocol import (
     REGISTRY,
-    TIER2_FILE,
-    TIER2_NONE,
-    TIER2_S3,
     AppendBlock,
     AppendBlockEnd,
     AppendSetup,
     AuthTokenCheckFailed,
     AuthTokenErrorCode,
     ChunkInfo,
-    ChunkLocation,
     ConditionalAppend,
     ConditionalAttributeUpdate,
     ConditionalBlockEnd,
@@ -42,23 +54,17 @@ from segment_store.protocol import (
     GetStreamSegmentInfo,
     GetTableSegmentInfo,
     Hello,
-    IngestTimeRun,
-    IngestTimesRead,
     InvalidEventNumber,
     KeepAlive,
-    ListStorageChunkLocations,
     ListStorageChunks,
     LocateOffset,
-    LocateOffsetAtTime,
     MergeSegments,
     MergeSegmentsBatch,
     NoSuchSegment,
-    OffsetAtTimeLocated,
     OffsetLocated,
     OperationUnsupported,
     Padding,
     PartialEvent,
-    ReadIngestTimes,
     ReadSegment,
     ReadTable,
     ReadTableEntries,
@@ -80,7 +86,6 @@ from segment_store.protocol import (
     SegmentsMerged,
     SegmentTruncated,
     SetupAppend,
-    StorageChunkLocationsListed,
     StorageChunksListed,
     StorageFlushed,
     StreamSegmentInfo,
@@ -108,23 +113,6 @@ from segment_store.protocol import (
     encode,
 )
 
-# Non-trivial values: UUIDs with the high bit set, negative numbers, non-ASCII text whose UTF-8 is
-# written out by hand (u-umlaut C3 BC, CJK U+6D41 E6 B5 81, o-umlaut C3 B6, euro E2 82 AC, sharp s C3 9F).
-WRITER = uuid.UUID("f0e1d2c3-b4a5-9687-7869-5a4b3c2d1e0f")
-ATTR = uuid.UUID("80000000-0000-0000-0000-000000000001")
-SEG = "Zürich/流-0"
-SEG_RAW = b"Z\xc3\xbcrich/\xe6\xb5\x81-0"
-SEG2 = "scope/stream/1.#epoch.0"
-SEG2_RAW = b"scope/stream/1.#epoch.0"
-TOKEN = "tök€n"
-TOKEN_RAW = b"t\xc3\xb6k\xe2\x82\xacn"
-STACK = "java.lang.Exception: ß"
-STACK_RAW = b"java.lang.Exception: \xc3\x9f"
-REQ = -4242424242424242
-MIN_LONG = -(2**63)
-MAX_LONG = 2**63 - 1
-DATA = bytes(range(256))[::-3]
-
 CASES: list[tuple[str, WireCommand, bytes]] = [
     ("hello", Hello(15, 5), frame(-127, i32(15), i32(5))),
     ("padding", Padding(11), frame(-1, bytes(11))),
@@ -145,80 +133,7 @@ CASES: list[tuple[str, WireCommand, bytes]] = [
         ),
     ),
     ("storage_chunks_listed_empty", StorageChunksListed(1, ()), frame(-6, i64(1), i32(0))),
-    (
-        "locate_offset_at_time",
-        LocateOffsetAtTime(REQ, SEG, 1_700_000_000_123, TOKEN),
-        frame(-20, i64(REQ), utf(SEG_RAW), i64(1_700_000_000_123), utf(TOKEN_RAW)),
-    ),
-    ("offset_at_time_located", OffsetAtTimeLocated(REQ, SEG, 4096), frame(-21, i64(REQ), utf(SEG_RAW), i64(4096))),
-    (
-        "list_storage_chunk_locations",
-        ListStorageChunkLocations(REQ, SEG, -1, MAX_LONG, TOKEN),
-        frame(-22, i64(REQ), utf(SEG_RAW), i64(-1), i64(MAX_LONG), utf(TOKEN_RAW)),
-    ),
-    (
-        "storage_chunk_locations_listed_s3",
-        StorageChunkLocationsListed(
-            REQ,
-            SEG,
-            MIN_LONG,
-            TIER2_S3,
-            "http://127.0.0.1:9000",
-            "bück€t",
-            (ChunkLocation(0, 10, SEG, "pre/" + SEG), ChunkLocation(10, MAX_LONG, "", "")),
-        ),
-        frame(
-            -23,
-            i64(REQ),
-            utf(SEG_RAW),
-            i64(MIN_LONG),
-            utf(b"s3"),
-            utf(b"http://127.0.0.1:9000"),
-            utf(b"b\xc3\xbcck\xe2\x82\xact"),
-            i32(2),
-            i64(0) + i64(10) + utf(SEG_RAW) + utf(b"pre/" + SEG_RAW),
-            i64(10) + i64(MAX_LONG) + utf(b"") + utf(b""),
-        ),
-    ),
-    (
-        "storage_chunk_locations_listed_file",
-        StorageChunkLocationsListed(1, SEG2, 7, TIER2_FILE, "", "", (ChunkLocation(0, 99, "c", "/t2/c"),)),
-        frame(
-            -23,
-            i64(1),
-            utf(SEG2_RAW),
-            i64(7),
-            utf(b"file"),
-            utf(b""),
-            utf(b""),
-            i32(1),
-            i64(0) + i64(99) + utf(b"c") + utf(b"/t2/c"),
-        ),
-    ),
-    (
-        "storage_chunk_locations_listed_none",
-        StorageChunkLocationsListed(-1, "", 0, TIER2_NONE, "", "", ()),
-        frame(-23, i64(-1), utf(b""), i64(0), utf(b""), utf(b""), utf(b""), i32(0)),
-    ),
-    (
-        "read_ingest_times",
-        ReadIngestTimes(REQ, SEG, -1, MAX_LONG, TOKEN),
-        frame(-24, i64(REQ), utf(SEG_RAW), i64(-1), i64(MAX_LONG), utf(TOKEN_RAW)),
-    ),
-    (
-        "ingest_times_read",
-        IngestTimesRead(REQ, SEG, 4096, (IngestTimeRun(0, 1_700_000_000_123), IngestTimeRun(MAX_LONG, MIN_LONG))),
-        frame(
-            -25,
-            i64(REQ),
-            utf(SEG_RAW),
-            i64(4096),
-            i32(2),
-            i64(0) + i64(1_700_000_000_123),
-            i64(MAX_LONG) + i64(MIN_LONG),
-        ),
-    ),
-    ("ingest_times_read_empty", IngestTimesRead(1, "", 0, ()), frame(-25, i64(1), utf(b""), i64(0), i32(0))),
+    *EXTENSION_CASES,
     ("event", Event(DATA), frame(0, DATA)),
     (
         "setup_append",
