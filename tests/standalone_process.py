@@ -92,18 +92,28 @@ class StandaloneProcess:
         process, self.process = self.process, None
         if process is None:
             return None
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                return process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        return process.returncode
+        return stop_process(process, timeout_s)
 
     def __enter__(self) -> StandaloneProcess:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def stop_process(process: subprocess.Popen[str], timeout_s: float, whole_group: bool = False) -> int:
+    """SIGTERM (to its process group if ``whole_group``), then after ``timeout_s`` SIGKILL to its process group
+    (the process leads one: started with ``start_new_session``); its exit status."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            if whole_group:
+                os.killpg(process.pid, signal.SIGTERM)
+            else:
+                process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    return process.returncode

@@ -10,10 +10,8 @@ Python workers), then SIGKILL after a grace period.
 from __future__ import annotations
 
 import collections
-import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -21,6 +19,7 @@ import time
 from pathlib import Path
 
 import pyspark
+from standalone_process import stop_process
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 STARTED = re.compile(r"Spark Connect server started at: 127\.0\.0\.1:(?P<port>\d+)")
@@ -93,16 +92,7 @@ class SparkConnectServerProcess:
         process, self.process = self.process, None
         if process is None:
             return None
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                return process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        return process.returncode
+        return stop_process(process, timeout_s, whole_group=True)
 
     def __enter__(self) -> SparkConnectServerProcess:
         return self.start()
