@@ -4,6 +4,6 @@ pyspark discovers Python data sources in top-level modules named ``pyspark_*`` t
 ``DefaultSource`` (a ``DataSource`` subclass) and registers them under ``DefaultSource.name()``.
 """
 
-from pravega_spark.source import SegstoreDataSource as DefaultSource
+from pravega_spark.read.source import SegstoreDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

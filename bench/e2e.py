@@ -155,7 +155,7 @@ from profiles import cprofile_top, py_spy, pyspy_top
 
 from controller_client import ControllerClient, EventStreamWriter, ScalingPolicy, StreamConfiguration, StreamManager
 from segment_store.client.config import ClientConfig
-from segment_store.coordination.zookeeper_server import free_port
+from segstore_shared.coordination.zookeeper_server import free_port
 
 FALL_RATIO = 0.8
 PROFILE_TOP = 12

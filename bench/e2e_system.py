@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from controller_client import ControllerClientConfig
-from segment_store.auth.settings import SIGNING_KEY_ENV
-from segment_store.auth.tls import TrustConfig
-from segment_store.auth.tokens import TokenSigner
 from segment_store.client import ClientConfig, ConnectionConfig, SegmentClient
 from segment_store.client.tokens import SignedTokens
-from segment_store.coordination.zookeeper_server import free_port
+from segstore_shared.auth.settings import SIGNING_KEY_ENV
+from segstore_shared.auth.tls import TrustConfig
+from segstore_shared.auth.tokens import TokenSigner
+from segstore_shared.coordination.zookeeper_server import free_port
 
 READY = "segstore standalone ready"
 REPO = Path(__file__).resolve().parent.parent
@@ -88,7 +88,7 @@ class Standalone:
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
         self.segmentstore_pid = 0
-        self.container_count = 4  # the standalone's default (controller/standalone.py)
+        self.container_count = 4  # the standalone's default (segstore_cli/standalone.py)
         self.zookeeper_pid = 0
         self._stop_marks = (0, 0)  # output lines and segment store log bytes when SIGTERM was sent
 
@@ -122,7 +122,7 @@ class Standalone:
         return self.proc.pid
 
     def start(self, timeout_s: float = 180.0) -> float:
-        command = [sys.executable, "-m", "segment_store.cli", "standalone", "--data-dir", str(self.data_dir),
+        command = [sys.executable, "-m", "segstore_cli", "standalone", "--data-dir", str(self.data_dir),
                    "--controller-port", str(self.controller_port),
                    "--segmentstore-port", str(self.segmentstore_port), *self.extra_args]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}

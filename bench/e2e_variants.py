@@ -18,7 +18,7 @@ from typing import Any
 from benchlib import table
 from e2e_system import Auth
 
-from segment_store.tier1.nats_server import NatsCluster
+from segment_store.tier1.jetstream.nats_server import NatsCluster
 
 
 @contextlib.contextmanager
@@ -58,7 +58,7 @@ def auth_flags(directory: Path) -> tuple[tuple[str, ...], Auth]:
     clients log in as."""
     import secrets
 
-    from segment_store.auth.passwords import PasswordFile
+    from segstore_shared.auth.passwords import PasswordFile
 
     directory.mkdir(parents=True, exist_ok=True)
     password = secrets.token_urlsafe(16)

@@ -70,19 +70,19 @@ from engine_report import TARGETS, report, verdicts
 
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.segment_container import SegmentContainer
-from segment_store.coordination.memory_store import MemoryCoordinationServer
-from segment_store.coordination.store import CoordinationStore
 from segment_store.logs.config import DurableLogConfig
 from segment_store.logs.durable_log import LogState
 from segment_store.logs.operations import AppendOperation, Operation
 from segment_store.protocol import encode_events
 from segment_store.reading.cache import CacheConfig
+from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
-from segment_store.storage.system_journal import SnapshotInfoStore
-from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-from segment_store.tier1.file_ledger_log import FileLedgerLog
+from segment_store.storage.journal.system_journal import SnapshotInfoStore
+from segment_store.tier1.file.config import FileLedgerLogConfig
+from segment_store.tier1.file.ledger_log import FileLedgerLog
 from segment_store.writer.config import WriterConfig
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer
+from segstore_shared.coordination.store import CoordinationStore
 
 MIB = 1024 * 1024
 BLOCK_BYTES = 512 * 1024
@@ -497,8 +497,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
         return await run_cases(args, memory_store)
 
-    from segment_store.coordination.kazoo_store import KazooCoordinationStore
-    from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
+    from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+    from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 
     with tempfile.TemporaryDirectory(prefix="bench-zk-", dir=args.dir) as zk_dir:
         zk = EmbeddedZooKeeper(ZooKeeperConfig(data_dir=Path(zk_dir), port=free_port()))

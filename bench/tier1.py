@@ -39,15 +39,15 @@ from pathlib import Path
 
 from benchlib import percentile, table
 
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.store import CoordinationStore
-from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
-from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-from segment_store.tier1.file_ledger_log import FileLedgerLogFactory
-from segment_store.tier1.jetstream_config import JetStreamLogConfig
-from segment_store.tier1.jetstream_factory import JetStreamLogFactory
+from segment_store.tier1.file.config import FileLedgerLogConfig
+from segment_store.tier1.file.ledger_log import FileLedgerLogFactory
+from segment_store.tier1.jetstream.config import JetStreamLogConfig
+from segment_store.tier1.jetstream.factory import JetStreamLogFactory
+from segment_store.tier1.jetstream.nats_server import NatsCluster
 from segment_store.tier1.log import DurableDataLog, DurableDataLogFactory, LogAddress
-from segment_store.tier1.nats_server import NatsCluster
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.store import CoordinationStore
+from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 
 MIB = 1024 * 1024
 BACKENDS = ("file", "jetstream-r1", "jetstream-r3")

@@ -54,13 +54,13 @@ from typing import Any
 from benchlib import MB, filesystem_of, mb_per_s, table
 
 from segment_store.protocol import encode_events
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.filesystem import FsChunkStorage
+from segment_store.storage.backends.s3 import S3ChunkStorage, make_s3_client
 from segment_store.storage.chunk_storage import ChunkStorage
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_prefix
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
-from segment_store.storage.s3_chunk_storage import S3ChunkStorage, make_s3_client
+from segment_store.storage.journal.system_journal import InMemorySnapshotInfoStore
 from segment_store.storage.storage_config import ChunkedStorageConfig
-from segment_store.storage.system_journal import InMemorySnapshotInfoStore
 
 MIB = 1024 * 1024
 READ_BYTES = 4 * MIB

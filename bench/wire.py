@@ -93,9 +93,9 @@ from profiles import cprofile_top, py_spy, pyspy_top, report_profile
 from wire_server import CONTAINERS, Meter, ServerProcess
 
 from segment_store.client import ClientConfig, SegmentClient
-from segment_store.containers.mapping import container_of
 from segment_store.logs.config import DurableLogConfig
 from segment_store.reading.cache import CacheConfig
+from segstore_shared.cluster.container_mapping import container_of
 
 FRAME_HEADER = 8
 BLOCK_BYTES = 512 * 1024

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from benchlib import mb_per_s
 
-from segment_store.coordination.zookeeper_server import free_port
+from segstore_shared.coordination.zookeeper_server import free_port
 
 CONTAINERS = 4
 REPO = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ class ServerProcess:
         args = [sys.executable]
         if cprofile_out is not None:
             args += ["-m", "cProfile", "-o", str(cprofile_out)]
-        args += ["-m", "segment_store.cli", "segmentstore", "--port", str(self.port), "--log-level", "warning"]
+        args += ["-m", "segstore_cli", "segmentstore", "--port", str(self.port), "--log-level", "warning"]
         args += ["--container-count", str(CONTAINERS), "--data-dir", str(self.data_dir)]
         if self.in_memory:
             args.append("--in-memory")

@@ -28,15 +28,15 @@ import contextlib
 import logging
 from typing import Protocol
 
-from segment_store.cluster.assignment import (
+from segstore_shared.cluster.layout import (
     AssignmentFormatError,
     ContainerAssignment,
     ContainerCountMismatchError,
     HostInfo,
     host_id,
 )
-from segment_store.cluster.registration import HostRegistration
-from segment_store.coordination.store import (
+from segstore_shared.cluster.registration import HostRegistration
+from segstore_shared.coordination.store import (
     CoordinationError,
     CoordinationStore,
     NodeNotFoundError,

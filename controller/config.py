@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.rpc.authentication import AuthConfig
-from segment_store.auth.tls import TlsConfig, TrustConfig
+from segstore_shared.auth.tls import TlsConfig, TrustConfig
 
 
 @dataclass(frozen=True, slots=True)

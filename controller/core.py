@@ -43,6 +43,7 @@ from controller.segment_ops import SegmentStoreOps
 from controller.watermarking import Watermarking
 from controller.workflows.streams import StreamLocks, StreamWorkflows, wall_clock_ms
 from controller.workflows.transactions import TxnWorkflows
+from controller_client.controller.proto_convert import ReaderGroupConfig, ReaderGroupRetention
 from controller_client.model import (
     SegmentRange,
     StreamConfiguration,
@@ -50,8 +51,7 @@ from controller_client.model import (
     TxnState,
     qualified_segment_name,
 )
-from controller_client.proto_convert import ReaderGroupConfig, ReaderGroupRetention
-from segment_store.cluster.assignment import ContainerAssignment
+from segstore_shared.cluster.layout import ContainerAssignment
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator
 
 from controller.metadata import errors as md
-from segment_store.errors import RetriableError, SegstoreError
+from segstore_shared.errors import RetriableError, SegstoreError
 
 
 class ControllerError(SegstoreError):

@@ -30,7 +30,7 @@ from segment_store.client import (
     SegmentIsTruncatedError,
 )
 from segment_store.client.retry import RetryPolicy
-from segment_store.contracts import EVENT_COUNT, SegmentError
+from segstore_shared.contracts import EVENT_COUNT, SegmentError
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

@@ -28,10 +28,10 @@ from controller.rpc.servicer import start_grpc_server
 from controller.segment_ops import SegmentStoreOps
 from segment_store.client import ClientConfig, ConnectionConfig, NoSuchSegmentError, SegmentClient, TlsError
 from segment_store.client.tokens import SignedTokens
-from segment_store.containers.mapping import container_of
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.store import CoordinationStore
-from segment_store.metrics_http import MetricsServer
+from segstore_shared.cluster.container_mapping import container_of
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.store import CoordinationStore
+from segstore_shared.metrics_http import MetricsServer
 
 log = logging.getLogger(__name__)
 

@@ -41,15 +41,20 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from segstore_shared import compat as _compat
+
+_compat.install()  # old import paths of moved modules, for one release (CHANGELOG.md 0.2.0)
+
 if TYPE_CHECKING:
-    from controller_client.blocking import (
+    from controller_client.blocking.reader_groups import BlockingEventStreamReader, BlockingReaderGroup
+    from controller_client.blocking.streams import (
         BlockingEventStreamWriter,
         BlockingStreamManager,
         BlockingStreamReader,
         BlockingTransaction,
         BlockingTransactionalWriter,
     )
-    from controller_client.controller_api import ControllerClient, ControllerClientConfig
+    from controller_client.controller.api import ControllerClient, ControllerClientConfig
     from controller_client.errors import (
         ControllerError,
         ControllerTlsError,
@@ -60,8 +65,6 @@ if TYPE_CHECKING:
         TxnFailedError,
         TxnNotFoundError,
     )
-    from controller_client.event_stream_reader import EventRead, EventStreamReader, GroupReaderConfig
-    from controller_client.event_writer import EventStreamWriter, EventWriterConfig
     from controller_client.model import (
         RetentionPolicy,
         ScalingPolicy,
@@ -71,13 +74,19 @@ if TYPE_CHECKING:
         TxnState,
     )
     from controller_client.ports import ControllerApi
-    from controller_client.reader_group import Checkpoint, ReaderGroup
-    from controller_client.reader_group_blocking import BlockingEventStreamReader, BlockingReaderGroup
-    from controller_client.reader_group_state import ReaderOfflineError
-    from controller_client.routing import hash_to_range
+    from controller_client.reader_groups.group import Checkpoint, ReaderGroup
+    from controller_client.reader_groups.reader import EventRead, EventStreamReader, GroupReaderConfig
+    from controller_client.reader_groups.state import ReaderOfflineError
+    from controller_client.readers.stream_reader import (
+        StreamEvent,
+        StreamReader,
+        StreamReaderConfig,
+        read_segment_range,
+    )
     from controller_client.stream_manager import ControllerResolver, StreamManager, StreamManagerConfig
-    from controller_client.stream_reader import StreamEvent, StreamReader, StreamReaderConfig, read_segment_range
-    from controller_client.txn_writer import (
+    from controller_client.writers.event_writer import EventStreamWriter, EventWriterConfig
+    from controller_client.writers.routing import hash_to_range
+    from controller_client.writers.txn_writer import (
         Transaction,
         TransactionalEventStreamWriter,
         TransactionClosedError,
@@ -85,14 +94,14 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS = {
-    "blocking": [
+    "blocking.streams": [
         "BlockingEventStreamWriter",
         "BlockingStreamManager",
         "BlockingStreamReader",
         "BlockingTransaction",
         "BlockingTransactionalWriter",
     ],
-    "controller_api": ["ControllerClient", "ControllerClientConfig"],
+    "controller.api": ["ControllerClient", "ControllerClientConfig"],
     "errors": [
         "ControllerError",
         "ControllerTlsError",
@@ -103,17 +112,22 @@ _EXPORTS = {
         "TxnFailedError",
         "TxnNotFoundError",
     ],
-    "event_writer": ["EventStreamWriter", "EventWriterConfig"],
+    "writers.event_writer": ["EventStreamWriter", "EventWriterConfig"],
     "model": ["RetentionPolicy", "ScalingPolicy", "SegmentRange", "StreamConfiguration", "StreamCut", "TxnState"],
     "ports": ["ControllerApi"],
-    "event_stream_reader": ["EventRead", "EventStreamReader", "GroupReaderConfig"],
-    "reader_group": ["Checkpoint", "ReaderGroup"],
-    "reader_group_blocking": ["BlockingEventStreamReader", "BlockingReaderGroup"],
-    "reader_group_state": ["ReaderOfflineError"],
-    "routing": ["hash_to_range"],
+    "reader_groups.reader": ["EventRead", "EventStreamReader", "GroupReaderConfig"],
+    "reader_groups.group": ["Checkpoint", "ReaderGroup"],
+    "blocking.reader_groups": ["BlockingEventStreamReader", "BlockingReaderGroup"],
+    "reader_groups.state": ["ReaderOfflineError"],
+    "writers.routing": ["hash_to_range"],
     "stream_manager": ["ControllerResolver", "StreamManager", "StreamManagerConfig"],
-    "stream_reader": ["StreamEvent", "StreamReader", "StreamReaderConfig", "read_segment_range"],
-    "txn_writer": ["Transaction", "TransactionClosedError", "TransactionalEventStreamWriter", "TxnWriterConfig"],
+    "readers.stream_reader": ["StreamEvent", "StreamReader", "StreamReaderConfig", "read_segment_range"],
+    "writers.txn_writer": [
+        "Transaction",
+        "TransactionClosedError",
+        "TransactionalEventStreamWriter",
+        "TxnWriterConfig",
+    ],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 

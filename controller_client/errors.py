@@ -2,7 +2,7 @@
 
 Every failure of a controller call surfaces as a :class:`ControllerError`. The status enums of
 ``Controller.proto`` (``CreateStreamStatus.SCOPE_NOT_FOUND``, ``TxnStatus.TRANSACTION_NOT_FOUND``,
-...) and the gRPC status codes map to the subclasses below, in :mod:`controller_client.controller_api`.
+...) and the gRPC status codes map to the subclasses below, in :mod:`controller_client.controller.api`.
 Only :class:`ControllerUnavailableError` is ``retriable``: the controller could not be reached or
 did not answer in time, so the same call may succeed later. Everything else is the controller's
 considered answer and repeating the call gives the same answer.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 
-from segment_store.errors import SegstoreError
+from segstore_shared.errors import SegstoreError
 
 
 class ControllerError(SegstoreError):

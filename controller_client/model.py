@@ -3,7 +3,7 @@
 These are the domain types behind ``Controller.proto`` (Pravega's ``io.pravega.client.stream``
 types): stream configurations with scaling and retention policies, segment ids and names,
 key ranges, stream cuts and transaction states. The controller stores them, the client library
-builds them, and and :mod:`controller_client.proto_convert` turn
+builds them, and and :mod:`controller_client.controller.proto_convert` turn
 them into protobuf messages and back. Everything here is immutable and validated on
 construction; an invalid value raises :class:`InvalidModelError` (a ``ValueError``) naming the
 field.

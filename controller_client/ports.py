@@ -1,6 +1,6 @@
 """The controller as the client library sees it: the subset of ``ControllerClient`` it calls.
 
-:class:`ControllerApi` is the port; :class:`controller_client.controller_api.ControllerClient` (gRPC) is the
+:class:`ControllerApi` is the port; :class:`controller_client.controller.api.ControllerClient` (gRPC) is the
 production adapter and the tests use an in-process fake over in-memory metadata. Every method is a
 coroutine on the caller's event loop (``list_*`` are async iterators).
 
@@ -17,8 +17,8 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
+from controller_client.controller.proto_convert import ReaderGroupConfig
 from controller_client.model import SegmentRange, StreamConfiguration, StreamCut, TxnState
-from controller_client.proto_convert import ReaderGroupConfig
 
 Endpoint = tuple[str, int]
 EndpointResolver = Callable[[str], Awaitable[Endpoint]]

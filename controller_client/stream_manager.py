@@ -13,7 +13,7 @@ Stream cuts:
 * ``cut_at_time`` - per segment live at a wall-clock time, the first event ingested at or after it;
 * ``truncate(cut)`` - drop everything before a cut.
 
-Use from one event loop; see :mod:`controller_client.blocking` for threads.
+Use from one event loop; see :mod:`controller_client.blocking.streams` for threads.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from controller_client.delegation_tokens import ControllerTokens
-from controller_client.event_writer import EventStreamWriter, EventWriterConfig
-from controller_client.key_value_table import KeyValueTable, KvtControllerApi
-from controller_client.kvt_model import KeyValueTableConfiguration, validate_kvt
+from controller_client.controller.delegation_tokens import ControllerTokens
+from controller_client.controller.proto_convert import ReaderGroupRetention
+from controller_client.kvt.model import KeyValueTableConfiguration, validate_kvt
+from controller_client.kvt.table import KeyValueTable, KvtControllerApi
 from controller_client.model import (
     TRANSACTION_DELIMITER,
     RetentionPolicy,
@@ -43,13 +43,12 @@ from controller_client.model import (
     validate_stream_name,
 )
 from controller_client.ports import ControllerApi, Endpoint
-from controller_client.proto_convert import ReaderGroupRetention
-from controller_client.reader_group import ReaderGroup, create_reader_group, open_reader_group
-from controller_client.routing import KeyHasher
-from controller_client.stream_reader import StreamReader, StreamReaderConfig, read_segment_range
-from controller_client.txn_writer import TransactionalEventStreamWriter, TxnWriterConfig
+from controller_client.reader_groups.group import ReaderGroup, create_reader_group, open_reader_group
+from controller_client.readers.stream_reader import StreamReader, StreamReaderConfig, read_segment_range
 from controller_client.watermarks import Watermark, mark_stream
-from segment_store.auth.tls import TrustConfig
+from controller_client.writers.event_writer import EventStreamWriter, EventWriterConfig
+from controller_client.writers.routing import KeyHasher
+from controller_client.writers.txn_writer import TransactionalEventStreamWriter, TxnWriterConfig
 from segment_store.client import (
     ClientConfig,
     ConnectionLostError,
@@ -61,6 +60,7 @@ from segment_store.client import (
     WrongHostError,
 )
 from segment_store.protocol import parse_events
+from segstore_shared.auth.tls import TrustConfig
 
 _T = TypeVar("_T")
 
@@ -444,10 +444,8 @@ class StreamManager:
     ) -> ReaderGroup:
         """Create (or, if it exists, open) reader group ``scope/group`` over the streams of ``start`` (one cut
         per stream; ``StreamCut(scope, stream, {})`` is its head) up to ``end``. See
-        :mod:`controller_client.reader_group`."""
-        return await create_reader_group(
-            self, scope, group, start, end, retention, refresh_ms, automatic_checkpoint_ms
-        )
+        :mod:`controller_client.reader_groups.group`."""
+        return await create_reader_group(self, scope, group, start, end, retention, refresh_ms, automatic_checkpoint_ms)
 
     async def reader_group(self, scope: str, group: str) -> ReaderGroup:
         """An existing reader group (ours or the official client's); ReaderGroupNotInitializedError if none."""

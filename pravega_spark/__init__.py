@@ -26,24 +26,28 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from segstore_shared import compat as _compat
+
+_compat.install()  # old import paths of moved modules, for one release (CHANGELOG.md 0.2.0)
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pravega_spark.lag import lag_bytes, total_lag_bytes
     from pravega_spark.offsets import head_offset, offset_to_stream_cut, stream_cut_to_offset, tail_offset
-    from pravega_spark.source import SegstoreDataSource
-    from pravega_spark.stream_cut_text import stream_cut_from_base64, stream_cut_to_base64
+    from pravega_spark.options.stream_cut_text import stream_cut_from_base64, stream_cut_to_base64
+    from pravega_spark.read.lag import lag_bytes, total_lag_bytes
+    from pravega_spark.read.source import SegstoreDataSource
 
 _WHERE = {
-    "SegstoreDataSource": "source",
+    "SegstoreDataSource": "read.source",
     "head_offset": "offsets",
-    "lag_bytes": "lag",
-    "total_lag_bytes": "lag",
+    "lag_bytes": "read.lag",
+    "total_lag_bytes": "read.lag",
     "tail_offset": "offsets",
     "offset_to_stream_cut": "offsets",
     "stream_cut_to_offset": "offsets",
-    "stream_cut_from_base64": "stream_cut_text",
-    "stream_cut_to_base64": "stream_cut_text",
+    "stream_cut_from_base64": "options.stream_cut_text",
+    "stream_cut_to_base64": "options.stream_cut_text",
 }
 
 __all__ = [
@@ -64,7 +68,7 @@ def register(spark: SparkSession) -> None:
     """Make ``format("segstore")`` and ``format("segstore-kvt")`` (key-value tables) available in ``spark``
     (idempotent)."""
     from pravega_spark.kvt_source import SegstoreKvtDataSource
-    from pravega_spark.source import SegstoreDataSource
+    from pravega_spark.read.source import SegstoreDataSource
 
     spark.dataSource.register(SegstoreDataSource)
     spark.dataSource.register(SegstoreKvtDataSource)

@@ -6,7 +6,7 @@ of ``segstore``'s reading options (``startingOffsets``, ``maxBytesPerTrigger``, 
 anything for it; under one format every option would be valid for one kind of read and refused for the other,
 and one option (say ``table``) would switch the schema. One data source per concern keeps both strict and
 documented in one place each; this module's options are its own (``segstore``'s are in
-:mod:`pravega_spark.option_names`).
+:mod:`pravega_spark.options.names`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from controller_client.kvt_errors import KeyValueTableNotFoundError
-from controller_client.kvt_iterator import KeyValueTableIterator
-from controller_client.kvt_model import KeyValueTableConfiguration, TableEntry, table_segment_stream, validate_kvt_name
+from controller_client.kvt.errors import KeyValueTableNotFoundError
+from controller_client.kvt.iterator import KeyValueTableIterator
+from controller_client.kvt.model import KeyValueTableConfiguration, TableEntry, table_segment_stream, validate_kvt_name
 from controller_client.model import InvalidModelError, SegmentRange, validate_scope_name
 from pravega_spark.offsets import StreamConnection
-from pravega_spark.options_common import DEFAULT_CONTROLLER, Options, SegstoreOptionError, StreamTarget
+from pravega_spark.options.common import DEFAULT_CONTROLLER, Options, SegstoreOptionError, StreamTarget
 
 SCHEMA = StructType(
     [

@@ -15,7 +15,7 @@ A Spark offset of this source is the JSON of a :class:`ReadState`::
   successor's id to the predecessors already finished, with their end offsets. Once the last predecessor
   finishes, the successor moves to ``positions`` at offset 0 and leaves ``pending``.
 
-How a state moves forward (:mod:`pravega_spark.planning`): a segment in ``positions`` that is sealed and
+How a state moves forward (:mod:`pravega_spark.read.planning`): a segment in ``positions`` that is sealed and
 read to its end is *finished*: it leaves ``positions`` and each of its successors (``getSegmentsImmediately
 Following``) either starts at offset 0 (all its predecessors finished) or waits in ``pending``. So a state
 always says exactly which bytes were consumed: for every key, either a segment and an offset in it, or a
@@ -49,7 +49,7 @@ from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from controller_client.controller_api import ControllerClient, ControllerClientConfig
+from controller_client.controller.api import ControllerClient, ControllerClientConfig
 from controller_client.errors import (
     ControllerAuthenticationError,
     ControllerError,
@@ -59,10 +59,10 @@ from controller_client.errors import (
 )
 from controller_client.model import StreamCut, qualified_segment_name
 from controller_client.stream_manager import StreamManager, StreamManagerConfig
-from pravega_spark.options_common import SegstoreOptionError, StreamTarget
-from pravega_spark.stream_cut_text import StreamCutTextError, decode_text
-from segment_store.auth.tls import TlsConfigError
+from pravega_spark.options.common import SegstoreOptionError, StreamTarget
+from pravega_spark.options.stream_cut_text import StreamCutTextError, decode_text
 from segment_store.client import (
+    ClientClosedError,
     ClientConfig,
     ConnectionLostError,
     NoSuchSegmentError,
@@ -71,7 +71,8 @@ from segment_store.client import (
     SegmentIsTruncatedError,
     SegmentStatus,
 )
-from segment_store.client.sync import _LoopThread
+from segstore_shared.auth.tls import TlsConfigError
+from segstore_shared.loop_thread import LoopThread
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -216,7 +217,7 @@ def stream_cut_to_offset(cut: StreamCut) -> dict[str, Any]:
 
 def parse_cut_option(option: str, text: str, scope: str, stream: str) -> ReadState:
     """The value of a stream-cut option: JSON, or the Base64 text of the Pravega client's ``StreamCut.asText()``
-    (:mod:`pravega_spark.stream_cut_text`); errors name the option."""
+    (:mod:`pravega_spark.options.stream_cut_text`); errors name the option."""
     try:
         if text.lstrip()[:1] in ("{", "[", '"'):  # JSON (no Base64 text starts so)
             return ReadState.from_json(text, scope, stream)
@@ -254,7 +255,7 @@ class StreamConnection:
         """``credentials``: the target whose trust store, user and password or token to use (instead of
         ``trust_store`` alone)."""
         self.controller_uri = controller_uri
-        self._runner = _LoopThread("segstore-spark")
+        self._runner = LoopThread("segstore-spark", ClientClosedError)
         timeouts: dict[str, Any] = {"rpc_timeout_s": max(timeout_s, 1.0), "retry_timeout_s": timeout_s}
         if credentials is not None:
             config = credentials.controller_config(**timeouts)
@@ -397,7 +398,7 @@ class StreamConnection:
             )
             return None
 
-    # the blocking segment calls :func:`pravega_spark.tier2_direct.read_range` makes (segment names)
+    # the blocking segment calls :func:`pravega_spark.read.tier2_direct.read_range` makes (segment names)
     def get_segment_info(self, segment: str) -> SegmentStatus:
         return self.run(self.manager.client.get_segment_info(segment))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from segment_store.auth.passwords import PasswordFile
+from segstore_shared.auth.passwords import PasswordFile
 
 
 def write_password_file(path: Path, users: Mapping[str, tuple[str, str]]) -> Path:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 from kazoo.client import KazooClient
 
-from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
-from segment_store.tier1.nats_server import NatsCluster
+from segment_store.tier1.jetstream.nats_server import NatsCluster
+from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 
 # Property tests check results, not speed: on a loaded 2-core machine the data generation of the larger strategies
 # trips Hypothesis' "too slow" health check and per-example deadlines (seen with the wire round trip of every

@@ -11,9 +11,9 @@ from segment_store.containers.config import ContainerConfig
 from segment_store.containers.segment_container import ContainerState, SegmentContainer
 from segment_store.logs.config import DurableLogConfig
 from segment_store.reading.cache import CacheBudget, CacheConfig
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
 from segment_store.storage.segment_storage import SegmentStorage
 from segment_store.storage.storage_config import ChunkedStorageConfig
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory

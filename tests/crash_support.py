@@ -18,13 +18,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.store import NodeNotFoundError
 from segment_store.logs.config import DurableLogConfig
 from segment_store.protocol import parse_events
+from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.chunked_storage import data_prefix, escape_segment_name, parse_data_chunk_name
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
 from segment_store.tier1.log_metadata import LogMetadata
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.store import NodeNotFoundError
 
 HEADER = struct.Struct(">IQI")  # writer, event number, body length
 LOG_METADATA_ROOT = "/segstore/tier1/logs"  # FileLedgerLogConfig.metadata_root's default

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import nats
 
-from segment_store.tier1.jetstream_config import JetStreamLogConfig
+from segment_store.tier1.jetstream.config import JetStreamLogConfig
 
 
 async def delete_streams(servers: tuple[str, ...] | list[str], prefix: str) -> int:

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from segment_store.child_process import Freezable
-from segment_store.coordination.zookeeper_server import free_port
-from segment_store.storage.s3_chunk_storage import S3ChunkStorage, make_s3_client
+from segment_store.storage.backends.s3 import S3ChunkStorage, make_s3_client
+from segstore_shared.coordination.zookeeper_server import free_port
+from segstore_shared.processes import Freezable
 
 CREDENTIALS = {"access_key_id": "testing", "secret_access_key": "testing", "region": "us-east-1"}
 _buckets = itertools.count()

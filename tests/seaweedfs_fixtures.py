@@ -1,4 +1,5 @@
-"""SeaweedFS for tests: the server (``segment_store.storage.seaweedfs_server``) signed with the tests' credentials.
+"""SeaweedFS for tests: the server (``segment_store.storage.backends.seaweedfs_server``) signed with the
+tests' credentials.
 
 Import the fixture into a test module (``from seaweedfs_fixtures import seaweed_server_fixture  # noqa: F401``) and ask
 for ``seaweed_server``; each module gets its own server, killed at the end. A ``SeaweedServer`` has the
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 from s3_fixtures import CREDENTIALS
 
-from segment_store.storage.seaweedfs_server import SeaweedServer as _SeaweedServer
+from segment_store.storage.backends.seaweedfs_server import SeaweedServer as _SeaweedServer
 
 
 class SeaweedServer(_SeaweedServer):

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from segment_store.client import SegmentAlreadyExistsError, SegmentClient, SegmentWriter
 from segment_store.client.retry import RetryPolicy
-from segment_store.cluster.assignment import ContainerAssignment, host_id
-from segment_store.containers.mapping import container_of
 from segment_store.protocol import parse_events
+from segstore_shared.cluster.container_mapping import container_of
+from segstore_shared.cluster.layout import ContainerAssignment, host_id
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TIER1_LOGS = "/segstore/tier1/logs"  # the file ledger logs' metadata nodes: <TIER1_LOGS>/container-<id>
@@ -69,7 +69,7 @@ class StoreProcess:
 
     def launch(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "segment_store.cli", "segmentstore", "--cluster", "--data-dir", str(self.data_dir),
+            [sys.executable, "-m", "segstore_cli", "segmentstore", "--cluster", "--data-dir", str(self.data_dir),
              "--zookeeper", self.zookeeper, "--port", str(self.port), "--container-count", str(self.container_count),
              "--zookeeper-session-timeout-ms", str(self.session_timeout_ms), "--log-level", "warning"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO_ROOT,

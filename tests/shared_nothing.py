@@ -22,8 +22,8 @@ from pathlib import Path
 from s3_fixtures import CREDENTIALS, MotoServer
 from seaweedfs_fixtures import SeaweedServer
 
-from segment_store.coordination.zookeeper_server import free_port
-from segment_store.tier1.nats_server import NatsCluster
+from segment_store.tier1.jetstream.nats_server import NatsCluster
+from segstore_shared.coordination.zookeeper_server import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONTAINERS = 4
@@ -63,7 +63,7 @@ class SharedNothingCluster:
         this process is blocked: the official client holds the GIL while a write waits)."""
         logs = self.base / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "segment_store.cli", *args, "--log-level", "warning"]
+        command = [sys.executable, "-m", "segstore_cli", *args, "--log-level", "warning"]
         if delay_s:
             command = ["sh", "-c", f"sleep {delay_s}; exec {shlex.join(command)}"]
         with open(logs / f"{name}.log", "a") as log:

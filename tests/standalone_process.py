@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from segment_store.coordination.zookeeper_server import free_port
+from segstore_shared.coordination.zookeeper_server import free_port
 
 READY = "segstore standalone ready"
 
@@ -51,7 +51,7 @@ class StandaloneProcess:
         command = [
             sys.executable,
             "-m",
-            "segment_store.cli",
+            "segstore_cli",
             "standalone",
             "--data-dir",
             str(self.data_dir),

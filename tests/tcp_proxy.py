@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import threading
 
-from segment_store.coordination.zookeeper_server import free_port
+from segstore_shared.coordination.zookeeper_server import free_port
 
 
 class FreezableProxy:

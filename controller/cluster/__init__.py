@@ -1,7 +1,7 @@
 """Cluster management, controller side: leader election, container balancing, the host store.
 
 :class:`ClusterManager` composes them for a controller process. The shared records (ZooKeeper
-paths, the assignment format, errors) live in :mod:`segment_store.cluster.assignment`.
+paths, the assignment format, errors) live in :mod:`segstore_shared.cluster.layout`.
 """
 
 from controller.cluster.balancer import ContainerBalancer

@@ -8,7 +8,7 @@ between) is recomputed from the new state. Run it only on the elected leader
 (:class:`~controller.cluster.cluster_manager.ClusterManager` does that).
 
 Errors: :meth:`ContainerBalancer.start` raises
-:class:`~segment_store.cluster.assignment.ContainerCountMismatchError` when the cluster's assignment has
+:class:`~segstore_shared.cluster.layout.ContainerCountMismatchError` when the cluster's assignment has
 another container count; a coordination outage is retried every ``retry_delay_s``.
 """
 
@@ -19,14 +19,14 @@ import contextlib
 import logging
 
 from controller.cluster.balancing import moved_containers, rebalance
-from segment_store.cluster.assignment import (
+from segstore_shared.cluster.layout import (
     ASSIGNMENT_PATH,
     SEGMENT_STORES_PATH,
     AssignmentFormatError,
     ContainerAssignment,
     ContainerCountMismatchError,
 )
-from segment_store.coordination.store import (
+from segstore_shared.coordination.store import (
     BadVersionError,
     CoordinationError,
     CoordinationStore,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from segment_store.cluster.assignment import ContainerAssignment
+from segstore_shared.cluster.layout import ContainerAssignment
 
 
 def rebalance(

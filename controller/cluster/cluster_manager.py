@@ -27,7 +27,7 @@ from controller.buckets import BUCKET_ASSIGNMENT_PATH, CONTROLLERS_PATH
 from controller.cluster.balancer import ContainerBalancer
 from controller.cluster.election import LeaderElection
 from controller.cluster.host_store import HostStore
-from segment_store.coordination.store import CoordinationError, CoordinationStore
+from segstore_shared.coordination.store import CoordinationError, CoordinationStore
 
 log = logging.getLogger(__name__)
 

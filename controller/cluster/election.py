@@ -23,8 +23,8 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from segment_store.cluster.assignment import LEADER_PATH
-from segment_store.coordination.store import (
+from segstore_shared.cluster.layout import LEADER_PATH
+from segstore_shared.coordination.store import (
     CoordinationError,
     CoordinationStore,
     NodeExistsError,

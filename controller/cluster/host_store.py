@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from segment_store.cluster.assignment import (
+from segstore_shared.cluster.container_mapping import container_of
+from segstore_shared.cluster.layout import (
     ASSIGNMENT_PATH,
     AssignmentFormatError,
     ContainerAssignment,
@@ -18,8 +19,7 @@ from segment_store.cluster.assignment import (
     NoOwnerError,
     parse_host_id,
 )
-from segment_store.containers.mapping import container_of
-from segment_store.coordination.store import CoordinationStore, NodeNotFoundError, Versioned, WatchHandle
+from segstore_shared.coordination.store import CoordinationStore, NodeNotFoundError, Versioned, WatchHandle
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class HostStore:
 
     async def resolve(self, segment: str) -> Endpoint:
         """Like :meth:`endpoint_of_segment`, as a segment client resolver: raises
-        :class:`~segment_store.cluster.assignment.NoOwnerError` (retriable) when nobody owns it now."""
+        :class:`~segstore_shared.cluster.layout.NoOwnerError` (retriable) when nobody owns it now."""
         endpoint = self.endpoint_of_segment(segment)
         if endpoint is None:
             raise NoOwnerError(container_of(segment, self.container_count))

@@ -6,15 +6,15 @@
   configuration, current segments;
 * ``errors`` - what the API raises.
 
-The table segments of table ``scope/K`` are ``scope/K_kvtable/<n>.#epoch.0`` (:mod:`controller_client.kvt_model`);
-clients route a key to one of them by its primary key (:mod:`controller_client.kvt_routing`).
+The table segments of table ``scope/K`` are ``scope/K_kvtable/<n>.#epoch.0`` (:mod:`controller_client.kvt.model`);
+clients route a key to one of them by its primary key (:mod:`controller_client.kvt.routing`).
 """
 
 from controller.kvt.errors import KvtError, KvtNameTakenError, KvtNotFoundError
 from controller.kvt.records import KvtRecord, KvtState
 from controller.kvt.store import KvtMetadataStore
 from controller.kvt.tables import KeyValueTables
-from controller_client.kvt_model import KeyValueTableConfiguration
+from controller_client.kvt.model import KeyValueTableConfiguration
 
 __all__ = [
     "KeyValueTableConfiguration",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.metadata.codec import CodecError
-from controller_client.kvt_model import KeyValueTableConfiguration
+from controller_client.kvt.model import KeyValueTableConfiguration
 from controller_client.model import SegmentRange, segment_id
 
 FORMAT_VERSION = 1

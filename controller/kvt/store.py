@@ -32,7 +32,7 @@ from controller.kvt.records import (
 from controller.metadata.errors import ScopeNotFoundError, WriteConflictError
 from controller.metadata.scopes import page
 from controller.metadata.store_base import KV_TABLE_PREFIX, StoreBase, escape
-from segment_store.coordination.store import BadVersionError, NodeExistsError, NodeNotFoundError
+from segstore_shared.coordination.store import BadVersionError, NodeExistsError, NodeNotFoundError
 
 
 class KvtMetadataStore(StoreBase):

@@ -35,7 +35,7 @@ from controller.kvt.store import KvtMetadataStore
 from controller.metadata import errors as md
 from controller.metadata.store_base import StoreBase
 from controller.segment_ops import SegmentStoreOps
-from controller_client.kvt_model import KeyValueTableConfiguration, table_segment_name, table_segment_stream
+from controller_client.kvt.model import KeyValueTableConfiguration, table_segment_name, table_segment_stream
 from controller_client.model import SegmentRange, even_ranges
 
 log = logging.getLogger(__name__)

@@ -44,7 +44,7 @@ from controller_client.model import (
     StreamCut,
     TxnState,
 )
-from segment_store.errors import SegstoreError
+from segstore_shared.errors import SegstoreError
 
 FORMAT_VERSION = 1
 T = TypeVar("T")

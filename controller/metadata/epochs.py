@@ -47,7 +47,7 @@ from controller.metadata.stream_logic import (
     validate_scale,
 )
 from controller_client.model import SegmentRange, StreamCut, creation_epoch
-from segment_store.coordination.store import BadVersionError
+from segstore_shared.coordination.store import BadVersionError
 
 CutLike = StreamCut | Mapping[int, int]
 

@@ -4,13 +4,13 @@ Every error derives from :class:`MetadataError` (a ``SegstoreError``) and names 
 object (stream, reader group, ...) it is about; ``scope`` and ``name`` are also attributes.
 :class:`WriteConflictError` is the only retriable one: a versioned update lost a compare-and-set
 race, nothing was changed, and the caller re-reads and tries again. Coordination outages are not
-wrapped: ``segment_store.coordination.store.CoordinationUnavailableError`` (retriable, outcome of a
+wrapped: ``segstore_shared.coordination.store.CoordinationUnavailableError`` (retriable, outcome of a
 mutation unknown) propagates unchanged.
 """
 
 from __future__ import annotations
 
-from segment_store.errors import RetriableError, SegstoreError
+from segstore_shared.errors import RetriableError, SegstoreError
 
 
 class MetadataError(SegstoreError):

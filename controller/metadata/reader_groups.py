@@ -31,7 +31,7 @@ from controller.metadata.scopes import ScopeOps
 from controller.metadata.store_base import escape
 from controller.metadata.stream_logic import cut_equal_or_after, positions_of
 from controller_client.model import validate_stream_name
-from segment_store.coordination.store import BadVersionError, NodeNotFoundError
+from segstore_shared.coordination.store import BadVersionError, NodeNotFoundError
 
 
 def subscriber_name(scope: str, group: str) -> str:

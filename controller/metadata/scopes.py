@@ -14,7 +14,7 @@ from controller.metadata.store_base import (
     StoreBase,
 )
 from controller_client.model import validate_scope_name
-from segment_store.coordination.store import NodeExistsError, NodeNotFoundError, NotEmptyError
+from segstore_shared.coordination.store import NodeExistsError, NodeNotFoundError, NotEmptyError
 
 
 def page(names: list[str], token: str, limit: int) -> tuple[list[str], str]:

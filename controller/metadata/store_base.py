@@ -52,7 +52,7 @@ from controller.metadata.records import (
 )
 from controller.metadata.stream_logic import cut_epoch_bounds, cut_records, is_stream_cut_valid
 from controller_client.model import creation_epoch
-from segment_store.coordination.store import (
+from segstore_shared.coordination.store import (
     BadVersionError,
     CoordinationStore,
     NodeExistsError,

@@ -31,7 +31,7 @@ from controller.metadata.records import (
 )
 from controller.metadata.store_base import StoreBase
 from controller_client.model import StreamConfiguration, even_ranges, segment_id, validate_stream_name
-from segment_store.coordination.store import BadVersionError, NodeExistsError, NodeNotFoundError, NotEmptyError
+from segstore_shared.coordination.store import BadVersionError, NodeExistsError, NodeNotFoundError, NotEmptyError
 
 # Containers created with the stream, so nothing below a stream ever needs ``make_parents``.
 STREAM_CONTAINERS = ("epochs", "history", "sealed", "cuts", "txns", "completed", "writers", "subscribers")

@@ -35,7 +35,7 @@ from controller.metadata.records import (
 )
 from controller.metadata.stream_logic import build_rolling_epochs
 from controller_client.model import TxnState
-from segment_store.coordination.store import BadVersionError, NodeNotFoundError
+from segstore_shared.coordination.store import BadVersionError, NodeNotFoundError
 
 _SEAL_TARGET = {True: TxnState.COMMITTING, False: TxnState.ABORTING}
 

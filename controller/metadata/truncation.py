@@ -21,7 +21,7 @@ from controller.metadata.stream_logic import (
     segments_between,
     size_between,
 )
-from segment_store.coordination.store import NodeNotFoundError
+from segstore_shared.coordination.store import NodeNotFoundError
 
 
 class TruncationOps(EpochOps):

@@ -9,7 +9,7 @@ from controller.metadata.codec import encode
 from controller.metadata.errors import DataNotFoundError, WriteConflictError
 from controller.metadata.records import WriterMark, WriterMarkStatus
 from controller.metadata.store_base import StoreBase, escape, unescape
-from segment_store.coordination.store import BadVersionError, NodeNotFoundError
+from segstore_shared.coordination.store import BadVersionError, NodeNotFoundError
 
 
 def position_advanced(old: Mapping[int, int], new: Mapping[int, int]) -> bool:

@@ -23,7 +23,7 @@ import grpc
 
 from controller.errors import from_metadata
 from controller.rpc.handling import rpc
-from controller_client.controller_transport import ADMIN_SERVICE
+from controller_client.controller.transport import ADMIN_SERVICE
 from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
 
 if TYPE_CHECKING:

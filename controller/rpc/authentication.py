@@ -3,7 +3,7 @@ checks of ``ControllerServiceImpl``).
 
 A caller sends gRPC metadata ``authorization``:
 
-- ``Basic base64(user:password)``: checked against the password file (``segment_store.auth.passwords``); the
+- ``Basic base64(user:password)``: checked against the password file (``segstore_shared.auth.passwords``); the
   user's ACL decides;
 - ``Bearer <token>``: a delegation token this controller (or another with the same signing key) issued; it
   grants exactly its claims (Spark executors work with the tokens their driver got, never the password).
@@ -37,11 +37,11 @@ from typing import Any
 
 from controller.errors import ControllerError
 from controller.rpc.authorization import allows, needs, token_permission
-from segment_store.auth import acl as resources
-from segment_store.auth.acl import Acl, AclEntry, Permission
-from segment_store.auth.passwords import CredentialsError, PasswordFile, parse_basic
-from segment_store.auth.settings import DEFAULT_TOKEN_MAX_LIFETIME_S
-from segment_store.auth.tokens import TokenError, TokenSigner, TokenVerifier
+from segstore_shared.auth import acl as resources
+from segstore_shared.auth.acl import Acl, AclEntry, Permission
+from segstore_shared.auth.passwords import CredentialsError, PasswordFile, parse_basic
+from segstore_shared.auth.settings import DEFAULT_TOKEN_MAX_LIFETIME_S
+from segstore_shared.auth.tokens import TokenError, TokenSigner, TokenVerifier
 
 CACHE_ENTRIES = 1024
 RELOAD_CHECK_S = 1.0

@@ -1,7 +1,7 @@
 """What each Controller.proto RPC needs, on which resource: Pravega's table (``ControllerServiceImpl``).
 
 :func:`needs` maps an RPC and its request to the ``(resource, permission)`` pairs the caller's ACL must grant
-(``segment_store.auth.acl``). Resources come from the request as sent, before any validation, so a refused
+(``segstore_shared.auth.acl``). Resources come from the request as sent, before any validation, so a refused
 caller learns nothing about what exists. Listing RPCs need READ on the scope (or root) here and filter their
 results per item in the servicer; ``getDelegationToken`` needs what its access operation asks for.
 
@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from controller_client.kvt_model import kvt_of_stream
+from controller_client.kvt.model import kvt_of_stream
 from controller_client.model import InvalidModelError
 from controller_client.proto import Controller_pb2 as pb
-from segment_store.auth import acl
-from segment_store.auth.acl import Acl, Permission
+from segstore_shared.auth import acl
+from segstore_shared.auth.acl import Acl, Permission
 
 
 class AnyOf(tuple[str, ...]):

@@ -28,13 +28,13 @@ from controller import errors
 from controller.kvt.errors import KvtNameTakenError, KvtNotFoundError
 from controller.rpc.authentication import caller, visible
 from controller.rpc.handling import rpc
-from controller_client import proto_convert as cv
-from controller_client.kvt_model import table_segment_stream, validate_kvt_name
-from controller_client.kvt_proto import kvt_config_from_proto, kvt_config_to_proto
+from controller_client.controller import proto_convert as cv
+from controller_client.kvt.model import table_segment_stream, validate_kvt_name
+from controller_client.kvt.proto import kvt_config_from_proto, kvt_config_to_proto
 from controller_client.model import InvalidModelError, validate_scope_name
 from controller_client.proto import Controller_pb2 as pb
-from segment_store.auth import acl as resources
-from segment_store.auth.acl import Permission
+from segstore_shared.auth import acl as resources
+from segstore_shared.auth.acl import Permission
 
 if TYPE_CHECKING:
     from controller.core import ControllerCore

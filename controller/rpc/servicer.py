@@ -12,7 +12,7 @@ from controller.rpc.kvts import KvtRpcs
 from controller.rpc.streams import StreamRpcs
 from controller.rpc.txns import TxnRpcs
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
-from segment_store.auth.tls import TlsConfig
+from segstore_shared.auth.tls import TlsConfig
 
 
 class ControllerServicer(StreamRpcs, TxnRpcs, KvtRpcs, pb_grpc.ControllerServiceServicer):

@@ -14,11 +14,11 @@ import grpc
 from controller import errors
 from controller.rpc.authentication import visible
 from controller.rpc.handling import rpc
-from controller_client import proto_convert as cv
-from controller_client.kvt_model import KVTABLE_SUFFIX
+from controller_client.controller import proto_convert as cv
+from controller_client.kvt.model import KVTABLE_SUFFIX
 from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
 from controller_client.proto import Controller_pb2 as pb
-from segment_store.auth import acl as resources
+from segstore_shared.auth import acl as resources
 
 if TYPE_CHECKING:
     from controller.core import ControllerCore

@@ -10,7 +10,7 @@ import grpc
 from controller import errors
 from controller.metadata import WriterMarkStatus
 from controller.rpc.handling import rpc
-from controller_client import proto_convert as cv
+from controller_client.controller import proto_convert as cv
 from controller_client.model import InvalidModelError, TxnState
 from controller_client.proto import Controller_pb2 as pb
 

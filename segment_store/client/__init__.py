@@ -9,7 +9,7 @@
 * :class:`SegmentReader` (``reader``): prefetching reads of bytes or events, tail reads.
 * :class:`BlockingClient` (``sync``): all of it for threads without an event loop.
 * ``errors``: typed errors, one per failure reply, through one registry.
-* TLS: ``ClientConfig(connection=ConnectionConfig(tls=TrustConfig(ca_pem)))`` (``segment_store.auth.tls``)
+* TLS: ``ClientConfig(connection=ConnectionConfig(tls=TrustConfig(ca_pem)))`` (``segstore_shared.auth.tls``)
   connects with TLS, checking the certificate names the endpoint's host; :class:`TlsError` when it does not fit.
 
 Example::

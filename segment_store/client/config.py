@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from segment_store.auth.tls import TrustConfig
 from segment_store.client.retry import RetryPolicy
 from segment_store.protocol import MAX_FRAME_PAYLOAD
+from segstore_shared.auth.tls import TrustConfig
 
 KIB = 1024
 MIB = 1024 * 1024

@@ -3,7 +3,7 @@
 Every failure reply (``WrongHost``, ``NoSuchSegment``, ...) becomes an exception through one registry,
 :func:`error_for_reply`, keyed by the reply's wire type code (as aiokafka's ``errors.for_code``). Each
 class also derives from the engine's contract error of the same meaning where one exists
-(``NoSuchSegmentError`` is a :class:`~segment_store.contracts.SegmentNotExistsError`), so callers can
+(``NoSuchSegmentError`` is a :class:`~segstore_shared.contracts.SegmentNotExistsError`), so callers can
 catch one name whether the segment store is local or remote.
 
 ``retriable`` says whether repeating the same call may succeed: lost connections, timeouts and
@@ -17,14 +17,6 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from segment_store.contracts import (
-    SegmentError,
-    SegmentExistsError,
-    SegmentNotExistsError,
-    SegmentSealedError,
-    SegmentTruncatedError,
-)
-from segment_store.errors import SegstoreError
 from segment_store.protocol import (
     AuthTokenCheckFailed,
     AuthTokenErrorCode,
@@ -43,7 +35,15 @@ from segment_store.protocol import (
     WireCommand,
     WrongHost,
 )
-from segment_store.tables.errors import (
+from segstore_shared.contracts import (
+    SegmentError,
+    SegmentExistsError,
+    SegmentNotExistsError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+)
+from segstore_shared.errors import SegstoreError
+from segstore_shared.table_errors import (
     TableKeyBadVersionError,
     TableKeyNotExistsError,
     TableSegmentNotEmptyError,

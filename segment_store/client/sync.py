@@ -10,11 +10,9 @@ acknowledgements; ``write_many`` is the fast path (one thread hop per batch inst
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
-import threading
 import uuid
-from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from segment_store.client.conditional import ConditionalWriter
@@ -36,55 +34,15 @@ from segment_store.client.results import (
 from segment_store.client.writer import SegmentWriter
 from segment_store.protocol import NO_SCALE, NULL_TABLE_SEGMENT_OFFSET, ChunkInfo, SegmentEvent
 from segment_store.protocol.types import Buffer
+from segstore_shared.loop_thread import LoopThread, relay_result
 
 T = TypeVar("T")
-
-
-class _LoopThread:
-    """An event loop running in its own daemon thread until :meth:`stop`."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self._thread.start()
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def run(self, coroutine: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
-        if threading.current_thread() is self._thread:
-            coroutine.close()
-            raise RuntimeError("a blocking client call cannot be made from its own event loop thread")
-        if self.loop.is_closed():
-            coroutine.close()
-            raise ClientClosedError("the blocking client is closed")
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout_s)
-
-    def stop(self) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
-
-
-def relay_result(source: asyncio.Future[None], target: concurrent.futures.Future[None]) -> None:
-    """Complete ``target`` (a thread future) as ``source`` (a loop future) completed; no-op if already done."""
-    if target.done():
-        return
-    if source.cancelled():
-        target.cancel()
-    elif (error := source.exception()) is not None:
-        target.set_exception(error)
-    else:
-        target.set_result(None)
 
 
 class BlockingWriter:
     """Blocking face of a :class:`SegmentWriter`; ``with`` closes (flushes) it."""
 
-    def __init__(self, runner: _LoopThread, writer: SegmentWriter) -> None:
+    def __init__(self, runner: LoopThread, writer: SegmentWriter) -> None:
         self._run = runner.run
         self.writer = writer
 
@@ -138,7 +96,7 @@ class BlockingWriter:
 class BlockingConditionalWriter:
     """Blocking face of a :class:`ConditionalWriter`."""
 
-    def __init__(self, runner: _LoopThread, writer: ConditionalWriter) -> None:
+    def __init__(self, runner: LoopThread, writer: ConditionalWriter) -> None:
         self._run = runner.run
         self.writer = writer
 
@@ -163,7 +121,7 @@ class BlockingConditionalWriter:
 class BlockingReader:
     """Blocking face of a :class:`SegmentReader`; iterating yields events until the end."""
 
-    def __init__(self, runner: _LoopThread, reader: SegmentReader) -> None:
+    def __init__(self, runner: LoopThread, reader: SegmentReader) -> None:
         self._run = runner.run
         self.reader = reader
 
@@ -211,7 +169,7 @@ class BlockingClient:
     """
 
     def __init__(self, endpoint: Endpoint, config: ClientConfig | None = None) -> None:
-        self._runner = _LoopThread(f"segstore-client-{endpoint[0]}:{endpoint[1]}")
+        self._runner = LoopThread(f"segstore-client-{endpoint[0]}:{endpoint[1]}", ClientClosedError)
         self.config = config or ClientConfig()
         self._run = self._runner.run
         self.client: SegmentClient = self._run(self._make(endpoint, self.config))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from segment_store.auth.tokens import TokenSigner
+    from segstore_shared.auth.tokens import TokenSigner
 
 RENEW_BEFORE_S = 60.0
 

@@ -7,7 +7,8 @@ The shared records (paths, the assignment's format, errors) are in :mod:`.assign
 controller side is :mod:`controller.cluster`.
 """
 
-from segment_store.cluster.assignment import (
+from segment_store.cluster.follower import ContainerAssignmentFollower, ContainerRunner
+from segstore_shared.cluster.layout import (
     ASSIGNMENT_PATH,
     LEADER_PATH,
     SEGMENT_STORES_PATH,
@@ -20,8 +21,7 @@ from segment_store.cluster.assignment import (
     host_id,
     parse_host_id,
 )
-from segment_store.cluster.follower import ContainerAssignmentFollower, ContainerRunner
-from segment_store.cluster.registration import HostRegistration
+from segstore_shared.cluster.registration import HostRegistration
 
 __all__ = [
     "ASSIGNMENT_PATH",

@@ -28,13 +28,13 @@ import contextlib
 import logging
 from typing import Protocol
 
-from segment_store.cluster.assignment import (
+from segstore_shared.cluster.layout import (
     ASSIGNMENT_PATH,
     AssignmentFormatError,
     ContainerAssignment,
     ContainerCountMismatchError,
 )
-from segment_store.coordination.store import (
+from segstore_shared.coordination.store import (
     CoordinationError,
     CoordinationStore,
     NodeNotFoundError,

@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable
 
 from segment_store.containers.config import ContainerConfig
-from segment_store.containers.mapping import container_of
 from segment_store.containers.segment_container import ContainerState, SegmentContainer, StorageFactory
-from segment_store.contracts import ContainerNotOwnedError
 from segment_store.metrics import NO_METRICS, StoreMetrics
 from segment_store.reading.cache import CacheBudget
 from segment_store.tier1.log import DurableDataLogFactory
+from segstore_shared.cluster.container_mapping import container_of
+from segstore_shared.contracts import ContainerNotOwnedError
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,28 @@ from time import perf_counter
 from typing import Any, cast
 
 from segment_store.containers.config import ContainerConfig
-from segment_store.containers.metadata import ContainerMetadata, SegmentMetadata
-from segment_store.contracts import (
+from segment_store.logs.durable_log import DurableLog, LogState
+from segment_store.logs.operations import (
+    AppendOperation,
+    DeleteOperation,
+    MapSegmentOperation,
+    MergeOperation,
+    Operation,
+    SealOperation,
+    TruncateOperation,
+    UpdateAttributesOperation,
+)
+from segment_store.metadata import ContainerMetadata, SegmentMetadata
+from segment_store.metrics import NO_METRICS, StoreMetrics
+from segment_store.reading.cache import CacheBudget
+from segment_store.reading.event_starts import walk_to_event_start
+from segment_store.reading.ingest_times import IngestTimeIndex
+from segment_store.reading.read_index import ReadIndex, ReadResult
+from segment_store.storage.journal.system_journal import SnapshotInfo, SnapshotInfoStore
+from segment_store.storage.segment_storage import SegmentStorage
+from segment_store.tier1.log import DurableDataLog
+from segment_store.writer.storage_writer import StorageWriter, WriterListener
+from segstore_shared.contracts import (
     NULL_ATTRIBUTE_VALUE,
     SLTS_LATEST_SNAPSHOT_EPOCH,
     SLTS_LATEST_SNAPSHOT_ID,
@@ -51,26 +71,6 @@ from segment_store.contracts import (
     ThrottledTimeoutError,
     TooLargeError,
 )
-from segment_store.logs.durable_log import DurableLog, LogState
-from segment_store.logs.operations import (
-    AppendOperation,
-    DeleteOperation,
-    MapSegmentOperation,
-    MergeOperation,
-    Operation,
-    SealOperation,
-    TruncateOperation,
-    UpdateAttributesOperation,
-)
-from segment_store.metrics import NO_METRICS, StoreMetrics
-from segment_store.reading.cache import CacheBudget
-from segment_store.reading.event_starts import walk_to_event_start
-from segment_store.reading.ingest_times import IngestTimeIndex
-from segment_store.reading.read_index import ReadIndex, ReadResult
-from segment_store.storage.segment_storage import SegmentStorage
-from segment_store.storage.system_journal import SnapshotInfo, SnapshotInfoStore
-from segment_store.tier1.log import DurableDataLog
-from segment_store.writer.storage_writer import StorageWriter, WriterListener
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from segment_store.errors import SegstoreError
 from segment_store.logs.operations import Operation, deserialize, serialize
+from segstore_shared.errors import SegstoreError
 
 MAGIC = 0x53534446  # 'SSDF'
 VERSION = 1

@@ -37,15 +37,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from segment_store.containers.metadata import ContainerMetadata, now_ms
-from segment_store.contracts import ContainerOfflineError
-from segment_store.errors import SegstoreError
 from segment_store.logs.config import DurableLogConfig
 from segment_store.logs.data_frame import DataFrame, DataFrameBuilder, OperationAssembler
 from segment_store.logs.memory_log import InMemoryOperationLog
 from segment_store.logs.metadata_updater import MetadataUpdater
 from segment_store.logs.operations import AppendOperation, MetadataCheckpointOperation, Operation
+from segment_store.metadata import ContainerMetadata, now_ms
 from segment_store.tier1.log import DurableDataLog
+from segstore_shared.contracts import ContainerOfflineError
+from segstore_shared.errors import SegstoreError
 
 log = logging.getLogger(__name__)
 

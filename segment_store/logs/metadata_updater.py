@@ -6,7 +6,7 @@ Two steps per operation:
    the operation, before it is serialized. It validates the operation against the
    *pending* state (committed state plus every operation still in flight),
    completes it (segment id, offset, seal length, merge offset) and applies it to
-   the pending state. It raises a :mod:`segment_store.contracts` error and changes
+   the pending state. It raises a :mod:`segstore_shared.contracts` error and changes
    nothing if the operation is invalid.
 2. :meth:`MetadataUpdater.accept` applies a completed operation to the
    *committed* :class:`ContainerMetadata`, once it is durable (in log order) or
@@ -22,18 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from segment_store.containers.metadata import ContainerMetadata, SegmentMetadata, now_ms
-from segment_store.contracts import (
-    NULL_ATTRIBUTE_VALUE,
-    AttributeUpdate,
-    AttributeUpdateType,
-    BadAttributeUpdateError,
-    BadOffsetError,
-    InvalidOffsetError,
-    SegmentExistsError,
-    SegmentNotExistsError,
-    SegmentSealedError,
-)
 from segment_store.logs.operations import (
     AppendOperation,
     DeleteOperation,
@@ -44,6 +32,18 @@ from segment_store.logs.operations import (
     SealOperation,
     TruncateOperation,
     UpdateAttributesOperation,
+)
+from segment_store.metadata import ContainerMetadata, SegmentMetadata, now_ms
+from segstore_shared.contracts import (
+    NULL_ATTRIBUTE_VALUE,
+    AttributeUpdate,
+    AttributeUpdateType,
+    BadAttributeUpdateError,
+    BadOffsetError,
+    InvalidOffsetError,
+    SegmentExistsError,
+    SegmentNotExistsError,
+    SegmentSealedError,
 )
 
 

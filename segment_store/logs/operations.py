@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from segment_store.contracts import NULL_ATTRIBUTE_VALUE, AttributeUpdate, AttributeUpdateType, SegmentType
-from segment_store.errors import SegstoreError
+from segstore_shared.contracts import NULL_ATTRIBUTE_VALUE, AttributeUpdate, AttributeUpdateType, SegmentType
+from segstore_shared.errors import SegstoreError
 
 
 class OperationSerializationError(SegstoreError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TypeVar
 
-from segment_store.errors import SegstoreError
+from segstore_shared.errors import SegstoreError
 
 
 class ProtocolError(SegstoreError):

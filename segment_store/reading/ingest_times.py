@@ -36,8 +36,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from segment_store.containers.metadata import ContainerMetadata
 from segment_store.logs.operations import AppendOperation, DeleteOperation, MergeOperation, Operation
+from segment_store.metadata import ContainerMetadata
 
 _MIN_TRIM_ENTRIES = 64
 

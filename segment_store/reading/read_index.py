@@ -26,13 +26,6 @@ import bisect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from segment_store.containers.metadata import ContainerMetadata, SegmentMetadata
-from segment_store.contracts import (
-    InvalidOffsetError,
-    SegmentNotExistsError,
-    SegmentTruncatedError,
-)
-from segment_store.errors import SegstoreError
 from segment_store.logs.operations import (
     AppendOperation,
     DeleteOperation,
@@ -41,8 +34,15 @@ from segment_store.logs.operations import (
     SealOperation,
     TruncateOperation,
 )
+from segment_store.metadata import ContainerMetadata, SegmentMetadata
 from segment_store.metrics import NO_METRICS, StoreMetrics
 from segment_store.reading.cache import CacheAccount, CacheBudget, EntryKey
+from segstore_shared.contracts import (
+    InvalidOffsetError,
+    SegmentNotExistsError,
+    SegmentTruncatedError,
+)
+from segstore_shared.errors import SegstoreError
 
 StorageReader = Callable[[str, int, int], Awaitable[bytes]]
 

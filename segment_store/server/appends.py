@@ -35,14 +35,6 @@ from dataclasses import dataclass, field
 
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
-from segment_store.contracts import (
-    EVENT_COUNT,
-    NULL_ATTRIBUTE_VALUE,
-    AttributeUpdate,
-    AttributeUpdateType,
-    BadAttributeUpdateError,
-    BadOffsetError,
-)
 from segment_store.logs.operations import AppendOperation
 from segment_store.protocol import (
     Append,
@@ -55,6 +47,14 @@ from segment_store.protocol import (
 )
 from segment_store.protocol.registry import WireCommand
 from segment_store.server.replies import error_reply
+from segstore_shared.contracts import (
+    EVENT_COUNT,
+    NULL_ATTRIBUTE_VALUE,
+    AttributeUpdate,
+    AttributeUpdateType,
+    BadAttributeUpdateError,
+    BadOffsetError,
+)
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from segment_store.auth.tls import TlsConfig
+from segstore_shared.auth.tls import TlsConfig
 
 MIB = 1024 * 1024
 

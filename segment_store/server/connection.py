@@ -29,7 +29,6 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from segment_store.containers.mapping import TRANSIENT_DELIMITER
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.protocol import (
     Append,
@@ -49,6 +48,7 @@ from segment_store.protocol.registry import WireCommand
 from segment_store.server.appends import ConnectionAppends
 from segment_store.server.config import ServerConfig
 from segment_store.server.requests import RequestHandler
+from segstore_shared.cluster.container_mapping import TRANSIENT_DELIMITER
 
 log = logging.getLogger(__name__)
 

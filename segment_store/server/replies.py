@@ -13,20 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from segment_store.containers.metadata import MetadataCorruptedError
-from segment_store.contracts import (
-    BadOffsetError,
-    ContainerNotOwnedError,
-    ContainerOfflineError,
-    InvalidOffsetError,
-    SegmentExistsError,
-    SegmentNotExistsError,
-    SegmentSealedError,
-    SegmentTruncatedError,
-    SegmentTypeMismatchError,
-    ThrottledTimeoutError,
-    TooLargeError,
-)
+from segment_store.metadata import MetadataCorruptedError
 from segment_store.protocol import (
     ErrorMessage,
     ErrorMessageCode,
@@ -40,7 +27,20 @@ from segment_store.protocol import (
     WrongHost,
 )
 from segment_store.protocol.registry import WireCommand
-from segment_store.tables.errors import (
+from segstore_shared.contracts import (
+    BadOffsetError,
+    ContainerNotOwnedError,
+    ContainerOfflineError,
+    InvalidOffsetError,
+    SegmentExistsError,
+    SegmentNotExistsError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+    SegmentTypeMismatchError,
+    ThrottledTimeoutError,
+    TooLargeError,
+)
+from segstore_shared.table_errors import (
     InvalidTableKeyError,
     TableBatchTooLargeError,
     TableKeyBadVersionError,

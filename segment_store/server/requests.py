@@ -12,23 +12,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from segment_store.auth.tokens import TokenVerifier
-from segment_store.containers.mapping import TRANSIENT_DELIMITER
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
-from segment_store.contracts import (
-    CREATION_TIME,
-    EVENT_COUNT,
-    NULL_ATTRIBUTE_VALUE,
-    ROLLOVER_SIZE,
-    SCALE_POLICY_RATE,
-    SCALE_POLICY_TYPE,
-    AttributeUpdate,
-    AttributeUpdateType,
-    BadAttributeUpdateError,
-    SegmentNotExistsError,
-    SegmentType,
-)
 from segment_store.protocol import (
     MAX_INGEST_TIME_RUNS,
     CreateSegment,
@@ -97,6 +82,21 @@ from segment_store.server.replies import error_reply
 from segment_store.server.token_gate import TokenGate
 from segment_store.tables.entries import NOT_EXISTS, TableEntry, TableKey
 from segment_store.tables.table_store import TableStore
+from segstore_shared.auth.tokens import TokenVerifier
+from segstore_shared.cluster.container_mapping import TRANSIENT_DELIMITER
+from segstore_shared.contracts import (
+    CREATION_TIME,
+    EVENT_COUNT,
+    NULL_ATTRIBUTE_VALUE,
+    ROLLOVER_SIZE,
+    SCALE_POLICY_RATE,
+    SCALE_POLICY_TYPE,
+    AttributeUpdate,
+    AttributeUpdateType,
+    BadAttributeUpdateError,
+    SegmentNotExistsError,
+    SegmentType,
+)
 
 log = logging.getLogger(__name__)
 

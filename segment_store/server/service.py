@@ -24,27 +24,27 @@ import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from segment_store.cluster.assignment import ClusterError
 from segment_store.cluster.follower import ContainerAssignmentFollower
-from segment_store.cluster.registration import HostRegistration
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
-from segment_store.coordination.store import CoordinationStore
 from segment_store.metrics import NO_METRICS, SegmentStoreMetrics, StoreMetrics
-from segment_store.metrics_http import MetricsServer
 from segment_store.server.config import ServerConfig
 from segment_store.server.connection import FlowTracker, ServerConnection
 from segment_store.server.requests import RequestHandler
 from segment_store.server.tls_accept import TlsHandshake
 from segment_store.storage.chunk_storage import ChunkStorage
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
+from segment_store.storage.journal.system_journal import SnapshotInfoStore
 from segment_store.storage.segment_storage import SegmentStorage
-from segment_store.storage.system_journal import SnapshotInfoStore
 from segment_store.storage.tier2_config import Tier2Config, open_chunk_storage
 from segment_store.tables.table_store import TableStore
+from segment_store.tier1.config import Tier1Config
 from segment_store.tier1.log import DurableDataLogFactory
-from segment_store.tier1.tier1_config import Tier1Config
+from segstore_shared.cluster.layout import ClusterError
+from segstore_shared.cluster.registration import HostRegistration
+from segstore_shared.coordination.store import CoordinationStore
+from segstore_shared.metrics_http import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class SegmentStoreService:
         cls, container_count: int = 4, port: int = 0, config: ServiceConfig | None = None
     ) -> SegmentStoreService:
         """A service on 127.0.0.1 with in-memory Tier-1 and Tier-2 (tests, notebooks)."""
-        from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+        from segment_store.storage.backends.memory import MemoryChunkStorage
         from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
 
         base = config or ServiceConfig()
@@ -170,11 +170,11 @@ class SegmentStoreService:
     async def start_durable(cls, config: ServiceConfig) -> SegmentStoreService:
         """Tier-1 as ``config.tier1`` says (file ledgers under ``config.data_dir`` by default, or JetStream; metadata
         in ZooKeeper) and Tier-2 as ``config.tier2`` says (filesystem under ``config.data_dir`` by default)."""
-        from segment_store.coordination.kazoo_store import KazooCoordinationStore
-        from segment_store.storage.fs_chunk_storage import FsChunkStorage
-        from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-        from segment_store.tier1.file_ledger_log import FileLedgerLogFactory
-        from segment_store.tier1.jetstream_factory import JetStreamLogFactory
+        from segment_store.storage.backends.filesystem import FsChunkStorage
+        from segment_store.tier1.file.config import FileLedgerLogConfig
+        from segment_store.tier1.file.ledger_log import FileLedgerLogFactory
+        from segment_store.tier1.jetstream.factory import JetStreamLogFactory
+        from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
 
         assert config.data_dir is not None and config.zookeeper is not None
         store = await KazooCoordinationStore.connect(
@@ -380,7 +380,7 @@ class SegmentStoreService:
 def _warm_up_parquet() -> None:
     """Encode one tiny chunk, so pyarrow's lazy imports (pandas among them, 0.1-0.7 s holding the GIL)
     happen at start and not at the first flush, where they would stall every connection."""
-    from segment_store.storage.parquet_chunk import encode
+    from segment_store.storage.format.parquet_chunk import encode
 
     encode(b"warm-up", 0, "raw")
 

@@ -1,7 +1,7 @@
 """The segment store's check of delegation tokens: every command that carries one, before it runs.
 
 With a verifier (authentication on), a command passes only if its token grants the permission it needs on
-each segment it names (``segment_store.auth.tokens.TokenVerifier``); otherwise its reply is
+each segment it names (``segstore_shared.auth.tokens.TokenVerifier``); otherwise its reply is
 ``AuthTokenCheckFailed`` with ``TOKEN_EXPIRED`` (the client gets a new token and tries again) or
 ``TOKEN_CHECK_FAILED`` (invalid, or not allowed: the client must not retry), and the command does nothing.
 Without a verifier every command passes (the token, usually empty, is ignored).
@@ -18,8 +18,6 @@ container-wide ``FlushToStorage`` names no segment: only the controller's master
 
 from __future__ import annotations
 
-from segment_store.auth.acl import Permission
-from segment_store.auth.tokens import TokenError, TokenExpiredError, TokenVerifier
 from segment_store.protocol.commands import (
     AuthTokenCheckFailed,
     AuthTokenErrorCode,
@@ -39,6 +37,8 @@ from segment_store.protocol.commands import (
     ReadTableKeys,
 )
 from segment_store.protocol.registry import WireCommand
+from segstore_shared.auth.acl import Permission
+from segstore_shared.auth.tokens import TokenError, TokenExpiredError, TokenVerifier
 
 READS = (
     ReadSegment,

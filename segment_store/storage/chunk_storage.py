@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias, runtime_checkable
 
-from segment_store.errors import RetriableError, SegstoreError
+from segstore_shared.errors import RetriableError, SegstoreError
 
 BufferLike: TypeAlias = bytes | bytearray | memoryview
 ChunkData: TypeAlias = BufferLike | Sequence[BufferLike]

@@ -1,13 +1,13 @@
 """ChunkedSegmentStorage: Tier-2 of one container as segments over a chunk storage (Pravega SLTS).
 
 Each :meth:`~ChunkedSegmentStorage.write` becomes one new, immutable Parquet chunk
-(:mod:`segment_store.storage.parquet_chunk`) named
+(:mod:`segment_store.storage.format.parquet_chunk`) named
 
     data/c{container}/{escaped segment name}/e{epoch}-{seq}.parquet
 
 and one journal record ("chunk added"); every other change (create, seal, concat, truncate,
 delete) is a journal record only. The chunk metadata of all segments lives in memory and is
-made durable by the :class:`~segment_store.storage.system_journal.SystemJournal` (journal and
+made durable by the :class:`~segment_store.storage.journal.system_journal.SystemJournal` (journal and
 snapshots in the same chunk storage, seed 004). A method returns once its record is durable;
 memory changes only then, so a failure changes nothing.
 
@@ -44,18 +44,19 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-from segment_store.contracts import (
-    BadOffsetError,
-    ContainerOfflineError,
-    InvalidOffsetError,
-    SegmentExistsError,
-    SegmentNotExistsError,
-    SegmentSealedError,
-    SegmentTruncatedError,
-)
-from segment_store.storage import parquet_chunk
+from segment_store.storage.backends.filesystem import map_os_error
 from segment_store.storage.chunk_gc import ChunkGarbageCollector
-from segment_store.storage.chunk_metadata import (
+from segment_store.storage.chunk_reads import ChunkCache, RangedChunkFile
+from segment_store.storage.chunk_storage import (
+    BufferLike,
+    ChunkNotFoundError,
+    ChunkStorage,
+    ChunkStorageUnavailableError,
+    as_buffers,
+)
+from segment_store.storage.compaction import Compactor
+from segment_store.storage.format import parquet_chunk
+from segment_store.storage.journal.chunk_metadata import (
     AddChunk,
     ChunkEntry,
     ChunkMetadata,
@@ -67,21 +68,20 @@ from segment_store.storage.chunk_metadata import (
     SegmentLayout,
     TruncateSegment,
 )
-from segment_store.storage.chunk_reads import ChunkCache, RangedChunkFile
-from segment_store.storage.chunk_storage import (
-    BufferLike,
-    ChunkNotFoundError,
-    ChunkStorage,
-    ChunkStorageUnavailableError,
-    as_buffers,
-)
-from segment_store.storage.compaction import Compactor
-from segment_store.storage.fs_chunk_storage import map_os_error
-from segment_store.storage.journal_records import parse_system_name, system_prefix
+from segment_store.storage.journal.records import parse_system_name, system_prefix
+from segment_store.storage.journal.system_journal import SnapshotInfoStore, SystemJournal
 from segment_store.storage.segment_locks import SegmentLocks
 from segment_store.storage.segment_storage import ChunkRef, Framing, IngestPairs, StorageSegmentInfo
 from segment_store.storage.storage_config import ChunkedStorageConfig
-from segment_store.storage.system_journal import SnapshotInfoStore, SystemJournal
+from segstore_shared.contracts import (
+    BadOffsetError,
+    ContainerOfflineError,
+    InvalidOffsetError,
+    SegmentExistsError,
+    SegmentNotExistsError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+)
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -133,7 +133,7 @@ class ChunkedSegmentStorage:
 
     ``chunk_storage`` is shared with other containers (names are per container) and is not
     closed by :meth:`close`. ``snapshot_info_store`` keeps the pointer to the latest snapshot
-    (see :class:`~segment_store.storage.system_journal.SnapshotInfoStore`). Calls before
+    (see :class:`~segment_store.storage.journal.system_journal.SnapshotInfoStore`). Calls before
     :meth:`open` or after :meth:`close` raise ContainerOfflineError; :meth:`open` may raise
     StorageNotPrimaryError (a newer owner exists) or JournalCorruptedError.
     """

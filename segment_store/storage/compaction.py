@@ -13,7 +13,7 @@ second at most). Many small files are slow to list, open and read (for Spark mos
    decodes to exactly the bytes of the old ones;
 3. **switch** (:meth:`CompactionHost.replace_chunks`): under the segment's lock, if the run is
    still what it was (no truncate or delete took part of it meanwhile), one journal record
-   (:class:`~segment_store.storage.chunk_metadata.ReplaceChunks`) swaps the old chunks for the
+   (:class:`~segment_store.storage.journal.chunk_metadata.ReplaceChunks`) swaps the old chunks for the
    new one. The switch is atomic: before the record is durable every reader sees the old
    chunks, after it the new one;
 4. **release**: the old chunks go to the :mod:`~segment_store.storage.chunk_gc` queue and are
@@ -39,9 +39,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from segment_store.storage import parquet_chunk
-from segment_store.storage.chunk_metadata import ChunkEntry, SegmentLayout
 from segment_store.storage.chunk_storage import ChunkStorage
+from segment_store.storage.format import parquet_chunk
+from segment_store.storage.journal.chunk_metadata import ChunkEntry, SegmentLayout
 from segment_store.storage.segment_storage import Framing
 from segment_store.storage.storage_config import ChunkedStorageConfig
 

@@ -5,7 +5,7 @@ interface; :class:`~segment_store.storage.chunked_storage.ChunkedSegmentStorage`
 over a :class:`~segment_store.storage.chunk_storage.ChunkStorage` (filesystem, S3, memory).
 
 A segment in Tier-2 is an ordered list of chunks; each chunk is one immutable Parquet object
-(:mod:`segment_store.storage.parquet_chunk`) holding a contiguous byte range of the segment.
+(:mod:`segment_store.storage.format.parquet_chunk`) holding a contiguous byte range of the segment.
 One instance serves one container and is owned by one container instance at a time (its
 ``epoch`` is the container's Tier-1 epoch; a higher epoch fences lower ones).
 
@@ -13,7 +13,7 @@ Invariants every implementation keeps:
 
 - **Exact bytes.** Any range ``[start_offset, length)`` reads back exactly as written.
 - **Append-only, in order.** :meth:`SegmentStorage.write` appends at exactly the current
-  length; a wrong offset raises :class:`~segment_store.contracts.BadOffsetError` and changes
+  length; a wrong offset raises :class:`~segstore_shared.contracts.BadOffsetError` and changes
   nothing. ``length`` and ``start_offset`` never decrease; a sealed segment never changes
   length.
 - **Atomic changes.** Each method either takes effect completely (durably: it survives a
@@ -25,12 +25,12 @@ Invariants every implementation keeps:
 - **Concat relinks, never copies.** :meth:`concat` moves the source's chunks to the end of the
   target (chunk offsets are chunk-relative, so a chunk means the same in either segment).
 
-Errors: :class:`~segment_store.contracts.SegmentNotExistsError`,
-:class:`~segment_store.contracts.SegmentExistsError`,
-:class:`~segment_store.contracts.SegmentSealedError`,
-:class:`~segment_store.contracts.SegmentTruncatedError` (read below ``start_offset``),
-:class:`~segment_store.contracts.InvalidOffsetError` (read past ``length``, bad truncate),
-:class:`~segment_store.contracts.BadOffsetError` (write not at ``length``),
+Errors: :class:`~segstore_shared.contracts.SegmentNotExistsError`,
+:class:`~segstore_shared.contracts.SegmentExistsError`,
+:class:`~segstore_shared.contracts.SegmentSealedError`,
+:class:`~segstore_shared.contracts.SegmentTruncatedError` (read below ``start_offset``),
+:class:`~segstore_shared.contracts.InvalidOffsetError` (read past ``length``, bad truncate),
+:class:`~segstore_shared.contracts.BadOffsetError` (write not at ``length``),
 :class:`~segment_store.storage.chunk_storage.ChunkStorageUnavailableError` (retriable outage;
 nothing changed).
 """

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from segment_store.storage.parquet_chunk import DEFAULT_COMPRESSION, MAX_CHUNK_BYTES
+from segment_store.storage.format.parquet_chunk import DEFAULT_COMPRESSION, MAX_CHUNK_BYTES
 
 MIB = 1024 * 1024
 

@@ -39,9 +39,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
+from segment_store.storage.backends.filesystem import FsChunkStorage
+from segment_store.storage.backends.s3 import MIN_PART_BYTES, S3ChunkStorage, make_s3_client
 from segment_store.storage.chunk_storage import ChunkStorage
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
-from segment_store.storage.s3_chunk_storage import MIN_PART_BYTES, S3ChunkStorage, make_s3_client
 from segment_store.storage.storage_config import parse_bool
 
 MIB = 1024 * 1024

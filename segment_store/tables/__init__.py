@@ -7,7 +7,7 @@
 - :mod:`~segment_store.tables.key_index` — the in-memory index of one table (keys, versions, offsets).
 - :mod:`~segment_store.tables.compactor` — copies live entries off the head and truncates.
 - :mod:`~segment_store.tables.host` — the container API a table store uses (:class:`SegmentHost`).
-- :mod:`~segment_store.tables.errors` — table errors.
+- :mod:`~segstore_shared.table_errors` — table errors.
 """
 
 from segment_store.tables.config import TableConfig

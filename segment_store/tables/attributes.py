@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from segment_store.contracts import core_attribute
+from segstore_shared.contracts import core_attribute
 
 TABLE_ATTRIBUTES_START = 1024 * 1024  # Pravega Attributes.TABLE_ATTRIBUTES_START_OFFSET
 

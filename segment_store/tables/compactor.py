@@ -16,7 +16,12 @@ from __future__ import annotations
 import logging
 from contextlib import aclosing
 
-from segment_store.contracts import (
+from segment_store.tables.attributes import COMPACTION_OFFSET
+from segment_store.tables.config import TableConfig
+from segment_store.tables.entry_serializer import ParsedEntry, scan, serialize
+from segment_store.tables.host import SegmentHost
+from segment_store.tables.key_index import KeyIndex
+from segstore_shared.contracts import (
     NULL_ATTRIBUTE_VALUE,
     AttributeUpdate,
     AttributeUpdateType,
@@ -25,11 +30,6 @@ from segment_store.contracts import (
     SegmentInfo,
     SegstoreError,
 )
-from segment_store.tables.attributes import COMPACTION_OFFSET
-from segment_store.tables.config import TableConfig
-from segment_store.tables.entry_serializer import ParsedEntry, scan, serialize
-from segment_store.tables.host import SegmentHost
-from segment_store.tables.key_index import KeyIndex
 
 logger = logging.getLogger(__name__)
 

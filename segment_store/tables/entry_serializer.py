@@ -22,8 +22,8 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 from segment_store.tables.entries import MAX_KEY_BYTES, MAX_VALUE_BYTES, NO_VERSION
-from segment_store.tables.errors import TableDataCorruptedError
 from segment_store.tables.host import SegmentHost
+from segstore_shared.table_errors import TableDataCorruptedError
 
 FORMAT = 0
 REMOVAL = -1

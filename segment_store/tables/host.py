@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from segment_store.contracts import AttributeUpdate, SegmentInfo, SegmentType
 from segment_store.reading.read_index import ReadResult
+from segstore_shared.contracts import AttributeUpdate, SegmentInfo, SegmentType
 
 
 class SegmentHost(Protocol):

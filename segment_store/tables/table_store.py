@@ -33,17 +33,6 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from segment_store.contracts import (
-    ROLLOVER_SIZE,
-    BadOffsetError,
-    InvalidOffsetError,
-    SegmentInfo,
-    SegmentNotExistsError,
-    SegmentTruncatedError,
-    SegmentType,
-    SegmentTypeMismatchError,
-    SegstoreError,
-)
 from segment_store.tables.attributes import COMPACTION_OFFSET, KEY_LENGTH
 from segment_store.tables.compactor import TableCompactor
 from segment_store.tables.config import TableConfig
@@ -61,7 +50,20 @@ from segment_store.tables.entries import (
     TableSegmentInfo,
 )
 from segment_store.tables.entry_serializer import ParsedEntry, read_entry, scan, serialize
-from segment_store.tables.errors import (
+from segment_store.tables.host import SegmentHost
+from segment_store.tables.key_index import KeyIndex
+from segstore_shared.contracts import (
+    ROLLOVER_SIZE,
+    BadOffsetError,
+    InvalidOffsetError,
+    SegmentInfo,
+    SegmentNotExistsError,
+    SegmentTruncatedError,
+    SegmentType,
+    SegmentTypeMismatchError,
+    SegstoreError,
+)
+from segstore_shared.table_errors import (
     BadContinuationTokenError,
     BadKeyLengthError,
     InvalidTableKeyError,
@@ -74,8 +76,6 @@ from segment_store.tables.errors import (
     TableSegmentNotEmptyError,
     TableValueTooLongError,
 )
-from segment_store.tables.host import SegmentHost
-from segment_store.tables.key_index import KeyIndex
 
 logger = logging.getLogger(__name__)
 

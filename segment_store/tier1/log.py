@@ -3,7 +3,7 @@
 After Pravega's ``DurableDataLog``: the durable log of a segment container writes its
 data frames here and reads them back only for recovery, right after acquiring the log.
 Implementations: :class:`segment_store.tier1.memory_log.InMemoryDurableDataLog` (tests)
-and :class:`segment_store.tier1.file_ledger_log.FileLedgerLog` (files + coordination
+and :class:`segment_store.tier1.file.ledger_log.FileLedgerLog` (files + coordination
 store, after DistributedLog/BookKeeper). Both pass ``tests/contracts/test_durable_data_log.py``.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from segment_store.errors import RetriableError, SegstoreError
+from segstore_shared.errors import RetriableError, SegstoreError
 
 ENTRY_ID_BITS = 32
 MAX_ENTRY_ID = (1 << ENTRY_ID_BITS) - 1

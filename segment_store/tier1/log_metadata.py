@@ -2,7 +2,7 @@
 
 One node per log holds a JSON document: the epoch and the owner that acquired it, the
 ordered ledger list, the next ledger id, and the truncation address. It changes only by
-versioned compare-and-set (see :mod:`segment_store.tier1.file_ledger_log`); this module
+versioned compare-and-set (see :mod:`segment_store.tier1.file.ledger_log`); this module
 only builds and checks new values, it does no I/O.
 
 A ledger record is *open* (``last_entry is None``: being written by the owner of

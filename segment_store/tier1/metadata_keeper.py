@@ -2,7 +2,7 @@
 
 A Tier-1 log keeps its metadata record (the file ledger log's
 :class:`~segment_store.tier1.log_metadata.LogMetadata`, the JetStream log's
-:class:`~segment_store.tier1.jetstream_metadata.JetStreamLogMetadata`) in the coordination
+:class:`~segment_store.tier1.jetstream.metadata.JetStreamLogMetadata`) in the coordination
 store and changes it only by compare-and-set over the version it last wrote or read. A
 lost connection makes a CAS ambiguous; :meth:`MetadataKeeper.persist` settles it by
 reading the record back: the record names the owner (host, pid, random id), so finding
@@ -16,7 +16,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
 
-from segment_store.coordination.store import (
+from segment_store.tier1.log import DataLogNotAvailableError, DataLogWriterNotPrimaryError
+from segstore_shared.coordination.store import (
     BadVersionError,
     CoordinationStore,
     CoordinationUnavailableError,
@@ -24,7 +25,6 @@ from segment_store.coordination.store import (
     NodeNotFoundError,
     Versioned,
 )
-from segment_store.tier1.log import DataLogNotAvailableError, DataLogWriterNotPrimaryError
 
 _R = TypeVar("_R", bound="OwnedRecord")
 _R_co = TypeVar("_R_co", bound="OwnedRecord", covariant=True)

@@ -2,7 +2,7 @@
 
 An owner id is ``machine:pid:random``, where ``machine`` (:func:`machine_identity`) names the pid namespace
 the pid belongs to. :func:`owner_is_gone` lets a new owner skip waiting out the old owner's lease (see
-:mod:`segment_store.tier1.file_ledger_log`) only when that process provably cannot acknowledge anything.
+:mod:`segment_store.tier1.file.ledger_log`) only when that process provably cannot acknowledge anything.
 """
 
 from __future__ import annotations

@@ -33,8 +33,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from segment_store.contracts import SegmentExistsError, SegmentNotExistsError
-from segment_store.errors import SegstoreError
 from segment_store.logs.operations import (
     AppendOperation,
     DeleteOperation,
@@ -45,6 +43,8 @@ from segment_store.logs.operations import (
 )
 from segment_store.storage.segment_storage import Framing, SegmentStorage
 from segment_store.writer.config import WriterConfig
+from segstore_shared.contracts import SegmentExistsError, SegmentNotExistsError
+from segstore_shared.errors import SegstoreError
 
 
 class StorageWriterCorruptedError(SegstoreError):

@@ -27,14 +27,14 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from segment_store.containers.metadata import ContainerMetadata, SegmentMetadata
-from segment_store.contracts import SegmentNotExistsError
-from segment_store.errors import SegstoreError
 from segment_store.logs.memory_log import InMemoryOperationLog
 from segment_store.logs.operations import MapSegmentOperation, Operation, SegmentOperation
+from segment_store.metadata import ContainerMetadata, SegmentMetadata
 from segment_store.storage.segment_storage import SegmentStorage
 from segment_store.writer.aggregator import SegmentAggregator, SegmentTarget, StorageWriterCorruptedError
 from segment_store.writer.config import WriterConfig
+from segstore_shared.contracts import SegmentNotExistsError
+from segstore_shared.errors import SegstoreError
 
 log = logging.getLogger(__name__)
 

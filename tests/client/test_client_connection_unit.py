@@ -25,8 +25,6 @@ from segment_store.client import (
 from segment_store.client import errors as client_errors
 from segment_store.client.connection import Connection
 from segment_store.client.errors import is_failure_reply
-from segment_store.contracts import SegmentExistsError, SegmentNotExistsError, SegmentSealedError, SegmentTruncatedError
-from segment_store.errors import SegstoreError
 from segment_store.protocol import (
     REGISTRY,
     AppendBlockEnd,
@@ -58,7 +56,14 @@ from segment_store.protocol import (
 )
 from segment_store.protocol.constants import HEADER
 from segment_store.protocol.cork import CORK_BYTES
-from segment_store.tables.errors import TableKeyBadVersionError, TableKeyNotExistsError, TableSegmentNotEmptyError
+from segstore_shared.contracts import (
+    SegmentExistsError,
+    SegmentNotExistsError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+)
+from segstore_shared.errors import SegstoreError
+from segstore_shared.table_errors import TableKeyBadVersionError, TableKeyNotExistsError, TableSegmentNotEmptyError
 
 ENDPOINT = ("fake", 1)
 

@@ -13,7 +13,7 @@ from segment_store.client import (
     TableKeyDoesNotExistReplyError,
     TableSegmentNotEmptyReplyError,
 )
-from segment_store.tables.errors import TableKeyBadVersionError
+from segstore_shared.table_errors import TableKeyBadVersionError
 
 TABLE = "_system/_tables/config"
 

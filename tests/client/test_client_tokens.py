@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from segment_store.auth import acl
-from segment_store.auth.acl import Permission
-from segment_store.auth.tokens import TokenSigner
 from segment_store.client import AuthTokenCheckFailedError, SegmentClient
 from segment_store.protocol import AuthTokenErrorCode
 from segment_store.server.config import ServerConfig
 from segment_store.server.service import SegmentStoreService, ServiceConfig
+from segstore_shared.auth import acl
+from segstore_shared.auth.acl import Permission
+from segstore_shared.auth.tokens import TokenSigner
 
 KEY = "client-token-test-key"
 SEGMENT = "a/s/0.#epoch.0"

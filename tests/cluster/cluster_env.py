@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from segment_store.cluster.assignment import ASSIGNMENT_PATH, SEGMENT_STORES_PATH, ContainerAssignment, HostInfo
-from segment_store.coordination.memory_store import MemoryCoordinationServer, MemoryCoordinationStore
-from segment_store.coordination.store import CoordinationStore, NodeNotFoundError
+from segstore_shared.cluster.layout import ASSIGNMENT_PATH, SEGMENT_STORES_PATH, ContainerAssignment, HostInfo
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer, MemoryCoordinationStore
+from segstore_shared.coordination.store import CoordinationStore, NodeNotFoundError
 
 
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.cluster.balancing import moved_containers, rebalance
-from segment_store.cluster.assignment import (
+from segstore_shared.cluster.layout import (
     AssignmentFormatError,
     ContainerAssignment,
     ContainerCountMismatchError,

@@ -9,7 +9,7 @@ from cluster_env import wait_until
 
 from controller.buckets import BUCKET_OWNERS_PATH, BucketOwnership, bucket_of
 from controller.cluster.cluster_manager import ClusterManager
-from segment_store.coordination.memory_store import MemoryCoordinationServer, MemoryCoordinationStore
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer, MemoryCoordinationStore
 
 BUCKETS = 8
 SETTLE_S = 0.05

@@ -12,15 +12,15 @@ from controller.cluster.balancer import ContainerBalancer
 from controller.cluster.cluster_manager import ClusterManager
 from controller.cluster.election import LeaderElection
 from controller.cluster.host_store import HostStore
-from segment_store.cluster.assignment import (
+from segstore_shared.cluster.container_mapping import container_of
+from segstore_shared.cluster.layout import (
     ASSIGNMENT_PATH,
     LEADER_PATH,
     ContainerAssignment,
     ContainerCountMismatchError,
     NoOwnerError,
 )
-from segment_store.containers.mapping import container_of
-from segment_store.coordination.memory_store import MemoryCoordinationServer, MemoryCoordinationStore
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer, MemoryCoordinationStore
 
 SETTLE_S = 0.05
 

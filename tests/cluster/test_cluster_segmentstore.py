@@ -13,23 +13,23 @@ from container_env import ContainerEnv
 
 from controller.cluster.cluster_manager import ClusterManager
 from segment_store.client import SegmentClient, WrongHostError
-from segment_store.cluster.assignment import (
+from segment_store.cluster.follower import ContainerAssignmentFollower
+from segment_store.containers.registry import ContainerRegistry
+from segment_store.server.config import ServerConfig
+from segment_store.server.service import SegmentStoreService, ServiceConfig
+from segment_store.storage.backends.memory import MemoryChunkStorage
+from segment_store.tier1.log import DataLogWriterNotPrimaryError
+from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
+from segstore_shared.cluster.container_mapping import container_of
+from segstore_shared.cluster.layout import (
     SEGMENT_STORES_PATH,
     ContainerAssignment,
     ContainerCountMismatchError,
     HostInfo,
 )
-from segment_store.cluster.follower import ContainerAssignmentFollower
-from segment_store.cluster.registration import HostRegistration
-from segment_store.containers.mapping import container_of
-from segment_store.containers.registry import ContainerRegistry
-from segment_store.contracts import ContainerOfflineError
-from segment_store.coordination.memory_store import MemoryCoordinationServer
-from segment_store.server.config import ServerConfig
-from segment_store.server.service import SegmentStoreService, ServiceConfig
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
-from segment_store.tier1.log import DataLogWriterNotPrimaryError
-from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
+from segstore_shared.cluster.registration import HostRegistration
+from segstore_shared.contracts import ContainerOfflineError
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer
 
 ME = "me:1"
 

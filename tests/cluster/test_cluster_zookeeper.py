@@ -10,11 +10,11 @@ from container_env import ContainerEnv
 from kazoo.client import KazooClient
 
 from controller.cluster.cluster_manager import ClusterManager
-from segment_store.cluster.assignment import HostInfo
 from segment_store.cluster.follower import ContainerAssignmentFollower
-from segment_store.cluster.registration import HostRegistration
 from segment_store.containers.registry import ContainerRegistry
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.cluster.layout import HostInfo
+from segstore_shared.cluster.registration import HostRegistration
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
 
 
 def expire_session(store: KazooCoordinationStore, hosts: str) -> None:

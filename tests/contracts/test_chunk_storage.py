@@ -20,7 +20,10 @@ import pytest
 from s3_fixtures import CREDENTIALS, new_s3_storage, s3_server_fixture  # noqa: F401 (a fixture)
 from seaweedfs_fixtures import seaweed_server_fixture  # noqa: F401 (a fixture)
 
-from segment_store.errors import RetriableError
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.filesystem import FsChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
+from segment_store.storage.backends.s3 import S3ChunkStorage
 from segment_store.storage.chunk_storage import (
     ChunkAlreadyExistsError,
     ChunkInfo,
@@ -31,10 +34,7 @@ from segment_store.storage.chunk_storage import (
     ChunkStorageUnavailableError,
     InvalidChunkNameError,
 )
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
-from segment_store.storage.s3_chunk_storage import S3ChunkStorage
+from segstore_shared.errors import RetriableError
 
 Factory = Callable[[Path, pytest.FixtureRequest], ChunkStorage]
 
@@ -356,7 +356,7 @@ def test_write_chunk_with_failure_before_publish_leaves_nothing(tmp_path: Path) 
 
 _KILL_SCRIPT = """
 import os, signal, sys
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
+from segment_store.storage.backends.filesystem import FsChunkStorage
 
 class Killed(FsChunkStorage):
     def _before_publish(self, name, temp_path):
@@ -394,7 +394,7 @@ def test_write_chunk_with_rename_fallback(tmp_path: Path) -> None:
 def test_fs_deletes_racing_in_one_directory_both_succeed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two deletes in one directory: the second unlink empties it and prunes it while the first is about to
     fsync it. The first delete still succeeded (its chunk is gone), so it must not report the chunk missing."""
-    from segment_store.storage import fs_chunk_storage
+    from segment_store.storage.backends import filesystem as fs_chunk_storage
 
     storage = FsChunkStorage(tmp_path)
     storage.write_chunk("d/x", b"1")

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.memory_store import MemoryCoordinationServer, MemoryCoordinationStore
-from segment_store.coordination.store import (
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer, MemoryCoordinationStore
+from segstore_shared.coordination.store import (
     CoordinationClosedError,
     CoordinationStore,
     CoordinationUnavailableError,

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.memory_store import MemoryCoordinationServer
-from segment_store.coordination.store import (
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer
+from segstore_shared.coordination.store import (
     BadVersionError,
     CoordinationClosedError,
     CoordinationStore,

@@ -20,12 +20,10 @@ from typing import Any
 import pytest
 from jetstream_helpers import delete_streams, log_config
 
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.memory_store import MemoryCoordinationServer
-from segment_store.coordination.store import CoordinationStore
-from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-from segment_store.tier1.file_ledger_log import FileLedgerLogFactory
-from segment_store.tier1.jetstream_factory import JetStreamLogFactory
+from segment_store.tier1.file.config import FileLedgerLogConfig
+from segment_store.tier1.file.ledger_log import FileLedgerLogFactory
+from segment_store.tier1.jetstream.factory import JetStreamLogFactory
+from segment_store.tier1.jetstream.nats_server import NatsCluster
 from segment_store.tier1.log import (
     DataLogClosedError,
     DataLogNotInitializedError,
@@ -37,7 +35,9 @@ from segment_store.tier1.log import (
     WriteTooLongError,
 )
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
-from segment_store.tier1.nats_server import NatsCluster
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer
+from segstore_shared.coordination.store import CoordinationStore
 
 TEST_TIMEOUT_S = 60.0
 MAX_APPEND = 16 * 1024

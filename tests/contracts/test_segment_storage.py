@@ -18,7 +18,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from segment_store.contracts import (
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.filesystem import FsChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
+from segment_store.storage.chunk_storage import ChunkStorage, validate_chunk_name
+from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_prefix
+from segment_store.storage.format import parquet_chunk
+from segment_store.storage.journal.system_journal import InMemorySnapshotInfoStore, StorageNotPrimaryError
+from segment_store.storage.segment_storage import SegmentStorage, StorageSegmentInfo
+from segment_store.storage.storage_config import ChunkedStorageConfig
+from segstore_shared.contracts import (
     BadOffsetError,
     ContainerOfflineError,
     InvalidOffsetError,
@@ -27,15 +36,6 @@ from segment_store.contracts import (
     SegmentSealedError,
     SegmentTruncatedError,
 )
-from segment_store.storage import parquet_chunk
-from segment_store.storage.chunk_storage import ChunkStorage, validate_chunk_name
-from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_prefix
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
-from segment_store.storage.segment_storage import SegmentStorage, StorageSegmentInfo
-from segment_store.storage.storage_config import ChunkedStorageConfig
-from segment_store.storage.system_journal import InMemorySnapshotInfoStore, StorageNotPrimaryError
 
 Factory = Callable[[Path], ChunkStorage]
 CID = 7

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
+from controller_client.controller.proto_convert import ReaderGroupConfig
 from controller_client.errors import (
     ReaderGroupNotFoundError,
     ScopeNotEmptyError,
@@ -35,7 +36,6 @@ from controller_client.model import (
     segment_id,
     transaction_segment_name,
 )
-from controller_client.proto_convert import ReaderGroupConfig
 from segment_store.client import (
     ClientConfig,
     ConnectionConfig,

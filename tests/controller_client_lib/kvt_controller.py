@@ -14,11 +14,11 @@ from controller.core import ControllerCore
 from controller.metadata import StreamMetadataStore
 from controller.rpc.servicer import start_grpc_server
 from controller.segment_ops import SegmentStoreOps
-from controller_client.controller_api import ControllerClient
+from controller_client.controller.api import ControllerClient
 from segment_store.client import SegmentClient
 from segment_store.client.retry import RetryPolicy
-from segment_store.coordination.memory_store import MemoryCoordinationServer
 from segment_store.server.service import SegmentStoreService
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer
 
 
 class OneEndpoint:

@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 from fake_controller import FakeController, fast_client_config
 
-from controller_client.blocking import BlockingStreamManager
+from controller_client.blocking.streams import BlockingStreamManager
 from controller_client.errors import StreamNotFoundError
 from controller_client.model import ScalingPolicy, StreamConfiguration, TxnState
 from controller_client.ports import ControllerApi

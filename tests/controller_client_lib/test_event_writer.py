@@ -9,11 +9,11 @@ import pytest
 from fake_controller import FakeController
 
 from controller_client.errors import StreamNotFoundError, StreamSealedError
-from controller_client.event_writer import EventWriterConfig
 from controller_client.model import ScalingPolicy, StreamConfiguration, StreamCut, qualified_segment_name
-from controller_client.routing import hash_to_range
+from controller_client.readers.stream_reader import StreamEvent
 from controller_client.stream_manager import StreamManager
-from controller_client.stream_reader import StreamEvent
+from controller_client.writers.event_writer import EventWriterConfig
+from controller_client.writers.routing import hash_to_range
 from segment_store.client import RetryPolicy, WriterConfig
 from segment_store.protocol import encode_events
 

@@ -13,9 +13,8 @@ from fake_controller import fast_client_config
 from kvt_controller import KvtController, connect, kvt_controller
 
 from controller_client.errors import InvalidArgumentError, ScopeNotFoundError
-from controller_client.key_value_table import KeyValueTable
-from controller_client.kvt_errors import BadKeyVersionError, KeyValueTableNotFoundError, NoSuchKeyError
-from controller_client.kvt_model import (
+from controller_client.kvt.errors import BadKeyVersionError, KeyValueTableNotFoundError, NoSuchKeyError
+from controller_client.kvt.model import (
     NOT_EXISTS,
     Insert,
     KeyValueTableConfiguration,
@@ -25,7 +24,8 @@ from controller_client.kvt_model import (
     Version,
     table_segment_name,
 )
-from controller_client.kvt_routing import primary_key_position
+from controller_client.kvt.routing import primary_key_position
+from controller_client.kvt.table import KeyValueTable
 from controller_client.model import InvalidModelError
 from controller_client.stream_manager import StreamManager, StreamManagerConfig
 

@@ -9,9 +9,9 @@ import pytest
 from fake_controller import fast_client_config
 from kvt_controller import kvt_controller
 
-from controller_client.blocking import BlockingStreamManager
-from controller_client.kvt_errors import BadKeyVersionError, KeyValueTableNotFoundError
-from controller_client.kvt_model import Insert, KeyValueTableConfiguration, TableKey
+from controller_client.blocking.streams import BlockingStreamManager
+from controller_client.kvt.errors import BadKeyVersionError, KeyValueTableNotFoundError
+from controller_client.kvt.model import Insert, KeyValueTableConfiguration, TableKey
 from controller_client.stream_manager import StreamManagerConfig
 
 

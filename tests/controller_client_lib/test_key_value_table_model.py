@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller_client.kvt_iterator import key_after
-from controller_client.kvt_model import (
+from controller_client.kvt.iterator import key_after
+from controller_client.kvt.model import (
     NO_VERSION,
     NOT_EXISTS,
     KeyValueTableConfiguration,
@@ -15,11 +15,11 @@ from controller_client.kvt_model import (
     table_segment_name,
     validate_kvt_name,
 )
-from controller_client.kvt_proto import kvt_config_from_proto, kvt_config_to_proto
-from controller_client.kvt_routing import KVT_ROUTING_SEED, Partitions, java_string_hash, primary_key_position
+from controller_client.kvt.proto import kvt_config_from_proto, kvt_config_to_proto
+from controller_client.kvt.routing import KVT_ROUTING_SEED, Partitions, java_string_hash, primary_key_position
 from controller_client.model import InvalidModelError, SegmentRange, even_ranges
 from controller_client.proto import Controller_pb2 as pb
-from controller_client.routing import ROUTING_SEED
+from controller_client.writers.routing import ROUTING_SEED
 
 # Guava 33.6 Hashing.murmur3_128("KeyValueTableRouter".hashCode()).hashBytes(key).asLong() through Pravega's
 # HashHelper.longToDoubleFraction, run on the JVM (Java 17): what KeyValueTableSegments.getSegmentForKey hashes.

@@ -7,7 +7,7 @@ import asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller_client.pending_events import Batch, PendingEvents
+from controller_client.writers.pending_events import Batch, PendingEvents
 
 _step = st.one_of(
     st.tuples(st.just("add"), st.integers(0, 40), st.booleans()),  # payload size, new batch

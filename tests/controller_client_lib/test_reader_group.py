@@ -9,11 +9,11 @@ from collections import defaultdict
 import pytest
 from fake_controller import FakeController
 
-from controller_client.event_stream_reader import EventStreamReader, GroupReaderConfig
+from controller_client.controller.proto_convert import ReaderGroupRetention
 from controller_client.model import ScalingPolicy, StreamConfiguration, StreamCut
-from controller_client.proto_convert import ReaderGroupRetention
-from controller_client.reader_group import CheckpointTimeoutError, ReaderGroup, ReaderGroupNotInitializedError
-from controller_client.reader_group_state import ReaderAlreadyOnlineError, ReaderOfflineError
+from controller_client.reader_groups.group import CheckpointTimeoutError, ReaderGroup, ReaderGroupNotInitializedError
+from controller_client.reader_groups.reader import EventStreamReader, GroupReaderConfig
+from controller_client.reader_groups.state import ReaderAlreadyOnlineError, ReaderOfflineError
 from controller_client.stream_manager import StreamManager
 
 SCOPE, STREAM = "rg", "events"

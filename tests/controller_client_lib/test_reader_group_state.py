@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from controller_client.model import ScalingPolicy, StreamConfiguration, StreamCut
-from controller_client.reader_group import ReaderGroup
-from controller_client.reader_group_format import ScopedSegment, Segment, state_from_entries
-from controller_client.reader_group_state import (
+from controller_client.reader_groups.format import ScopedSegment, Segment, state_from_entries
+from controller_client.reader_groups.group import ReaderGroup
+from controller_client.reader_groups.state import (
     CheckpointExistsError,
     acquire,
     acquire_or_release,
@@ -20,7 +20,7 @@ from controller_client.reader_group_state import (
     remove_reader,
     view,
 )
-from controller_client.reader_group_table import GroupTable, Update
+from controller_client.reader_groups.table import GroupTable, Update
 from controller_client.stream_manager import StreamManager
 
 SCOPE, STREAM = "state", "s"

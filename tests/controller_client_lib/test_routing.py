@@ -7,7 +7,7 @@ import random
 import pytest
 
 from controller_client.model import SegmentRange, segment_id
-from controller_client.routing import (
+from controller_client.writers.routing import (
     ROUTING_SEED,
     KeyHasher,
     SegmentMap,

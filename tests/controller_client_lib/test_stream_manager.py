@@ -144,7 +144,7 @@ async def test_resolver_with_ttl_invalidation_and_dead_connections() -> None:
 
 def test_package_exports_and_controller_client_fit_the_port() -> None:
     from controller_client import stream_manager
-    from controller_client.controller_api import ControllerClient
+    from controller_client.controller.api import ControllerClient
     from controller_client.ports import ControllerApi
 
     # Loaded by path: with tests/ on sys.path, tests/controller_client/ shadows the package's __init__.

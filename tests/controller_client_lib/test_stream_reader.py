@@ -8,10 +8,10 @@ from collections import defaultdict
 import pytest
 from fake_controller import FakeController
 
-from controller_client.event_writer import EventStreamWriter
 from controller_client.model import ScalingPolicy, StreamConfiguration, StreamCut
+from controller_client.readers.stream_reader import StreamEvent, StreamReader, StreamReaderConfig
 from controller_client.stream_manager import StreamManager
-from controller_client.stream_reader import StreamEvent, StreamReader, StreamReaderConfig
+from controller_client.writers.event_writer import EventStreamWriter
 from segment_store.client import SegmentIsTruncatedError
 
 SCOPE = "rd"

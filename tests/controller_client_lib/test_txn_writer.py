@@ -7,9 +7,9 @@ from fake_controller import FakeController
 
 from controller_client.errors import StreamSealedError, TxnFailedError
 from controller_client.model import ScalingPolicy, StreamConfiguration, TxnState
+from controller_client.readers.stream_reader import StreamEvent
 from controller_client.stream_manager import StreamManager
-from controller_client.stream_reader import StreamEvent
-from controller_client.txn_writer import TransactionClosedError
+from controller_client.writers.txn_writer import TransactionClosedError
 
 SCOPE = "tx"
 

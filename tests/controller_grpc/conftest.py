@@ -8,7 +8,7 @@ import grpc.aio
 import pytest
 from scripted_controller import FAST, ScriptedController
 
-from controller_client.controller_api import ControllerClient
+from controller_client.controller.api import ControllerClient
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from controller_client.controller_api import ControllerClientConfig
+from controller_client.controller.api import ControllerClientConfig
 from controller_client.proto import Controller_pb2 as pb
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
 

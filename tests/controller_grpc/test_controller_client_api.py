@@ -10,15 +10,15 @@ import grpc.aio
 import pytest
 from scripted_controller import INFO, ScriptedController
 
-from controller_client import proto_convert as conv
-from controller_client.controller_api import (
+from controller_client.controller import proto_convert as conv
+from controller_client.controller.api import (
     ControllerClient,
     ControllerClientConfig,
     ReaderGroupConfig,
     ScaleStarted,
     parse_controller_uri,
 )
-from controller_client.controller_channel import ControllerAddress, parse_controller_address
+from controller_client.controller.channel import ControllerAddress, parse_controller_address
 from controller_client.errors import (
     ControllerFailureError,
     GenerationMismatchError,

@@ -11,7 +11,7 @@ import grpc.aio
 import pytest
 from scripted_controller import FAST, ScriptedController, closed_port
 
-from controller_client.controller_api import (
+from controller_client.controller.api import (
     ControllerClient,
     ControllerClientConfig,
 )

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller_client import proto_convert as conv
+from controller_client.controller import proto_convert as conv
 from controller_client.model import (
     InvalidModelError,
     RetentionPolicy,

@@ -11,9 +11,9 @@ from controller_env import ControllerEnv
 from metadata_contract_env import Clock, Connect
 
 from controller.metadata import StreamMetadataStore
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.memory_store import MemoryCoordinationServer
-from segment_store.coordination.store import CoordinationStore
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer
+from segstore_shared.coordination.store import CoordinationStore
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from controller.metadata import StreamMetadataStore
 from controller.segment_ops import SegmentStoreOps
 from segment_store.client import SegmentClient
 from segment_store.client.retry import RetryPolicy
-from segment_store.coordination.memory_store import MemoryCoordinationServer
 from segment_store.server.service import SegmentStoreService
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer
 
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay_ms=1.0, max_delay_ms=5.0)
 

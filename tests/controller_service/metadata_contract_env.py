@@ -14,7 +14,7 @@ from controller_client.model import (
     StreamConfiguration,
     segment_id,
 )
-from segment_store.coordination.store import CoordinationStore
+from segstore_shared.coordination.store import CoordinationStore
 
 Connect = Callable[[], Awaitable[CoordinationStore]]
 SC, ST = "scope1", "stream1"

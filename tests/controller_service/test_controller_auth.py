@@ -17,14 +17,14 @@ from controller_env import ControllerEnv
 
 from controller.rpc.authentication import AuthConfig, ControllerAuth
 from controller.rpc.servicer import ControllerServicer
-from controller_client.controller_api import ControllerClient, ControllerClientConfig
+from controller_client.controller.api import ControllerClient, ControllerClientConfig
 from controller_client.errors import ControllerAuthenticationError
 from controller_client.model import ScalingPolicy, StreamConfiguration
 from controller_client.proto import Controller_pb2 as pb
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
-from segment_store.auth.acl import Permission
-from segment_store.auth.passwords import PasswordFile, basic_header
-from segment_store.auth.tokens import (
+from segstore_shared.auth.acl import Permission
+from segstore_shared.auth.passwords import PasswordFile, basic_header
+from segstore_shared.auth.tokens import (
     RENEW_UNTIL_CLAIM,
     TokenExpiredError,
     TokenInvalidError,

@@ -12,7 +12,7 @@ import pytest
 from controller_env import ControllerEnv
 
 from controller.rpc.servicer import start_grpc_server
-from controller_client.controller_api import ControllerClient
+from controller_client.controller.api import ControllerClient
 from controller_client.errors import StreamNotFoundError
 from controller_client.model import ScalingPolicy, StreamConfiguration, TxnState
 from controller_client.proto import Controller_pb2 as pb

@@ -14,12 +14,12 @@ from controller_env import ControllerEnv
 
 from controller.rpc.authentication import AuthConfig, ControllerAuth
 from controller.rpc.servicer import ControllerServicer, start_grpc_server
-from controller_client.kvt_model import table_segment_name
+from controller_client.kvt.model import table_segment_name
 from controller_client.proto import Controller_pb2 as pb
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
-from segment_store.auth.acl import Permission
-from segment_store.auth.passwords import basic_header
-from segment_store.auth.tokens import TokenInvalidError, TokenVerifier
+from segstore_shared.auth.acl import Permission
+from segstore_shared.auth.passwords import basic_header
+from segstore_shared.auth.tokens import TokenInvalidError, TokenVerifier
 
 KEY = "kvt-signing-key"
 USERS = {

@@ -26,7 +26,7 @@ from controller.kvt.store import KvtMetadataStore
 from controller.metadata import StreamMetadataStore
 from controller.metadata.codec import CodecError
 from controller.metadata.errors import ScopeNotFoundError, WriteConflictError
-from controller_client.kvt_model import KeyValueTableConfiguration
+from controller_client.kvt.model import KeyValueTableConfiguration
 
 CONFIG = KeyValueTableConfiguration(2, 16, 4, rollover_size_bytes=1 << 20)
 

@@ -10,7 +10,7 @@ from controller_env import ControllerEnv, Crash
 from controller.errors import ScopeNotEmptyError, ScopeNotFoundError
 from controller.kvt import KvtNameTakenError, KvtNotFoundError, KvtState
 from controller.kvt.store import KvtMetadataStore
-from controller_client.kvt_model import KeyValueTableConfiguration, table_segment_name
+from controller_client.kvt.model import KeyValueTableConfiguration, table_segment_name
 from controller_client.model import ScalingPolicy, SegmentRange, StreamConfiguration, segment_id
 from segment_store.client import NoSuchSegmentError
 

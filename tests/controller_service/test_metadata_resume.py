@@ -26,9 +26,9 @@ from controller.metadata import (
 )
 from controller.metadata.errors import ReaderGroupNotFoundError, ScopeNotFoundError, StreamNotFoundError
 from controller_client.model import ScalingPolicy, StreamConfiguration, TxnState, segment_id
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.memory_store import MemoryCoordinationServer
-from segment_store.coordination.store import CoordinationStore, NodeNotFoundError
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer
+from segstore_shared.coordination.store import CoordinationStore, NodeNotFoundError
 
 pytestmark = pytest.mark.timeout(600)
 SC, ST = "scope1", "stream1"

@@ -14,6 +14,7 @@ from controller.core import ControllerCore
 from controller.metadata.records import StreamCutReference
 from controller.policies.cuts import Order, compare, lower_bound
 from controller.policies.retention import Recorded, consumption_truncation
+from controller_client.controller.proto_convert import ReaderGroupConfig, ReaderGroupRetention
 from controller_client.model import (
     RetentionPolicy,
     ScalingPolicy,
@@ -22,7 +23,6 @@ from controller_client.model import (
     qualified_segment_name,
     segment_id,
 )
-from controller_client.proto_convert import ReaderGroupConfig, ReaderGroupRetention
 from controller_client.watermarks import SegmentWithRange
 
 EVENT = 100  # bytes of one event with its 8-byte header

@@ -17,7 +17,7 @@ from controller.core import ControllerCore
 from controller.metadata import WriterMarkStatus
 from controller.policies.cuts import add_to_upper_bound, missing_ranges
 from controller.rpc.servicer import start_grpc_server
-from controller_client.controller_api import ControllerClient
+from controller_client.controller.api import ControllerClient
 from controller_client.errors import InvalidArgumentError
 from controller_client.model import ScalingPolicy, StreamConfiguration, StreamCut, segment_id
 from controller_client.stream_manager import StreamManager

@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 import time
 
-from controller_client.blocking import BlockingStreamManager
-from controller_client.event_stream_reader import GroupReaderConfig
+from controller_client.blocking.streams import BlockingStreamManager
+from controller_client.reader_groups.reader import GroupReaderConfig
 
 
 def main() -> None:

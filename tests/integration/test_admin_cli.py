@@ -18,9 +18,9 @@ from auth_fixtures import write_password_file
 from standalone_process import StandaloneProcess
 
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamCut, StreamManager
-from controller_client.controller_api import ReaderGroupConfig, ReaderGroupRetention
-from controller_client.controller_channel import ControllerClientConfig
-from segment_store.coordination.zookeeper_server import free_port
+from controller_client.controller.api import ReaderGroupConfig, ReaderGroupRetention
+from controller_client.controller.channel import ControllerClientConfig
+from segstore_shared.coordination.zookeeper_server import free_port
 
 USERS = {
     "admin": ("admin-secret", "prn::*,READ_UPDATE"),
@@ -55,7 +55,7 @@ def command(standalone: StandaloneProcess, args: tuple[str, ...], user: str | No
     if user is not None:
         env["SEGSTORE_USERNAME"] = user
         env["SEGSTORE_PASSWORD"] = USERS[user][0] if user in USERS else "wrong"
-    return [sys.executable, "-m", "segment_store.cli", "admin", *args], env
+    return [sys.executable, "-m", "segstore_cli", "admin", *args], env
 
 
 def admin(standalone: StandaloneProcess, *args: str, user: str | None = "admin", stdin: str | None = None) -> Result:

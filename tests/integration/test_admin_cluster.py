@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from standalone_process import StandaloneProcess
 
-from controller_client.controller_api import ControllerClient
+from controller_client.controller.api import ControllerClient
 from controller_client.model import ScalingPolicy, StreamConfiguration
 
 pytestmark = pytest.mark.slow
@@ -30,7 +30,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneP
 
 def admin(standalone: StandaloneProcess, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "SEGSTORE_CONTROLLER": standalone.controller_uri}
-    argv = [sys.executable, "-m", "segment_store.cli", "admin", *args]
+    argv = [sys.executable, "-m", "segstore_cli", "admin", *args]
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
 
 

@@ -39,10 +39,10 @@ from controller.cluster.host_store import HostStore
 from segment_store.client import SegmentClient, SegmentWriter, WrongHostError
 from segment_store.client.config import ClientConfig, WriterConfig
 from segment_store.client.retry import RetryPolicy
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.store import CoordinationStore
-from segment_store.coordination.zookeeper_server import free_port
 from segment_store.tier1.log_metadata import LogMetadata
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.store import CoordinationStore
+from segstore_shared.coordination.zookeeper_server import free_port
 
 SESSION_TIMEOUT_MS = 2_000
 CLIENT_CONFIG = ClientConfig(

@@ -47,17 +47,17 @@ from crash_support import (
 
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.segment_container import SegmentContainer
-from segment_store.contracts import SegmentExistsError
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
 from segment_store.protocol import encode_events
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
-from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-from segment_store.tier1.file_ledger_log import FileLedgerLog
-from segment_store.tier1.ledger_file import parse_ledger_file_name
+from segment_store.tier1.file.config import FileLedgerLogConfig
+from segment_store.tier1.file.ledger_file import parse_ledger_file_name
+from segment_store.tier1.file.ledger_log import FileLedgerLog
 from segment_store.tier1.log import ReadItem
 from segment_store.writer.config import WriterConfig
+from segstore_shared.contracts import SegmentExistsError
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SEGMENTS = ["kill/stream/0.#epoch.0", "kill/stream/1.#epoch.0"]

@@ -21,11 +21,11 @@ import pytest
 from segmentstore_cluster import REPO_ROOT, StoreProcess, stop_all
 
 from controller.buckets import BUCKET_OWNERS_PATH
-from controller_client.controller_api import ControllerClient, ControllerClientConfig
+from controller_client.controller.api import ControllerClient, ControllerClientConfig
 from controller_client.model import ScalingPolicy, StreamConfiguration
-from segment_store.cluster.assignment import HostInfo
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.zookeeper_server import free_port
+from segstore_shared.cluster.layout import HostInfo
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.zookeeper_server import free_port
 
 pytestmark = pytest.mark.slow
 SCOPE = "buckets"
@@ -41,7 +41,7 @@ class ControllerProcess:
         self.offset = 0
         with log.open("w") as stderr:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "segment_store.cli", "controller", "--zookeeper", zookeeper,
+                [sys.executable, "-m", "segstore_cli", "controller", "--zookeeper", zookeeper,
                  "--port", str(self.port), "--log-level", "debug", "--bucket-count", "6",
                  "--zookeeper-session-timeout-ms", str(SESSION_TIMEOUT_MS), "--retention-period-s", "0.3",
                  "--auto-scale-period-s", "0.3", "--watermark-period-s", "0.3", "--txn-timeout-check-s", "0.3"],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from segment_store.demo import ORDERS, run_demo
+from segstore_cli.demo import ORDERS, run_demo
 
 pytestmark = pytest.mark.slow
 

@@ -15,12 +15,11 @@ import nats
 import pytest
 from jetstream_helpers import delete_streams, log_config
 
-from segment_store.coordination.memory_store import MemoryCoordinationServer
-from segment_store.coordination.zookeeper_server import free_port
-from segment_store.tier1.jetstream_config import JetStreamLogConfig
-from segment_store.tier1.jetstream_factory import JetStreamLogFactory
-from segment_store.tier1.jetstream_log import JetStreamLog
-from segment_store.tier1.jetstream_records import data_headers
+from segment_store.tier1.jetstream.config import JetStreamLogConfig
+from segment_store.tier1.jetstream.factory import JetStreamLogFactory
+from segment_store.tier1.jetstream.log import JetStreamLog
+from segment_store.tier1.jetstream.nats_server import EmbeddedNatsServer, NatsCluster, NatsServerConfig
+from segment_store.tier1.jetstream.records import data_headers
 from segment_store.tier1.log import (
     DataLogCorruptedError,
     DataLogInitializationError,
@@ -29,7 +28,8 @@ from segment_store.tier1.log import (
     DataLogWriterNotPrimaryError,
     LogAddress,
 )
-from segment_store.tier1.nats_server import EmbeddedNatsServer, NatsCluster, NatsServerConfig
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer
+from segstore_shared.coordination.zookeeper_server import free_port
 
 pytestmark = pytest.mark.slow
 MIB = 1024 * 1024

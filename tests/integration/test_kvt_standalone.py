@@ -17,10 +17,10 @@ from auth_fixtures import write_password_file
 from standalone_process import StandaloneProcess
 
 from controller_client import ControllerClient, StreamManager
-from controller_client.controller_channel import ControllerClientConfig
+from controller_client.controller.channel import ControllerClientConfig
 from controller_client.errors import ControllerPermissionError
-from controller_client.kvt_errors import BadKeyVersionError
-from controller_client.kvt_model import Insert, KeyValueTableConfiguration, Put, TableKey
+from controller_client.kvt.errors import BadKeyVersionError
+from controller_client.kvt.model import Insert, KeyValueTableConfiguration, Put, TableKey
 
 pytestmark = pytest.mark.slow
 _I = TypeVar("_I")

@@ -11,8 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from standalone_process import StandaloneProcess
 
 from controller_client import ScalingPolicy, StreamConfiguration
-from controller_client.blocking import BlockingStreamManager
-from segment_store.coordination.zookeeper_server import free_port
+from controller_client.blocking.streams import BlockingStreamManager
+from segstore_shared.coordination.zookeeper_server import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,5 @@
 """Golden bytes from the official client: its reader groups on ``segstore standalone``, their table segment read
-with our segment client, every key and value decoded with ``controller_client.reader_group_format`` and encoded
+with our segment client, every key and value decoded with ``controller_client.reader_groups.format`` and encoded
 back to the same bytes."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from official_client import read_with_group
 from standalone_process import StandaloneProcess
 
 from controller_client import ControllerClient, StreamManager
-from controller_client.reader_group_format import (
+from controller_client.reader_groups.format import (
     TYPE_BLOB,
     U64_MAX,
     BoundaryCut,

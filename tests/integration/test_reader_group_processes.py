@@ -18,8 +18,8 @@ import pytest
 from standalone_process import StandaloneProcess
 
 from controller_client import ControllerClient, StreamManager
-from controller_client.event_stream_reader import GroupReaderConfig
 from controller_client.model import ScalingPolicy, StreamConfiguration, StreamCut
+from controller_client.reader_groups.reader import GroupReaderConfig
 
 pytestmark = pytest.mark.slow
 

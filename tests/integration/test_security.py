@@ -13,10 +13,10 @@ import pytest
 from standalone_process import StandaloneProcess
 
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
-from controller_client.controller_channel import ControllerClientConfig
+from controller_client.controller.channel import ControllerClientConfig
 from controller_client.errors import ControllerAuthenticationError, ControllerPermissionError
-from segment_store.cli import main
 from segment_store.client import AuthTokenCheckFailedError, SegmentClient
+from segstore_cli.main import main
 
 USERS = {
     "admin": ("admin-secret", "prn::*,READ_UPDATE"),

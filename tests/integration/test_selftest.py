@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from segment_store.cli import main
+from segstore_cli.main import main
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def run_selftest(tmp_path: Path, *args: str, timeout_s: float) -> tuple[subprocess.CompletedProcess[str], dict]:
     report = tmp_path / "report.json"
     process = subprocess.run(
-        [sys.executable, "-m", "segment_store.cli", "selftest", "--data-dir", str(tmp_path / "cluster"),
+        [sys.executable, "-m", "segstore_cli", "selftest", "--data-dir", str(tmp_path / "cluster"),
          "--report", str(report), *args],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s,
     )  # fmt: skip

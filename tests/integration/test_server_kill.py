@@ -40,8 +40,6 @@ from crash_support import (
 )
 
 from segment_store.containers.config import ContainerConfig
-from segment_store.containers.mapping import container_of
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
 from segment_store.protocol import (
     AppendSetup,
     CreateSegment,
@@ -59,6 +57,8 @@ from segment_store.protocol import (
     local_hello,
 )
 from segment_store.writer.config import WriterConfig
+from segstore_shared.cluster.container_mapping import container_of
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTAINERS = 2

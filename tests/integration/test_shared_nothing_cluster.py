@@ -29,8 +29,8 @@ from seaweedfs_fixtures import seaweed_server_fixture  # noqa: F401 (a fixture)
 from shared_nothing import SESSION_TIMEOUT_MS, SharedNothingCluster
 
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
-from controller_client.event_writer import EventStreamWriter
-from segment_store.tier1.nats_server import NatsCluster
+from controller_client.writers.event_writer import EventStreamWriter
+from segment_store.tier1.jetstream.nats_server import NatsCluster
 
 pytestmark = pytest.mark.slow
 

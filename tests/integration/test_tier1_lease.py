@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from tcp_proxy import FreezableProxy
 
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper
-from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-from segment_store.tier1.file_ledger_log import FileLedgerLog
+from segment_store.tier1.file.config import FileLedgerLogConfig
+from segment_store.tier1.file.ledger_log import FileLedgerLog
 from segment_store.tier1.log import DurableDataLogError, LogAddress
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LEASE_S = 2.0

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.store import CoordinationStore
-from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-from segment_store.tier1.file_ledger_log import FileLedgerLogFactory
-from segment_store.tier1.jetstream_config import JetStreamLogConfig
-from segment_store.tier1.jetstream_factory import JetStreamLogFactory
+from segment_store.tier1.file.config import FileLedgerLogConfig
+from segment_store.tier1.file.ledger_log import FileLedgerLogFactory
+from segment_store.tier1.jetstream.config import JetStreamLogConfig
+from segment_store.tier1.jetstream.factory import JetStreamLogFactory
+from segment_store.tier1.jetstream.nats_server import NatsCluster
 from segment_store.tier1.log import DataLogWriterNotPrimaryError, DurableDataLogFactory, LogAddress
-from segment_store.tier1.nats_server import NatsCluster
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.store import CoordinationStore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ZOMBIE_RUN_LIMIT_S = 15.0

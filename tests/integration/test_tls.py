@@ -33,7 +33,6 @@ from controller_client import (
     StreamManager,
     StreamManagerConfig,
 )
-from segment_store.auth.tls import TrustConfig
 from segment_store.client import (
     ClientConfig,
     ConnectionConfig,
@@ -42,7 +41,8 @@ from segment_store.client import (
     SegmentClient,
     TlsError,
 )
-from segment_store.coordination.zookeeper_server import free_port
+from segstore_shared.auth.tls import TrustConfig
+from segstore_shared.coordination.zookeeper_server import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -222,7 +222,7 @@ async def test_client_certificate_mode_refuses_a_client_without_one(mutual: Stan
 def test_standalone_with_a_key_of_another_certificate_exits_2_naming_it(
     tmp_path: Path, files: TlsFiles, stranger: TlsFiles
 ) -> None:
-    command = [sys.executable, "-m", "segment_store.cli", "standalone", "--data-dir", str(tmp_path)]
+    command = [sys.executable, "-m", "segstore_cli", "standalone", "--data-dir", str(tmp_path)]
     flags = ["--tls-cert", str(files.cert), "--tls-key", str(stranger.key)]
     result = subprocess.run([*command, *flags], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr
@@ -234,7 +234,7 @@ def test_standalone_with_a_key_of_another_certificate_exits_2_naming_it(
 def test_standalone_whose_controller_does_not_trust_its_segment_store_exits_1_saying_so(
     tmp_path: Path, files: TlsFiles, stranger: TlsFiles
 ) -> None:
-    command = [sys.executable, "-m", "segment_store.cli", "standalone", "--data-dir", str(tmp_path)]
+    command = [sys.executable, "-m", "segstore_cli", "standalone", "--data-dir", str(tmp_path)]
     ports = ["--controller-port", "0", "--segmentstore-port", str(free_port())]
     flags = ["--tls-cert", str(files.cert), "--tls-key", str(files.key), "--tls-trust-store", str(stranger.ca)]
     result = subprocess.run([*command, *ports, *flags], capture_output=True, text=True, timeout=120)

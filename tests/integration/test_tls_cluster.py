@@ -24,7 +24,7 @@ from controller_client import (
     StreamConfiguration,
     StreamManager,
 )
-from segment_store.coordination.zookeeper_server import EmbeddedZooKeeper, free_port
+from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, free_port
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ CONTAINERS = 2
 
 def _launch(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "segment_store.cli", *args, "--log-level", "warning"],
+        [sys.executable, "-m", "segstore_cli", *args, "--log-level", "warning"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -9,7 +9,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError
 
-from segment_store.coordination.zookeeper_server import (
+from segstore_shared.coordination.zookeeper_server import (
     EmbeddedZooKeeper,
     ZooKeeperConfig,
     ZooKeeperStartError,

@@ -51,15 +51,15 @@ from controller.cluster.cluster_manager import ClusterManager
 from segment_store.client import SegmentClient
 from segment_store.client.config import ClientConfig, WriterConfig
 from segment_store.client.retry import RetryPolicy
-from segment_store.coordination.kazoo_store import KazooCoordinationStore
-from segment_store.coordination.store import CoordinationUnavailableError, Versioned
-from segment_store.coordination.zookeeper_server import (
+from segment_store.tier1.file.config import FileLedgerLogConfig
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.store import CoordinationUnavailableError, Versioned
+from segstore_shared.coordination.zookeeper_server import (
     EmbeddedZooKeeper,
     ZooKeeperEnsemble,
     four_letter_word,
     free_port,
 )
-from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
 
 pytestmark = pytest.mark.slow
 

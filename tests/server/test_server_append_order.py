@@ -23,10 +23,9 @@ import pytest
 from held_tier1 import HeldLogFactory, Tier1Gate
 from wire_peer import WirePeer
 
-from segment_store.containers.metadata import SegmentMetadata
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
-from segment_store.contracts import NULL_ATTRIBUTE_VALUE, ContainerNotOwnedError
+from segment_store.metadata import SegmentMetadata
 from segment_store.protocol import (
     AppendSetup,
     ConditionalAppend,
@@ -57,7 +56,8 @@ from segment_store.protocol.registry import WireCommand
 from segment_store.server.config import ServerConfig
 from segment_store.server.connection import ServerConnection
 from segment_store.server.service import SegmentStoreService, ServiceConfig
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
+from segstore_shared.contracts import NULL_ATTRIBUTE_VALUE, ContainerNotOwnedError
 
 SEGMENT = "order/stream/0.#epoch.0"
 OTHER = "order/stream/1.#epoch.0"  # one container: the same durable log as SEGMENT

@@ -14,9 +14,6 @@ import pytest
 from s3_fixtures import CREDENTIALS, MotoServer, new_s3_storage, s3_server_fixture  # noqa: F401 (a fixture)
 from wire_peer import WirePeer
 
-from segment_store.auth import acl
-from segment_store.auth.acl import Permission
-from segment_store.auth.tokens import TokenSigner
 from segment_store.client import NoSuchSegmentError, SegmentClient, StorageChunkLocations
 from segment_store.protocol import (
     MAX_LISTED_CHUNKS,
@@ -38,12 +35,15 @@ from segment_store.protocol import (
 from segment_store.server.chunk_locations import locations_reply
 from segment_store.server.config import ServerConfig
 from segment_store.server.service import SegmentStoreService, ServiceConfig
-from segment_store.storage import parquet_chunk
+from segment_store.storage.backends.filesystem import FsChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkStorage
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.format import parquet_chunk
 from segment_store.storage.segment_storage import ChunkRef
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
+from segstore_shared.auth import acl
+from segstore_shared.auth.acl import Permission
+from segstore_shared.auth.tokens import TokenSigner
 
 SEGMENT = "sc/st/3.#epoch.0"
 KEY = "chunk-locations-test-key"

@@ -20,8 +20,8 @@ from segment_store.protocol import (
 )
 from segment_store.server.config import ServerConfig
 from segment_store.server.service import SegmentStoreService, ServiceConfig
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
 from segment_store.writer.config import WriterConfig
 

@@ -13,9 +13,6 @@ from pathlib import Path
 import pytest
 from wire_peer import WirePeer
 
-from segment_store.auth import acl
-from segment_store.auth.acl import Permission
-from segment_store.auth.tokens import TokenSigner
 from segment_store.client import NoSuchSegmentError, SegmentClient, SegmentIsTruncatedError
 from segment_store.protocol import (
     AuthTokenCheckFailed,
@@ -29,8 +26,11 @@ from segment_store.protocol import (
 )
 from segment_store.server.config import ServerConfig
 from segment_store.server.service import SegmentStoreService, ServiceConfig
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
+from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
+from segstore_shared.auth import acl
+from segstore_shared.auth.acl import Permission
+from segstore_shared.auth.tokens import TokenSigner
 
 SEGMENT = "sc/st/3.#epoch.0"
 TXN = SEGMENT + "#transaction." + "b" * 32

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 import pytest
 from wire_peer import WirePeer
 
-from segment_store.contracts import NULL_ATTRIBUTE_VALUE
 from segment_store.protocol import (
     AppendSetup,
     ConditionalAttributeUpdate,
@@ -61,6 +60,7 @@ from segment_store.protocol import TableEntry as WireEntry
 from segment_store.protocol import TableKey as WireKey
 from segment_store.protocol import TableValue as WireValue
 from segment_store.server.service import SegmentStoreService, ServiceConfig
+from segstore_shared.contracts import NULL_ATTRIBUTE_VALUE
 
 SEGMENT = "scope/stream/0.#epoch.0"
 

@@ -16,7 +16,6 @@ import pytest
 from tls_fixtures import TlsFiles, make_tls_files
 from wire_peer import WirePeer
 
-from segment_store.auth.tls import TlsConfig, TrustConfig
 from segment_store.client import (
     ClientConfig,
     Connection,
@@ -31,6 +30,7 @@ from segment_store.client import (
 from segment_store.protocol import FrameDecoder, GetStreamSegmentInfo, Hello, NoSuchSegment, encode, local_hello
 from segment_store.server.config import ServerConfig
 from segment_store.server.service import SegmentStoreService, ServiceConfig
+from segstore_shared.auth.tls import TlsConfig, TrustConfig
 
 HANDSHAKE_LOG = "segment_store.server.tls_accept"
 

@@ -15,9 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from wire_peer import WirePeer
 
-from segment_store.auth import acl
-from segment_store.auth.acl import Permission
-from segment_store.auth.tokens import TokenSigner
 from segment_store.protocol import (
     AppendSetup,
     AuthTokenCheckFailed,
@@ -33,6 +30,9 @@ from segment_store.protocol import (
 )
 from segment_store.server.config import ServerConfig
 from segment_store.server.service import SegmentStoreService, ServiceConfig
+from segstore_shared.auth import acl
+from segstore_shared.auth.acl import Permission
+from segstore_shared.auth.tokens import TokenSigner
 
 KEY = "segment-store-test-key"
 SEGMENT = "a/s/0.#epoch.0"

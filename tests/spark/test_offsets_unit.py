@@ -21,9 +21,15 @@ from pravega_spark.offsets import (
     parse_cut_option,
     stream_cut_to_offset,
 )
-from pravega_spark.options_common import SegstoreOptionError
-from pravega_spark.partition_reader import SegmentIngestTimes, SegmentRangePartition, batches_from_chunks, frame_events
-from pravega_spark.planning import (
+from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.options.read import Position, ReadOptions
+from pravega_spark.read.partition_reader import (
+    SegmentIngestTimes,
+    SegmentRangePartition,
+    batches_from_chunks,
+    frame_events,
+)
+from pravega_spark.read.planning import (
     DataLossError,
     ReadRange,
     SegmentState,
@@ -32,7 +38,6 @@ from pravega_spark.planning import (
     pack_ranges,
     plan_ranges,
 )
-from pravega_spark.read_options import Position, ReadOptions
 from segment_store.protocol import ProtocolError, encode_events, frame_event, parse_events
 
 SCOPE, STREAM = "sc", "st"

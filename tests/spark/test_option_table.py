@@ -1,6 +1,6 @@
 """The README documents every option of ``format("segstore")`` once, in one table, and that table is the parsers'.
 
-Three lists must agree: the README's option table (Spark section), :data:`pravega_spark.option_names.OPTIONS`, and
+Three lists must agree: the README's option table (Spark section), :data:`pravega_spark.options.names.OPTIONS`, and
 the names the parsers actually look up (``Options.looked_up``; a lookup of an unregistered name already fails).
 """
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pravega_spark import option_names
-from pravega_spark.option_names import OPTIONS, OptionName
-from pravega_spark.options_common import Options
-from pravega_spark.read_options import ReadOptions
-from pravega_spark.write_options import WriteOptions
+from pravega_spark.options import names as option_names
+from pravega_spark.options.common import Options
+from pravega_spark.options.names import OPTIONS, OptionName
+from pravega_spark.options.read import ReadOptions
+from pravega_spark.options.write import WriteOptions
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 HEADER = "| option | alias | for | meaning |"

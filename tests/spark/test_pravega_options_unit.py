@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from controller_client.model import RetentionPolicy, ScalingPolicy, StreamConfiguration
-from pravega_spark.options_common import SegstoreOptionError
-from pravega_spark.read_options import ReadOptions
-from pravega_spark.stream_cut_text import encode_text
-from pravega_spark.write_options import WriteOptions
+from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.options.read import ReadOptions
+from pravega_spark.options.stream_cut_text import encode_text
+from pravega_spark.options.write import WriteOptions
 
 STREAM = {"scope": "shop", "stream": "orders"}
 EPOCH = 1 << 32

@@ -25,8 +25,8 @@ import pytest
 from standalone_process import StandaloneProcess
 
 from controller_client import BlockingStreamManager, ControllerClient, StreamManager
-from pravega_spark.commit_log import DONE, BatchRecord, CommitLog
-from pravega_spark.sink import CRASH_ENV, CRASH_PGID_ENV
+from pravega_spark.write.commit_log import DONE, BatchRecord, CommitLog
+from pravega_spark.write.sink import CRASH_ENV, CRASH_PGID_ENV
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import pytest
 from standalone_process import StandaloneProcess
 
 from controller_client import BlockingStreamManager
-from controller_client.kvt_model import Insert, KeyValueTableConfiguration, TableKey
+from controller_client.kvt.model import Insert, KeyValueTableConfiguration, TableKey
 from pravega_spark.kvt_source import SCHEMA
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from conftest import Streams
 
 from controller_client import RetentionPolicy, ScalingPolicy, StreamConfiguration
 from pravega_spark.offsets import stream_cut_to_offset
-from pravega_spark.stream_cut_text import stream_cut_from_base64
+from pravega_spark.options.stream_cut_text import stream_cut_from_base64
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ from conftest import Streams
 from standalone_process import StandaloneProcess
 
 import pravega_spark
-from pravega_spark.partition_reader import SegmentRangePartition, _from_tier2
-from pravega_spark.source import SCHEMA
+from pravega_spark.read.partition_reader import SegmentRangePartition, _from_tier2
+from pravega_spark.read.source import SCHEMA
 from segment_store.client import BlockingClient
-from segment_store.coordination.zookeeper_server import free_port
+from segstore_shared.coordination.zookeeper_server import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@ with the delegation token the driver got (the password never reaches them: the p
 writer carry a token), a wrong password and a user without write permission refused naming the option.
 
 The controller signs tokens for ``TOKEN_TTL_S`` only, so these queries outlive the executors' tokens: the
-executors renew them at the controller (``controller_client.bearer``) as a long job's do.
+executors renew them at the controller (``controller_client.controller.bearer``) as a long job's do.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 from auth_fixtures import write_password_file
 from standalone_process import StandaloneProcess
 
-from pravega_spark.read_options import ReadOptions
-from pravega_spark.sink import SegstoreBatchWriter
-from pravega_spark.source import SegstoreBatchReader
-from segment_store.auth.tokens import token_expiry
+from pravega_spark.options.read import ReadOptions
+from pravega_spark.read.source import SegstoreBatchReader
+from pravega_spark.write.sink import SegstoreBatchWriter
+from segstore_shared.auth.tokens import token_expiry
 
 pytestmark = pytest.mark.slow
 TOKEN_TTL_S = 6

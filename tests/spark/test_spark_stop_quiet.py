@@ -23,7 +23,7 @@ from conftest import Streams
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from pravega_spark.source import SegstoreDataSource
+from pravega_spark.read.source import SegstoreDataSource
 
 SCOPE = "stopquiet"
 RUNNER_EXIT_S = 60

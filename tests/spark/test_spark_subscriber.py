@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from standalone_process import StandaloneProcess
 
-from controller_client.blocking import BlockingStreamManager
+from controller_client.blocking.streams import BlockingStreamManager
 from controller_client.model import RetentionPolicy, ScalingPolicy, StreamConfiguration
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from standalone_process import StandaloneProcess
 
 from segment_store.client import BlockingClient
-from segment_store.coordination.zookeeper_server import free_port
+from segstore_shared.coordination.zookeeper_server import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,10 @@ import pytest
 from standalone_process import StandaloneProcess
 
 from controller_client import BlockingStreamManager, ControllerClient, StreamManager, TxnState
-from pravega_spark import sink_connection
-from pravega_spark.commit_log import DONE, BatchRecord, CommitLog
-from pravega_spark.options_common import SegstoreOptionError
-from pravega_spark.sink import SegstoreBatchWriter
+from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.write import connection as sink_connection
+from pravega_spark.write.commit_log import DONE, BatchRecord, CommitLog
+from pravega_spark.write.sink import SegstoreBatchWriter
 
 SCOPE = "sparkwrite"
 _names = itertools.count()

@@ -18,10 +18,10 @@ from standalone_process import StandaloneProcess
 
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
 from controller_client.model import qualified_segment_name
-from pravega_spark import sink_plain
-from pravega_spark.sink import SinkColumns, _TaskInfo, _write_task
-from pravega_spark.sink_plain import PlainTaskWriter, chunk_writer_id
-from pravega_spark.write_options import WriteOptions
+from pravega_spark.options.write import WriteOptions
+from pravega_spark.write import plain as sink_plain
+from pravega_spark.write.plain import PlainTaskWriter, chunk_writer_id
+from pravega_spark.write.sink import SinkColumns, _TaskInfo, _write_task
 from segment_store.protocol import encode_events
 
 SCOPE = "sinkalo"

@@ -16,9 +16,9 @@ import pytest
 from standalone_process import StandaloneProcess
 
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager, TxnState
-from controller_client.routing import KeyHasher, hash_to_range
-from controller_client.txn_writer import Transaction, TxnWriterConfig
-from pravega_spark.commit_log import (
+from controller_client.writers.routing import KeyHasher, hash_to_range
+from controller_client.writers.txn_writer import Transaction, TxnWriterConfig
+from pravega_spark.write.commit_log import (
     DONE,
     PENDING,
     BatchCommitter,
@@ -28,7 +28,7 @@ from pravega_spark.commit_log import (
     CommitOutcome,
     commit_table_name,
 )
-from pravega_spark.sink_framing import Router as _Router
+from pravega_spark.write.framing import Router as _Router
 from segment_store.client import SegmentClient
 
 SCOPE = "commitlog"

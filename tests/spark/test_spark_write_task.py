@@ -19,11 +19,11 @@ from standalone_process import StandaloneProcess
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
 from controller_client.model import TxnState, qualified_segment_name
 from controller_client.ports import ControllerApi
-from controller_client.txn_writer import Transaction
-from pravega_spark.commit_log import BatchCommitter
-from pravega_spark.sink import SegstoreSchemaError, SinkColumns, _TaskInfo, _write_task
-from pravega_spark.sink_plain import chunk_writer_id
-from pravega_spark.write_options import WriteOptions
+from controller_client.writers.txn_writer import Transaction
+from pravega_spark.options.write import WriteOptions
+from pravega_spark.write.commit_log import BatchCommitter
+from pravega_spark.write.plain import chunk_writer_id
+from pravega_spark.write.sink import SegstoreSchemaError, SinkColumns, _TaskInfo, _write_task
 from segment_store.protocol import encode_events
 
 SCOPE = "sinktask"

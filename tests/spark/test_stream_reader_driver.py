@@ -11,10 +11,10 @@ import pytest
 from conftest import Streams
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from pravega_spark.options_common import SegstoreOptionError
-from pravega_spark.partition_reader import PackedPartition, SegmentRangePartition
-from pravega_spark.read_options import ReadOptions
-from pravega_spark.source import SCHEMA, SegstoreStreamReader
+from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.options.read import ReadOptions
+from pravega_spark.read.partition_reader import PackedPartition, SegmentRangePartition
+from pravega_spark.read.source import SCHEMA, SegstoreStreamReader
 
 pytestmark = pytest.mark.slow
 

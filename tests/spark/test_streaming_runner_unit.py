@@ -1,4 +1,4 @@
-"""What counts as Spark hanging up on its streaming runner (:mod:`pravega_spark.streaming_runner`)."""
+"""What counts as Spark hanging up on its streaming runner (:mod:`pravega_spark.read.streaming_runner`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from pyspark.serializers import read_int
 
-from pravega_spark.streaming_runner import end_if_spark_hung_up, in_streaming_runner, is_hang_up
+from pravega_spark.read.streaming_runner import end_if_spark_hung_up, in_streaming_runner, is_hang_up
 from segment_store.client.errors import ConnectionLostError
 
 

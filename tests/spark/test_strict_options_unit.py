@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pravega_spark.options_common import SegstoreOptionError
-from pravega_spark.read_options import ReadOptions
-from pravega_spark.write_options import WriteOptions
+from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.options.read import ReadOptions
+from pravega_spark.options.write import WriteOptions
 
 STREAM = {"scope": "s", "stream": "x"}
 

@@ -1,4 +1,4 @@
-"""Direct Tier-2 reads (pravega_spark.tier2_direct) against a real segment store, no SparkSession.
+"""Direct Tier-2 reads (pravega_spark.read.tier2_direct) against a real segment store, no SparkSession.
 
 The segment store runs on the test's event loop (in-memory Tier-1, filesystem / S3 / memory Tier-2);
 the executor-side code runs in a worker thread with a BlockingClient, as in a Spark Python worker.
@@ -18,19 +18,19 @@ import pyarrow as pa
 import pytest
 from s3_fixtures import CREDENTIALS, MotoServer, new_s3_storage, s3_server_fixture  # noqa: F401 (a fixture)
 
-from pravega_spark.options_common import SegstoreOptionError
-from pravega_spark.tier2_direct import SCHEMA, Tier2Location, Tier2Read, Tier2ReadError, arrow_schema, read_range
+from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.read.tier2_direct import SCHEMA, Tier2Location, Tier2Read, Tier2ReadError, arrow_schema, read_range
 from segment_store.client import BlockingClient
 from segment_store.server.config import ServerConfig
 from segment_store.server.service import SegmentStoreService, ServiceConfig
-from segment_store.storage import parquet_chunk
+from segment_store.storage.backends.filesystem import FsChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkStorage
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.format import parquet_chunk
+from segment_store.storage.journal.system_journal import SnapshotInfoStore
 from segment_store.storage.segment_storage import SegmentStorage
 from segment_store.storage.storage_config import ChunkedStorageConfig
-from segment_store.storage.system_journal import SnapshotInfoStore
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
 
 SEGMENT = "sc/st/2.#epoch.1"

@@ -33,12 +33,12 @@ from test_tier2_direct import (
     _store_events,
 )
 
-from pravega_spark import tier2_direct, tier2_locations
-from pravega_spark.tier2_direct import Tier2Location, Tier2ReadError, read_range
-from pravega_spark.tier2_locations import s3_credentials_given, s3_uri
+from pravega_spark.read import tier2_direct, tier2_locations
+from pravega_spark.read.tier2_direct import Tier2Location, Tier2ReadError, read_range
+from pravega_spark.read.tier2_locations import s3_credentials_given, s3_uri
 from segment_store.client import BlockingClient, ConnectionLostError, StorageChunkLocations
 from segment_store.protocol import TIER2_FILE, TIER2_S3
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
+from segment_store.storage.backends.filesystem import FsChunkStorage
 
 
 @pytest.fixture

@@ -6,12 +6,12 @@ import os
 
 import pytest
 
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_reads import ChunkCache
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.journal.system_journal import InMemorySnapshotInfoStore
 from segment_store.storage.storage_config import ChunkedStorageConfig
-from segment_store.storage.system_journal import InMemorySnapshotInfoStore
 
 MIB = 1024 * 1024
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkStorageUnavailableError
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.journal_records import JournalRecord, decode_record, system_prefix
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.journal.records import JournalRecord, decode_record, system_prefix
+from segment_store.storage.journal.system_journal import InMemorySnapshotInfoStore
 from segment_store.storage.storage_config import ChunkedStorageConfig
-from segment_store.storage.system_journal import InMemorySnapshotInfoStore
 
 CID = 6
 JOURNAL = system_prefix(CID, "journal")

@@ -12,7 +12,8 @@ import pytest
 from s3_fixtures import CREDENTIALS, MotoServer, new_s3_storage, s3_server_fixture  # noqa: F401 (a fixture)
 from seaweedfs_fixtures import SeaweedServer, seaweed_server_fixture  # noqa: F401 (a fixture)
 
-from segment_store.storage import parquet_chunk
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.s3 import MIB, S3ChunkStorage, map_s3_error
 from segment_store.storage.chunk_storage import (
     ChunkAlreadyExistsError,
     ChunkNotFoundError,
@@ -22,10 +23,9 @@ from segment_store.storage.chunk_storage import (
     InvalidChunkNameError,
 )
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.s3_chunk_storage import MIB, S3ChunkStorage, map_s3_error
+from segment_store.storage.format import parquet_chunk
+from segment_store.storage.journal.system_journal import InMemorySnapshotInfoStore
 from segment_store.storage.storage_config import ChunkedStorageConfig
-from segment_store.storage.system_journal import InMemorySnapshotInfoStore
 
 SMALL_PARTS = {"multipart_threshold_bytes": 5 * MIB, "part_bytes": 5 * MIB}
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from s3_fixtures import CREDENTIALS, MotoServer, s3_server_fixture  # noqa: F401 (a fixture)
 
+from segment_store.storage.backends.filesystem import FsChunkStorage
+from segment_store.storage.backends.s3 import S3ChunkStorage
 from segment_store.storage.chunk_storage import ChunkStorageError
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
-from segment_store.storage.s3_chunk_storage import S3ChunkStorage
 from segment_store.storage.storage_config import ChunkedStorageConfig
 from segment_store.storage.tier2_config import Tier2Config, add_cli_arguments, open_chunk_storage
 

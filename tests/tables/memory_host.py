@@ -13,7 +13,9 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from segment_store.contracts import (
+from segment_store.reading.read_index import ReadResult
+from segment_store.tables.host import SegmentHost
+from segstore_shared.contracts import (
     NULL_ATTRIBUTE_VALUE,
     AttributeUpdate,
     AttributeUpdateType,
@@ -27,9 +29,7 @@ from segment_store.contracts import (
     SegmentTruncatedError,
     SegmentType,
 )
-from segment_store.errors import SegstoreError
-from segment_store.reading.read_index import ReadResult
-from segment_store.tables.host import SegmentHost
+from segstore_shared.errors import SegstoreError
 
 
 @dataclass

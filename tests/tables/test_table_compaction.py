@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 from segment_store.reading.read_index import ReadResult
 from segment_store.tables.entries import NOT_EXISTS, TableEntry, TableKey
-from segment_store.tables.errors import TableKeyBadVersionError
 from segment_store.tables.host import SegmentHost
 from segment_store.tables.table_store import TableStore
+from segstore_shared.table_errors import TableKeyBadVersionError
 
 T = "t"
 

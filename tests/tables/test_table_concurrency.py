@@ -7,9 +7,9 @@ import asyncio
 from memory_host import FaultyHost
 
 from segment_store.tables.entries import NOT_EXISTS, TableEntry
-from segment_store.tables.errors import ConditionalTableUpdateError, TableKeyBadVersionError
 from segment_store.tables.host import SegmentHost
 from segment_store.tables.table_store import TableStore
+from segstore_shared.table_errors import ConditionalTableUpdateError, TableKeyBadVersionError
 
 T = "t"
 

@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from segment_store.contracts import InvalidOffsetError
 from segment_store.tables.entries import DeltaEntry, DeltaRead, TableEntry, TableKey
 from segment_store.tables.host import SegmentHost
 from segment_store.tables.table_store import TableStore
+from segstore_shared.contracts import InvalidOffsetError
 
 T = "t"
 

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from segment_store.contracts import SegmentType
 from segment_store.tables.entries import MAX_KEY_BYTES, MAX_VALUE_BYTES, NO_VERSION
 from segment_store.tables.entry_serializer import (
     HEADER_BYTES,
@@ -19,8 +18,9 @@ from segment_store.tables.entry_serializer import (
     scan,
     serialize,
 )
-from segment_store.tables.errors import TableDataCorruptedError
 from segment_store.tables.host import SegmentHost
+from segstore_shared.contracts import SegmentType
+from segstore_shared.table_errors import TableDataCorruptedError
 
 ITEMS = [
     (b"k1", b"value-1", NO_VERSION),

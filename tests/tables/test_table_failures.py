@@ -9,13 +9,13 @@ from collections.abc import Sequence
 import pytest
 from memory_host import FaultyHost, InjectedError
 
-from segment_store.contracts import AttributeUpdate
 from segment_store.tables.config import TableConfig
 from segment_store.tables.entries import NO_VERSION, NOT_EXISTS, TableEntry, TableKey
 from segment_store.tables.entry_serializer import serialize
-from segment_store.tables.errors import TableKeyBadVersionError, TableKeyNotExistsError
 from segment_store.tables.host import SegmentHost
 from segment_store.tables.table_store import TableStore
+from segstore_shared.contracts import AttributeUpdate
+from segstore_shared.table_errors import TableKeyBadVersionError, TableKeyNotExistsError
 
 T = "t"
 

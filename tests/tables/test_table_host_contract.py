@@ -6,7 +6,9 @@ import asyncio
 
 import pytest
 
-from segment_store.contracts import (
+from segment_store.tables.entry_serializer import read_exact
+from segment_store.tables.host import SegmentHost
+from segstore_shared.contracts import (
     AttributeUpdate,
     AttributeUpdateType,
     BadAttributeUpdateError,
@@ -16,8 +18,6 @@ from segment_store.contracts import (
     SegmentTruncatedError,
     SegmentType,
 )
-from segment_store.tables.entry_serializer import read_exact
-from segment_store.tables.host import SegmentHost
 
 S = "host-contract"
 ATTR = 12345

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from segment_store.tables.entries import TableEntry, TableKey
-from segment_store.tables.errors import BadContinuationTokenError
 from segment_store.tables.table_store import TableStore
+from segstore_shared.table_errors import BadContinuationTokenError
 
 T = "t"
 

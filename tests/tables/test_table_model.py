@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from segment_store.tables.config import TableConfig
 from segment_store.tables.entries import NO_VERSION, NOT_EXISTS, TableEntry, TableKey
-from segment_store.tables.errors import TableKeyBadVersionError, TableKeyNotExistsError
 from segment_store.tables.host import SegmentHost
 from segment_store.tables.table_store import TableStore
+from segstore_shared.table_errors import TableKeyBadVersionError, TableKeyNotExistsError
 
 KEYS = [b"a", b"b", b"c", b"dd", b"eee", b"f" * 300]
 CONDITIONS = ["none", "current", "not_exists", "stale"]

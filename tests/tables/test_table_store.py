@@ -6,13 +6,6 @@ from collections.abc import Callable
 
 import pytest
 
-from segment_store.contracts import (
-    BadOffsetError,
-    SegmentExistsError,
-    SegmentNotExistsError,
-    SegmentType,
-    SegmentTypeMismatchError,
-)
 from segment_store.tables.entries import (
     MAX_KEY_BYTES,
     MAX_VALUE_BYTES,
@@ -21,7 +14,16 @@ from segment_store.tables.entries import (
     TableEntry,
     TableKey,
 )
-from segment_store.tables.errors import (
+from segment_store.tables.host import SegmentHost
+from segment_store.tables.table_store import TableStore
+from segstore_shared.contracts import (
+    BadOffsetError,
+    SegmentExistsError,
+    SegmentNotExistsError,
+    SegmentType,
+    SegmentTypeMismatchError,
+)
+from segstore_shared.table_errors import (
     BadKeyLengthError,
     InvalidTableKeyError,
     TableBatchTooLargeError,
@@ -32,8 +34,6 @@ from segment_store.tables.errors import (
     TableSegmentNotEmptyError,
     TableValueTooLongError,
 )
-from segment_store.tables.host import SegmentHost
-from segment_store.tables.table_store import TableStore
 
 T = "scope/_tables/t"
 

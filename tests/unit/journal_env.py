@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkStorage, ChunkStorageUnavailableError
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_prefix
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.journal_records import (
+from segment_store.storage.journal.records import (
     HEADER,
     JournalRecord,
     SnapshotRecord,
     encode_record,
     system_prefix,
 )
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
-from segment_store.storage.storage_config import ChunkedStorageConfig
-from segment_store.storage.system_journal import (
+from segment_store.storage.journal.system_journal import (
     InMemorySnapshotInfoStore,
     SnapshotInfo,
 )
+from segment_store.storage.storage_config import ChunkedStorageConfig
 
 CID = 3
 

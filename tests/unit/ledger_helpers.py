@@ -8,10 +8,10 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from segment_store.coordination.store import CoordinationStore, CoordinationUnavailableError, Versioned
-from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-from segment_store.tier1.file_ledger_log import FileLedgerLog
+from segment_store.tier1.file.config import FileLedgerLogConfig
+from segment_store.tier1.file.ledger_log import FileLedgerLog
 from segment_store.tier1.log import ReadItem
+from segstore_shared.coordination.store import CoordinationStore, CoordinationUnavailableError, Versioned
 
 TIMEOUT_S = 30.0
 

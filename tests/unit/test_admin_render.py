@@ -21,9 +21,9 @@ from controller_client.errors import (
     StreamNotFoundError,
 )
 from controller_client.model import RetentionPolicy, ScalingPolicy, StreamConfiguration, segment_id
-from segment_store.admin import parsing, render
-from segment_store.admin.connection import Connection
-from segment_store.admin.errors import (
+from segstore_cli.admin import parsing, render
+from segstore_cli.admin.connection import Connection
+from segstore_cli.admin.errors import (
     EXIT_FAILED,
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
@@ -32,9 +32,9 @@ from segment_store.admin.errors import (
     exit_code_for,
     message_for,
 )
-from segment_store.admin.progress import Activity
-from segment_store.admin.streams import fit_ranges
-from segment_store.admin.views import (
+from segstore_cli.admin.progress import Activity
+from segstore_cli.admin.streams import fit_ranges
+from segstore_cli.admin.views import (
     EpochView,
     GroupStream,
     Names,
@@ -44,7 +44,7 @@ from segment_store.admin.views import (
     SegmentView,
     StreamView,
 )
-from segment_store.auth.tls import TlsConfigError
+from segstore_shared.auth.tls import TlsConfigError
 
 NOW_MS = 1_800_000_000_000
 S2 = segment_id(2, 1)  # 2.#epoch.1

@@ -1,4 +1,4 @@
-"""Resources, permissions and ACL matching with Pravega's meaning (segment_store.auth.acl).
+"""Resources, permissions and ACL matching with Pravega's meaning (segstore_shared.auth.acl).
 
 The matching examples are those of Pravega's AclAuthorizerImplTest, as the research notes list them.
 """
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from segment_store.auth.acl import (
+from segstore_shared.auth.acl import (
     Acl,
     AclEntry,
     Permission,

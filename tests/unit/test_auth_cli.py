@@ -1,4 +1,4 @@
-"""``segstore auth add-user`` and ``segstore auth check`` on real files (segment_store.auth.cli).
+"""``segstore auth add-user`` and ``segstore auth check`` on real files (segstore_cli.auth_commands).
 
 Output is captured with ``capfd``: ``main`` enables faulthandler, which needs a real stderr.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from segment_store.auth.acl import Permission, scope, stream
-from segment_store.auth.passwords import PasswordFile, hash_password
-from segment_store.cli import main
+from segstore_cli.main import main
+from segstore_shared.auth.acl import Permission, scope, stream
+from segstore_shared.auth.passwords import PasswordFile, hash_password
 
 # a file as Pravega's admin tool writes it (user admin, password 1111_aaaa, as Pravega's sample config/passwd)
 ADMIN_HASH = hash_password("1111_aaaa")

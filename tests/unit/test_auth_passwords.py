@@ -1,4 +1,4 @@
-"""Password hashes, the password file and Basic credentials, in Pravega's formats (segment_store.auth.passwords)."""
+"""Password hashes, the password file and Basic credentials, in Pravega's formats (segstore_shared.auth.passwords)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segment_store.auth.acl import Permission, root, scope, stream
-from segment_store.auth.passwords import (
+from segstore_shared.auth.acl import Permission, root, scope, stream
+from segstore_shared.auth.passwords import (
     CredentialsError,
     PasswordFile,
     PasswordFileError,
@@ -21,7 +21,7 @@ from segment_store.auth.passwords import (
     parse_basic,
     verify_password,
 )
-from segment_store.errors import SegstoreError
+from segstore_shared.errors import SegstoreError
 
 # Pravega's shipped config/passwd (pravega/pravega @ 3142a01): user admin, password 1111_aaaa (the password is in
 # config/standalone-config.properties). A fact about Pravega's format, copied as data.

@@ -1,6 +1,6 @@
 """Renewable delegation tokens: the claims the signer adds (user, renewal bound), what the verifier accepts for
 renewal and what it never accepts, and the client side that renews a token before it expires
-(``segment_store.auth.tokens``, ``controller_client.bearer``)."""
+(``segstore_shared.auth.tokens``, ``controller_client.controller.bearer``)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller_client.bearer import BearerToken
+from controller_client.controller.bearer import BearerToken
 from controller_client.errors import ControllerAuthenticationError
 from controller_client.proto import Controller_pb2 as pb
-from segment_store.auth.acl import Permission, raw_stream
-from segment_store.auth.tokens import (
+from segstore_shared.auth.acl import Permission, raw_stream
+from segstore_shared.auth.tokens import (
     RENEW_UNTIL_CLAIM,
     USER_CLAIM,
     TokenExpiredError,

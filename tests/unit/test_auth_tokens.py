@@ -1,4 +1,4 @@
-"""Delegation tokens as Pravega's controller writes and its segment stores check them (segment_store.auth.tokens).
+"""Delegation tokens as Pravega's controller writes and its segment stores check them (segstore_shared.auth.tokens).
 
 Manual clock throughout; PyJWT's own ``jwt.decode`` and a hand-made HMAC serve as independent readers.
 """
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from segment_store.auth.acl import Permission, raw_stream, scope
-from segment_store.auth.tokens import (
+from segstore_shared.auth.acl import Permission, raw_stream, scope
+from segstore_shared.auth.tokens import (
     TokenError,
     TokenExpiredError,
     TokenInvalidError,
@@ -26,7 +26,7 @@ from segment_store.auth.tokens import (
     claim_key_matches,
     token_expiry,
 )
-from segment_store.errors import SegstoreError
+from segstore_shared.errors import SegstoreError
 
 KEY = "k3y-for-tests"
 OTHER_KEY = "an0ther-k3y"

@@ -1,4 +1,4 @@
-"""A child started by a segstore supervisor dies with it (segment_store.child_process.die_with_parent_env /
+"""A child started by a segstore supervisor dies with it (segstore_shared.processes.die_with_parent_env /
 honour_parent_death), without Python code between fork and exec: killed by SIGKILL, the supervisor takes its child
 along; a child whose supervisor is gone before it starts exits at once."""
 
@@ -11,18 +11,18 @@ import sys
 import time
 from pathlib import Path
 
-from segment_store.child_process import PARENT_PID_ENV, die_with_parent_env
+from segstore_shared.processes import PARENT_PID_ENV, die_with_parent_env
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = (
-    "from segment_store.child_process import honour_parent_death\n"
+    "from segstore_shared.processes import honour_parent_death\n"
     "honour_parent_death()\n"
     "print('child ready', flush=True)\n"
     "import sys; sys.stdin.read()\n"  # blocks until killed (stdin is a pipe nobody writes)
 )
 SUPERVISOR = (
     "import subprocess, sys\n"
-    "from segment_store.child_process import die_with_parent_env\n"
+    "from segstore_shared.processes import die_with_parent_env\n"
     f"child = subprocess.Popen([sys.executable, '-c', {CHILD!r}], env=die_with_parent_env(), stdin=subprocess.PIPE,"
     " stdout=subprocess.PIPE, text=True)\n"
     "print(child.stdout.readline().strip(), child.pid, flush=True)\n"

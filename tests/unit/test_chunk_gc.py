@@ -13,13 +13,13 @@ from collections.abc import Callable
 
 import pytest
 
-from segment_store.contracts import SegmentTruncatedError
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkStorage
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_prefix
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.journal.system_journal import InMemorySnapshotInfoStore
 from segment_store.storage.storage_config import ChunkedStorageConfig
-from segment_store.storage.system_journal import InMemorySnapshotInfoStore
+from segstore_shared.contracts import SegmentTruncatedError
 
 CID = 9
 DATA = data_prefix(CID)

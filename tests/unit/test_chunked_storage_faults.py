@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from segment_store.contracts import SegmentTruncatedError
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.filesystem import FsChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkNotFoundError, ChunkStorage, ChunkStorageUnavailableError
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_chunk_name, data_prefix
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.fs_chunk_storage import FsChunkStorage
-from segment_store.storage.journal_records import system_prefix
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.journal.records import system_prefix
+from segment_store.storage.journal.system_journal import InMemorySnapshotInfoStore
 from segment_store.storage.storage_config import ChunkedStorageConfig
-from segment_store.storage.system_journal import InMemorySnapshotInfoStore
+from segstore_shared.contracts import SegmentTruncatedError
 
 CID = 5
 JOURNAL = system_prefix(CID, "journal")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from segment_store import __version__
-from segment_store.cli import main
+from segstore_cli.main import main
 
 
 def test_version_with_flag(capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,18 +34,18 @@ def test_unknown_command_with_error_exit() -> None:
 
 def test_console_script_with_help() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "segment_store.cli", "--help"], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-m", "segstore_cli", "--help"], capture_output=True, text=True, timeout=60, check=True
     ).stdout
     assert "segstore" in out and "demo" in out
 
 
 def test_segment_store_that_crashes_in_c_leaves_its_python_stacks_in_its_log(tmp_path: Path) -> None:
-    from segment_store.coordination.zookeeper_server import free_port
+    from segstore_shared.coordination.zookeeper_server import free_port
 
     log = tmp_path / "segmentstore.log"
     with open(log, "wb") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "segment_store.cli", "segmentstore", "--in-memory", "--port", str(free_port())],
+            [sys.executable, "-m", "segstore_cli", "segmentstore", "--in-memory", "--port", str(free_port())],
             stdout=subprocess.PIPE, stderr=stderr, text=True,
         )  # fmt: skip
         try:
@@ -61,9 +61,9 @@ def test_segment_store_that_crashes_in_c_leaves_its_python_stacks_in_its_log(tmp
 
 
 def test_segment_store_cache_size_is_the_process_budget_and_must_be_positive(tmp_path: Path) -> None:
-    from segment_store.coordination.zookeeper_server import free_port
+    from segstore_shared.coordination.zookeeper_server import free_port
 
-    command = [sys.executable, "-m", "segment_store.cli", "segmentstore", "--in-memory", "--port", str(free_port())]
+    command = [sys.executable, "-m", "segstore_cli", "segmentstore", "--in-memory", "--port", str(free_port())]
     process = subprocess.Popen([*command, "--cache-size-mb", "64"], stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None

@@ -12,16 +12,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from segment_store.protocol import encode_events
-from segment_store.storage import parquet_chunk
-from segment_store.storage.chunk_metadata import ChunkEntry, SegmentLayout
+from segment_store.storage.backends.faulty import FaultyChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkStorage, ChunkStorageUnavailableError
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_prefix
 from segment_store.storage.compaction import merge_chunks, plan_runs
-from segment_store.storage.faulty_chunk_storage import FaultyChunkStorage
-from segment_store.storage.journal_records import system_prefix
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.format import parquet_chunk
+from segment_store.storage.journal.chunk_metadata import ChunkEntry, SegmentLayout
+from segment_store.storage.journal.records import system_prefix
+from segment_store.storage.journal.system_journal import InMemorySnapshotInfoStore
 from segment_store.storage.storage_config import ChunkedStorageConfig
-from segment_store.storage.system_journal import InMemorySnapshotInfoStore
 
 CID = 4
 DATA = data_prefix(CID)

@@ -8,7 +8,7 @@ import pytest
 from controller.rpc.authorization import RULES, needs
 from controller_client.model import InvalidModelError
 from controller_client.proto import Controller_pb2 as pb
-from segment_store.auth.acl import Acl, Permission
+from segstore_shared.auth.acl import Acl, Permission
 
 SERVICE = pb.DESCRIPTOR.services_by_name["ControllerService"]
 R, RU = Permission.READ, Permission.READ_UPDATE

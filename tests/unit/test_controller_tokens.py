@@ -3,9 +3,9 @@ only for changes (and then serving reads too), renewed when a segment store says
 
 from __future__ import annotations
 
-from controller_client.delegation_tokens import ControllerTokens
-from segment_store.auth.acl import Permission
-from segment_store.auth.tokens import TokenSigner
+from controller_client.controller.delegation_tokens import ControllerTokens
+from segstore_shared.auth.acl import Permission
+from segstore_shared.auth.tokens import TokenSigner
 
 
 class Controller:

@@ -12,10 +12,10 @@ from typing import Any
 
 import yaml
 
-from segment_store.tier1.jetstream_config import parse_servers
-from segment_store.tier1.jetstream_records import HEADER_ROOM
-from segment_store.tier1.nats_server import find_nats_server
-from segment_store.tier1.tier1_config import Tier1Config
+from segment_store.tier1.config import Tier1Config
+from segment_store.tier1.jetstream.config import parse_servers
+from segment_store.tier1.jetstream.nats_server import find_nats_server
+from segment_store.tier1.jetstream.records import HEADER_ROOM
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 
@@ -57,7 +57,7 @@ def test_nats_configurations_are_valid_routed_and_fit_a_frame(tmp_path: Path) ->
 
 
 def test_servers_run_with_tls_and_authentication_from_declared_secrets() -> None:
-    from segment_store.cli import build_parser
+    from segstore_cli.main import build_parser
 
     document = compose()
     declared = {f"/run/secrets/{name}" for name in document["secrets"]}

@@ -7,8 +7,6 @@ import asyncio
 import pytest
 from container_env import wait_until
 
-from segment_store.containers.metadata import ContainerMetadata
-from segment_store.contracts import ContainerOfflineError, SegmentNotExistsError, SegmentSealedError
 from segment_store.logs.config import DurableLogConfig
 from segment_store.logs.durable_log import DurableLog, LogState
 from segment_store.logs.operations import (
@@ -17,8 +15,10 @@ from segment_store.logs.operations import (
     Operation,
     SealOperation,
 )
+from segment_store.metadata import ContainerMetadata
 from segment_store.tier1.log import LogAddress
 from segment_store.tier1.memory_log import InMemoryDurableDataLog, SharedLogState
+from segstore_shared.contracts import ContainerOfflineError, SegmentNotExistsError, SegmentSealedError
 
 SMALL = DurableLogConfig(
     max_frame_bytes=4096,
@@ -212,9 +212,9 @@ async def test_second_owner_with_recovery_fences_first() -> None:
 
 
 async def test_recover_with_file_ledger_log_replays_fsynced_frames(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from segment_store.coordination.memory_store import MemoryCoordinationServer
-    from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-    from segment_store.tier1.file_ledger_log import FileLedgerLog
+    from segment_store.tier1.file.config import FileLedgerLogConfig
+    from segment_store.tier1.file.ledger_log import FileLedgerLog
+    from segstore_shared.coordination.memory_store import MemoryCoordinationServer
 
     server = MemoryCoordinationServer()
     config = FileLedgerLogConfig(root_dir=tmp_path)

@@ -10,9 +10,9 @@ import pytest
 from container_env import ContainerEnv
 
 from segment_store.containers.segment_container import SegmentContainer
-from segment_store.contracts import InvalidOffsetError, SegmentNotExistsError
 from segment_store.protocol import encode_events
 from segment_store.reading.event_starts import walk_to_event_start
+from segstore_shared.contracts import InvalidOffsetError, SegmentNotExistsError
 
 SEGMENT = "scope/stream/0.#epoch.0"
 TRANSACTION = "scope/stream/0.#epoch.0#transaction.00000000000000000000000000000001"
@@ -119,7 +119,7 @@ async def test_walk_with_short_reads_and_events_longer_than_a_step_finds_every_s
 
 
 def test_chunk_first_event_skips_raw_rows_and_reads_only_from_the_row_group_of_the_start() -> None:
-    from segment_store.storage import parquet_chunk
+    from segment_store.storage.format import parquet_chunk
 
     rng = random.Random(9)
     payloads = events(rng, 400)

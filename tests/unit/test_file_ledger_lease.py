@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from ledger_helpers import FlakyStore, append_each, make_config, open_log, read_all, run
 
-from segment_store.coordination.memory_store import MemoryCoordinationServer
-from segment_store.coordination.store import CoordinationStore, Versioned
-from segment_store.tier1.file_ledger_log import FileLedgerLog
+from segment_store.tier1.file.ledger_log import FileLedgerLog
 from segment_store.tier1.log import DataLogNotAvailableError, DataLogWriterNotPrimaryError, LogAddress
 from segment_store.tier1.log_metadata import LogMetadata
 from segment_store.tier1.owner_identity import machine_identity
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer
+from segstore_shared.coordination.store import CoordinationStore, Versioned
 
 
 def test_initialize_with_a_live_owner_waits_its_recorded_lease_and_keeps_what_it_acknowledged(tmp_path: Path) -> None:

@@ -15,17 +15,15 @@ from typing import Any
 import pytest
 from ledger_helpers import FlakyStore, append_each, make_config, open_log, read_all, run
 
-from segment_store.coordination.memory_store import MemoryCoordinationServer
-from segment_store.coordination.store import CoordinationStore
-from segment_store.tier1.file_ledger_config import FileLedgerLogConfig
-from segment_store.tier1.file_ledger_log import FileLedgerLog
-from segment_store.tier1.ledger_file import (
+from segment_store.tier1.file.config import FileLedgerLogConfig
+from segment_store.tier1.file.ledger_file import (
     ENTRY_HEADER,
     FILE_HEADER,
     LedgerSink,
     OsLedgerStorage,
     ledger_file_name,
 )
+from segment_store.tier1.file.ledger_log import FileLedgerLog
 from segment_store.tier1.log import (
     DataLogClosedError,
     DataLogCorruptedError,
@@ -33,6 +31,8 @@ from segment_store.tier1.log import (
     DataLogWriteError,
     LogAddress,
 )
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer
+from segstore_shared.coordination.store import CoordinationStore
 
 
 class FailingSyncStorage(OsLedgerStorage):

@@ -9,10 +9,10 @@ import pytest
 from container_env import ContainerEnv
 from test_offset_at_time import Clock, append, append_at, metadata_with, start
 
-from segment_store.contracts import SegmentNotExistsError, SegmentTruncatedError
 from segment_store.logs.operations import MergeOperation
 from segment_store.protocol import encode_events
 from segment_store.reading.ingest_times import IngestTimeIndex
+from segstore_shared.contracts import SegmentNotExistsError, SegmentTruncatedError
 
 SEGMENT = "scope/stream/0.#epoch.0"
 ALL = 2**63 - 1

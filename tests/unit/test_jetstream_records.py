@@ -17,8 +17,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from segment_store.tier1.jetstream_metadata import JetStreamLogMetadata
-from segment_store.tier1.jetstream_records import (
+from segment_store.tier1.jetstream.metadata import JetStreamLogMetadata
+from segment_store.tier1.jetstream.records import (
     EXPECTED_LAST_SEQUENCE,
     KIND_DATA,
     KIND_FENCE,

@@ -16,8 +16,8 @@ from typing import Any
 import kazoo.exceptions as kz
 import pytest
 
-from segment_store.coordination.kazoo_store import _LinearizedReads
-from segment_store.coordination.store import CoordinationUnavailableError, Versioned
+from segstore_shared.coordination.kazoo_store import _LinearizedReads
+from segstore_shared.coordination.store import CoordinationUnavailableError, Versioned
 
 
 @dataclass

@@ -4,19 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from segment_store.containers.metadata import ContainerMetadata, MetadataCorruptedError
-from segment_store.contracts import (
-    NULL_ATTRIBUTE_VALUE,
-    AttributeUpdate,
-    AttributeUpdateType,
-    BadAttributeUpdateError,
-    BadOffsetError,
-    InvalidOffsetError,
-    SegmentExistsError,
-    SegmentNotExistsError,
-    SegmentSealedError,
-    SegmentType,
-)
 from segment_store.logs.metadata_updater import MetadataUpdater
 from segment_store.logs.operations import (
     AppendOperation,
@@ -28,6 +15,19 @@ from segment_store.logs.operations import (
     SealOperation,
     TruncateOperation,
     UpdateAttributesOperation,
+)
+from segment_store.metadata import ContainerMetadata, MetadataCorruptedError
+from segstore_shared.contracts import (
+    NULL_ATTRIBUTE_VALUE,
+    AttributeUpdate,
+    AttributeUpdateType,
+    BadAttributeUpdateError,
+    BadOffsetError,
+    InvalidOffsetError,
+    SegmentExistsError,
+    SegmentNotExistsError,
+    SegmentSealedError,
+    SegmentType,
 )
 
 
@@ -213,7 +213,7 @@ def test_segment_metadata_copy_has_every_field_and_its_own_attributes() -> None:
     from the pending view (every field gets a value unlike its default, so a forgotten one shows)."""
     import dataclasses
 
-    from segment_store.containers.metadata import SegmentMetadata
+    from segment_store.metadata import SegmentMetadata
 
     values: dict[str, object] = {}
     for number, f in enumerate(dataclasses.fields(SegmentMetadata)):

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from controller.metrics import ControllerMetricsRegistry
 from segment_store.metrics import SegmentStoreMetrics
 from segment_store.server.service import SegmentStoreService, ServiceConfig
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from segment_store.metrics import SegmentStoreMetrics, StoreMetrics
 from segment_store.server.service import SegmentStoreService, ServiceConfig
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.tier1.log import DurableDataLog
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
 

@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator
 import pytest
 from container_env import ContainerEnv, crash
 
-from segment_store.containers.metadata import ContainerMetadata, SegmentMetadata
 from segment_store.containers.segment_container import SegmentContainer
-from segment_store.contracts import SegmentNotExistsError
 from segment_store.logs.operations import AppendOperation, DeleteOperation, MergeOperation
+from segment_store.metadata import ContainerMetadata, SegmentMetadata
 from segment_store.protocol import encode_events
 from segment_store.reading.ingest_times import IngestTimeIndex
+from segstore_shared.contracts import SegmentNotExistsError
 
 SEGMENT = "scope/stream/0.#epoch.0"
 

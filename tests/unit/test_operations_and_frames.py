@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segment_store.contracts import AttributeUpdate, AttributeUpdateType, SegmentType
 from segment_store.logs.data_frame import (
     FRAME_HEADER_SIZE,
     DataFrameBuilder,
@@ -30,6 +29,7 @@ from segment_store.logs.operations import (
     deserialize,
     serialize,
 )
+from segstore_shared.contracts import AttributeUpdate, AttributeUpdateType, SegmentType
 
 i64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 u128 = st.integers(min_value=0, max_value=2**128 - 1)

@@ -15,7 +15,7 @@ import gzip
 import pytest
 
 from controller_client.model import StreamCut
-from pravega_spark.stream_cut_text import (
+from pravega_spark.options.stream_cut_text import (
     StreamCutTextError,
     decode_text,
     encode_text,

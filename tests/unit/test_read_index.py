@@ -8,11 +8,11 @@ import random
 import pytest
 from container_env import wait_until
 
-from segment_store.containers.metadata import ContainerMetadata, SegmentMetadata
-from segment_store.contracts import SegmentNotExistsError, SegmentTruncatedError
 from segment_store.logs.operations import AppendOperation, DeleteOperation, MergeOperation, SealOperation
+from segment_store.metadata import ContainerMetadata, SegmentMetadata
 from segment_store.reading.cache import CacheBudget, CacheConfig
 from segment_store.reading.read_index import ReadIndex, ReadIndexConfig, ReadIndexCorruptedError
+from segstore_shared.contracts import SegmentNotExistsError, SegmentTruncatedError
 
 
 class Tier2:

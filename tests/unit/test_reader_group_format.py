@@ -1,11 +1,11 @@
-"""The official Rust client's reader group state format (``controller_client.reader_group_format``): golden bytes
+"""The official Rust client's reader group state format (``controller_client.reader_groups.format``): golden bytes
 worked out from serde_cbor's rules, round trips, and refusal of what the client never writes."""
 
 from __future__ import annotations
 
 import pytest
 
-from controller_client.reader_group_format import (
+from controller_client.reader_groups.format import (
     ASSIGNED,
     DISTANCE,
     TYPE_ASSIGNED,

@@ -12,7 +12,9 @@ from container_env import SMALL, ContainerEnv, settle, tier2_refusals, wait_unti
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import ContainerState
-from segment_store.contracts import (
+from segment_store.protocol import encode_events
+from segment_store.reading.cache import CacheBudget, CacheConfig
+from segstore_shared.contracts import (
     NULL_ATTRIBUTE_VALUE,
     AttributeUpdate,
     AttributeUpdateType,
@@ -28,8 +30,6 @@ from segment_store.contracts import (
     ThrottledTimeoutError,
     TooLargeError,
 )
-from segment_store.protocol import encode_events
-from segment_store.reading.cache import CacheBudget, CacheConfig
 
 WRITER = 0x1234_5678_9ABC_DEF0_0FED_CBA9_8765_4321
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from segment_store.selftest.checker import Checker, Counts, TxnOutcome
-from segment_store.selftest.events import CorruptEvent, EventId, decode, encode
+from segstore_cli.selftest.checker import Checker, Counts, TxnOutcome
+from segstore_cli.selftest.events import CorruptEvent, EventId, decode, encode
 
 
 def plain(seq: int, key: str = "k1", source: str = "w0.1") -> EventId:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from segment_store.tier1.serial_worker import SerialWorker
+from segment_store.tier1.file.serial_worker import SerialWorker
 
 
 async def test_calls_run_in_call_order_on_one_thread_one_at_a_time() -> None:

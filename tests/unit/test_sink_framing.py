@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from pravega_spark.sink_framing import framed_blocks as _framed_blocks
+from pravega_spark.write.framing import framed_blocks as _framed_blocks
 from segment_store.protocol import encode_events, parse_events
 
 
@@ -53,7 +53,7 @@ def test_framed_blocks_of_no_rows_are_none() -> None:
 
 
 def test_framed_blocks_of_more_than_fits_one_arrow_array_are_framed_in_parts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pravega_spark.sink_framing._MAX_FRAMED_BYTES", 1000)  # stands in for 2 GiB of int32 offsets
+    monkeypatch.setattr("pravega_spark.write.framing._MAX_FRAMED_BYTES", 1000)  # stands in for 2 GiB of int32 offsets
     payloads = _payloads(400)
     blocks = list(_framed_blocks(pa.array(payloads, pa.binary()), 700))
     assert all(len(block) <= 700 for block, _ in blocks)

@@ -14,8 +14,10 @@ from collections.abc import Callable
 import pytest
 from journal_env import CID, Env, FlakyPointerStore, _corruptions, describe, put_record
 
-from segment_store.contracts import ContainerOfflineError
-from segment_store.storage.chunk_metadata import (
+from segment_store.storage.backends.memory import MemoryChunkStorage
+from segment_store.storage.chunk_storage import ChunkStorageUnavailableError
+from segment_store.storage.chunked_storage import data_prefix
+from segment_store.storage.journal.chunk_metadata import (
     AddChunk,
     ChunkEntry,
     ChunkMetadata,
@@ -24,9 +26,7 @@ from segment_store.storage.chunk_metadata import (
     SegmentLayout,
     TruncateSegment,
 )
-from segment_store.storage.chunk_storage import ChunkStorageUnavailableError
-from segment_store.storage.chunked_storage import data_prefix
-from segment_store.storage.journal_records import (
+from segment_store.storage.journal.records import (
     HEADER,
     JournalRecord,
     RecordFormatError,
@@ -37,14 +37,14 @@ from segment_store.storage.journal_records import (
     system_name,
     system_prefix,
 )
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
-from segment_store.storage.system_journal import (
+from segment_store.storage.journal.system_journal import (
     InMemorySnapshotInfoStore,
     JournalCorruptedError,
     SnapshotInfo,
     StorageNotPrimaryError,
     SystemJournal,
 )
+from segstore_shared.contracts import ContainerOfflineError
 
 
 def test_record_round_trip_and_names() -> None:

@@ -7,17 +7,17 @@ import struct
 import pytest
 from journal_env import CID, Env, FlakyPointerStore, describe
 
+from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkData, ChunkInfo, ChunkStorage, ChunkStorageUnavailableError
 from segment_store.storage.chunked_storage import data_prefix, parse_data_chunk_name
-from segment_store.storage.journal_records import (
+from segment_store.storage.journal.records import (
     HEADER,
     decode_record,
     parse_system_name,
     system_name,
     system_prefix,
 )
-from segment_store.storage.memory_chunk_storage import MemoryChunkStorage
-from segment_store.storage.system_journal import (
+from segment_store.storage.journal.system_journal import (
     SnapshotInfo,
 )
 

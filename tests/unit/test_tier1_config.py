@@ -6,10 +6,10 @@ import argparse
 
 import pytest
 
-from segment_store.cli import build_parser
-from segment_store.tier1.jetstream_config import JetStreamLogConfig, parse_servers
-from segment_store.tier1.nats_server import NatsServerConfig, render_config
-from segment_store.tier1.tier1_config import Tier1Config
+from segment_store.tier1.config import Tier1Config
+from segment_store.tier1.jetstream.config import JetStreamLogConfig, parse_servers
+from segment_store.tier1.jetstream.nats_server import NatsServerConfig, render_config
+from segstore_cli.main import build_parser
 
 
 def test_default_is_the_file_ledger_log() -> None:

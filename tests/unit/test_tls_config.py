@@ -18,7 +18,8 @@ from cryptography.hazmat.primitives.serialization import (
     load_pem_private_key,
 )
 
-from segment_store.auth.tls import (
+from segstore_cli.main import build_parser
+from segstore_shared.auth.tls import (
     TlsConfig,
     TlsConfigError,
     TrustConfig,
@@ -26,7 +27,6 @@ from segment_store.auth.tls import (
     is_tls_scheme,
     trust_from_cli,
 )
-from segment_store.cli import build_parser
 from tests.tls_fixtures import TlsFiles, make_tls_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def test_server_context_with_an_unreadable_key_says_permission_denied(files: Tls
     key.chmod(0o000)
     code = (
         f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
-        "from segment_store.auth.tls import TlsConfig, TlsConfigError\n"
+        "from segstore_shared.auth.tls import TlsConfig, TlsConfigError\n"
         f"try:\n    TlsConfig({str(files.cert)!r}, {str(key)!r}).check()\n"
         "except TlsConfigError as error:\n    print(error)\n"
     )

@@ -1,5 +1,6 @@
-"""Option watermarkColumn, the pure part (pravega_spark.watermark_column): where each watermark applies on a segment,
-the thresholds the driver ships, and the column executors compute from them."""
+"""Option watermarkColumn, the pure part (pravega_spark.read.watermark_column): where each watermark applies on a
+segment, the thresholds
+the driver ships, and the column executors compute from them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pyarrow as pa
 
 from controller_client.model import segment_id
 from controller_client.watermarks import SegmentWithRange, Watermark
-from pravega_spark.watermark_column import (
+from pravega_spark.read.watermark_column import (
     ARROW_TYPE,
     bound_column,
     cut_offset_for,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from segment_store.coordination.zookeeper_server import QuorumPeer, ZooKeeperConfig, ZooKeeperEnsemble
+from segstore_shared.coordination.zookeeper_server import QuorumPeer, ZooKeeperConfig, ZooKeeperEnsemble
 
 PEERS = (
     QuorumPeer(1, "127.0.0.1", 2181, peer_port=2888, election_port=3888),

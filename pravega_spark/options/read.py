@@ -1,0 +1,234 @@
+"""Options of ``spark.read.format("segstore")`` and ``spark.readStream.format("segstore")``, parsed once.
+
+What each option means is in the README's Spark section (one table for reads and writes, checked against
+:mod:`pravega_spark.options.names`). An option reads do not take fails; every error is a
+:class:`~pravega_spark.options.common.SegstoreOptionError` naming the option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pravega_spark.offsets import INITIAL, OffsetFormatError, ReadState, initial_offset, parse_cut_option
+from pravega_spark.options.common import Options, SegstoreOptionError, StreamTarget
+from pravega_spark.read.splitting import SplitOptions
+from pravega_spark.write.stream_creation import StreamCreation
+
+PositionKind = Literal["earliest", "latest", "cut", "timestamp"]
+MetadataMode = Literal["Streams", "StreamInfo"]
+METADATA_MODES: tuple[MetadataMode, ...] = ("Streams", "StreamInfo")
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a read starts or ends: a named end of the stream, a stream cut, or a time."""
+
+    kind: PositionKind
+    option: str
+    """The option it came from (for error messages)."""
+    cut: ReadState | None = None
+    timestamp_ms: int | None = None
+
+    @classmethod
+    def earliest(cls, option: str) -> Position:
+        return cls("earliest", option)
+
+    @classmethod
+    def latest(cls, option: str) -> Position:
+        return cls("latest", option)
+
+    @property
+    def is_fixed(self) -> bool:
+        """True for a stream cut that names every offset (no -1): it means the same bytes whenever it is
+        looked up. ``earliest``, ``latest``, a time and a cut with -1 depend on when they are looked up."""
+        return self.kind == "cut" and self.cut is not None and all(o >= 0 for o in self.cut.positions.values())
+
+    def to_initial_offset(self, scope: str, stream: str) -> dict[str, Any]:
+        """The query's initial offset for this position, not looked up yet (:func:`~pravega_spark.offsets.
+        initial_offset`): the same JSON for the same options, whenever it is asked for."""
+        start: dict[str, Any] = {"kind": self.kind, "option": self.option}
+        if self.timestamp_ms is not None:
+            start["timestampMs"] = self.timestamp_ms
+        if self.cut is not None:
+            start["cut"] = self.cut.to_offset()
+        return initial_offset(scope, stream, start)
+
+    @classmethod
+    def from_initial_offset(cls, offset: Mapping[str, Any]) -> Position:
+        """The position an initial offset of :meth:`to_initial_offset` stands for. Raises OffsetFormatError."""
+        start = offset.get(INITIAL)
+        if not isinstance(start, Mapping) or start.get("kind") not in ("earliest", "latest", "cut", "timestamp"):
+            raise OffsetFormatError(f"not an initial offset of this source: {offset!r}")
+        kind = start["kind"]
+        option = str(start.get("option", "startingOffsets"))
+        if kind == "timestamp":
+            timestamp = start.get("timestampMs")
+            if isinstance(timestamp, bool) or not isinstance(timestamp, int) or timestamp < 0:
+                raise OffsetFormatError(f"initial offset: 'timestampMs' must be epoch ms, got {timestamp!r}")
+            return cls("timestamp", option, timestamp_ms=timestamp)
+        if kind == "cut":
+            cut = ReadState.from_offset(start.get("cut"), offset.get("scope"), offset.get("stream"), allow_end=True)
+            return cls("cut", option, cut=cut)
+        return cls(kind, option)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """The parsed read options (see the module docstring)."""
+
+    target: StreamTarget
+    starting: Position | None
+    """None: the default of the query kind (earliest for batch, latest for streaming)."""
+    ending: Position | None
+    """None: not given (batch reads to the tail)."""
+    max_bytes_per_trigger: int | None
+    fail_on_data_loss: bool
+    controller_timeout_ms: int
+    tier2_location: str | None = None
+    creation: StreamCreation = field(default_factory=lambda: StreamCreation(False, False))
+    """Options allowCreateScope, allowCreateStream and default*: reads create nothing unless told to."""
+    metadata: MetadataMode | None = None
+    """Option ``metadata``: a batch read of the scope's streams or of the stream's head and tail cuts instead."""
+    subscriber: str | None = None
+    """Option ``subscriber``: a streaming query subscribes as this reader group
+    (``pravega_spark.read.subscription``)."""
+    watermark_column: str | None = None
+    """Option ``watermarkColumn``: a timestamp column of this name with each event's watermark lower bound
+    (:mod:`pravega_spark.read.watermark_column`)."""
+    split: SplitOptions = field(default_factory=SplitOptions)
+    """Options ``maxBytesPerPartition`` and ``minPartitions``: several input partitions per segment range
+    (:mod:`pravega_spark.read.splitting`)."""
+
+    @property
+    def controller_timeout_s(self) -> float:
+        return self.controller_timeout_ms / 1000.0
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+        view = Options.of(options, "read")
+        metadata = metadata_mode(view)
+        target = StreamTarget.parse(view, require_stream=metadata != "Streams")
+        starting = _position(view, "startingOffsets", ("start_stream_cut",), target, start=True)
+        timestamp = view.integer("startingTimestamp", None, minimum=0)
+        if timestamp is not None:
+            if starting is not None:
+                raise SegstoreOptionError("startingTimestamp", f"cannot be combined with option '{starting.option}'")
+            starting = Position("timestamp", "startingTimestamp", timestamp_ms=timestamp)
+        ending = _position(view, "endingOffsets", ("end_stream_cut",), target, start=False)
+        end_timestamp = view.integer("endingTimestamp", None, minimum=0)
+        if end_timestamp is not None:
+            if ending is not None:
+                raise SegstoreOptionError("endingTimestamp", f"cannot be combined with option '{ending.option}'")
+            ending = Position("timestamp", "endingTimestamp", timestamp_ms=end_timestamp)
+        max_bytes = view.integer("maxBytesPerTrigger", None, aliases=("approx_bytes_per_trigger",), minimum=1)
+        split = SplitOptions(
+            view.integer("maxBytesPerPartition", None, minimum=1), view.integer("minPartitions", None, minimum=1)
+        )
+        fail = view.boolean("failOnDataLoss", True)
+        timeout = view.integer("controllerTimeoutMs", 30_000, minimum=1)
+        assert timeout is not None
+        tier2 = view.raw("tier2Location")
+        tier2_location = tier2.strip() if tier2 is not None and tier2.strip() else None
+        if tier2_location is not None:
+            _check_tier2_location(tier2_location)
+        creation = StreamCreation.parse(view, create_by_default=False)
+        if metadata is not None:
+            given = starting or ending
+            if given is not None or max_bytes is not None:
+                option = (
+                    given.option
+                    if given is not None
+                    else view.label("maxBytesPerTrigger", ("approx_bytes_per_trigger",))
+                )
+                raise SegstoreOptionError(
+                    option, f"means nothing with option 'metadata' ({metadata}: no events are read)"
+                )
+            if split != SplitOptions():
+                option = "maxBytesPerPartition" if split.max_bytes_per_partition is not None else "minPartitions"
+                raise SegstoreOptionError(
+                    option, f"means nothing with option 'metadata' ({metadata}: no events are read)"
+                )
+        subscriber = (view.raw("subscriber") or "").strip() or None
+        column = watermark_column(view)
+        if metadata is not None and column is not None:
+            raise SegstoreOptionError("watermarkColumn", f"means nothing with option 'metadata' ({metadata})")
+        return cls(
+            target,
+            starting,
+            ending,
+            max_bytes,
+            fail,
+            timeout,
+            tier2_location,
+            creation,
+            metadata,
+            subscriber,
+            column,
+            split,
+        )
+
+    def starting_or(self, default: PositionKind) -> Position:
+        return self.starting or Position(default, "startingOffsets")
+
+
+EVENT_COLUMNS = ("event", "scope", "stream", "segment_id", "offset", "timestamp")
+"""The columns of a read of events, in order (the schema: :data:`pravega_spark.read.source.SCHEMA`)."""
+
+
+def watermark_column(view: Options) -> str | None:
+    """Option ``watermarkColumn``: the name of the added column, None if not given (or blank)."""
+    name = (view.raw("watermarkColumn") or "").strip()
+    if not name:
+        return None
+    if name.lower() in EVENT_COLUMNS:
+        raise SegstoreOptionError(
+            "watermarkColumn", f"{name!r} is a column of the source already ({', '.join(EVENT_COLUMNS)}); pick another"
+        )
+    return name
+
+
+def metadata_mode(view: Options) -> MetadataMode | None:
+    """Option ``metadata``: ``Streams`` or ``StreamInfo`` (any case), as the Pravega Spark connector names them."""
+    raw = view.raw("metadata")
+    if raw is None or not raw.strip():
+        return None
+    for mode in METADATA_MODES:
+        if raw.strip().lower() == mode.lower():
+            return mode
+    raise SegstoreOptionError(
+        "metadata", f"must be 'Streams' (the streams of the scope) or 'StreamInfo' (head and tail cuts), got {raw!r}"
+    )
+
+
+def _position(
+    view: Options, option: str, aliases: tuple[str, ...], target: StreamTarget, *, start: bool
+) -> Position | None:
+    """A start (``earliest``, ``latest``, ``unbounded`` = the head, a cut) or an end (``latest``, ``unbounded`` = no
+    end: a batch read to the tail, a streaming query forever, a cut); None if not given or ``unbounded`` end."""
+    raw = view.raw(option, aliases)
+    if raw is None or not raw.strip():
+        return None
+    label = view.label(option, aliases)
+    text = raw.strip()
+    lowered = text.lower()
+    if lowered == "latest":
+        return Position.latest(label)
+    if lowered == "unbounded":
+        return Position.earliest(label) if start else None
+    if lowered == "earliest":
+        if not start:
+            raise SegstoreOptionError(
+                label, "'earliest' is not allowed here; use 'latest', 'unbounded' or a stream cut"
+            )
+        return Position.earliest(label)
+    return Position("cut", label, cut=parse_cut_option(label, text, target.scope, target.stream))
+
+
+def _check_tier2_location(value: str) -> None:
+    try:
+        from pravega_spark.read.tier2_direct import Tier2Location
+    except ImportError:
+        return
+    Tier2Location.parse(value, "tier2Location")

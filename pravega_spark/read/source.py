@@ -1,0 +1,409 @@
+"""The ``segstore`` Spark data source: registration, schema, and the batch and streaming readers.
+
+Writers live in :mod:`pravega_spark.write.sink`; this class only hands them the options.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
+
+from pravega_spark.offsets import ReadState, StreamConnection, cut_at_timestamp, head_cut, is_initial, tail_cut
+from pravega_spark.options.common import Options, SegstoreOptionError, StreamTarget
+from pravega_spark.options.read import Position, ReadOptions, metadata_mode, watermark_column
+from pravega_spark.read.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
+from pravega_spark.read.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, plan_ranges
+from pravega_spark.read.splitting import EventLocator, partition_groups
+from pravega_spark.read.streaming_runner import end_if_spark_hung_up
+from pravega_spark.read.subscription import Subscription
+from pravega_spark.read.watermark_column import ARROW_TYPE, driver_thresholds, thresholds_in_range, with_bound_column
+from pravega_spark.write.stream_creation import ensure_stream
+
+_log = logging.getLogger(__name__)
+
+SCHEMA = StructType(
+    [
+        StructField("event", BinaryType()),
+        StructField("scope", StringType()),
+        StructField("stream", StringType()),
+        StructField("segment_id", LongType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+    ]
+)
+
+
+class SegstoreDataSource(DataSource):
+    """Read and write segstore (Pravega-compatible) streams: ``format("segstore")``.
+
+    Reading (``spark.read`` / ``spark.readStream``) gives one row per event::
+
+        event       binary   the event's payload (without the 8-byte Pravega event header)
+        scope       string   the stream's scope
+        stream      string   the stream's name
+        segment_id  bigint   the 64-bit id of the segment holding the event (epoch << 32 | number)
+        offset      bigint   where the event's header starts in that segment
+        timestamp   timestamp  when the event was ingested (the segment store's clock when it accepted the append;
+                             null where a segment store without segstore's ReadIngestTimes served it)
+
+    ``(segment_id, offset)`` identifies an event; the events of one routing key come in order within a
+    segment. Options: the README's Spark section (parsed in :mod:`pravega_spark.options.read`; an option reads
+    do not take fails, naming it); offsets are stream cuts (:mod:`pravega_spark.offsets`). A streaming query
+    follows scaling: a sealed segment read to its end is replaced by its successors, each started once all of
+    its predecessors are read; one input partition per segment range (small ones packed together; large ones cut at
+    event starts with options ``maxBytesPerPartition`` / ``minPartitions``: :mod:`pravega_spark.read.splitting`);
+    admission control by ``maxBytesPerTrigger``; Trigger.AvailableNow is supported.
+
+    With option ``metadata`` a batch read gives rows about the scope (``Streams``) or the stream (``StreamInfo``:
+    its head and tail cuts as Base64 text) instead: :mod:`pravega_spark.read.metadata`.
+
+    Writing (``df.write`` / ``df.writeStream``): see :mod:`pravega_spark.write.sink`.
+
+    Example::
+
+        import pravega_spark
+        pravega_spark.register(spark)            # not needed when pyspark finds the source by itself
+        df = (spark.read.format("segstore").option("controller", "tcp://127.0.0.1:9090")
+              .option("scope", "demo").option("stream", "events").load())
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "segstore"
+
+    def schema(self) -> StructType:
+        view = Options.of(self.options)
+        mode = metadata_mode(view)
+        if mode is None:
+            return events_schema(watermark_column(view))
+        from pravega_spark.read.metadata import SCHEMAS
+
+        return SCHEMAS[mode]
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = ReadOptions.parse(self.options)
+        if options.subscriber is not None:
+            raise SegstoreOptionError(
+                "subscriber", "is for streaming queries (spark.readStream): a batch read commits no position"
+            )
+        if options.metadata is not None:
+            from pravega_spark.read.metadata import SegstoreMetadataReader
+
+            return SegstoreMetadataReader(options, schema)
+        return SegstoreBatchReader(options, _checked(schema, options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = ReadOptions.parse(self.options)
+        if options.metadata is not None:
+            raise SegstoreOptionError("metadata", "is for batch reads (spark.read), not for streaming queries")
+        if options.ending is not None:
+            raise SegstoreOptionError(
+                options.ending.option,
+                "is for batch queries only: a streaming query has no end here (end_stream_cut takes 'unbounded'; "
+                "the Pravega connector takes an end cut and never stops at it); read up to an end with spark.read",
+            )
+        return SegstoreStreamReader(options, _checked(schema, options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from pravega_spark.write.sink import SegstoreBatchWriter
+
+        return SegstoreBatchWriter(dict(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from pravega_spark.write.sink import SegstoreStreamWriter
+
+        return SegstoreStreamWriter(dict(self.options), schema, overwrite)
+
+
+def events_schema(watermark_column: str | None = None) -> StructType:
+    """The columns of a read of events; with option ``watermarkColumn`` one more, a nullable timestamp, at the end."""
+    if watermark_column is None:
+        return SCHEMA
+    return StructType([*SCHEMA.fields, StructField(watermark_column, TimestampType(), True)])
+
+
+def _checked(schema: StructType, options: ReadOptions) -> StructType:
+    fixed = events_schema(options.watermark_column)
+    expected = [(f.name, f.dataType) for f in fixed.fields]
+    if [(f.name, f.dataType) for f in schema.fields] != expected:
+        raise ValueError(f"segstore: the read schema is fixed ({fixed.simpleString()}), got {schema.simpleString()}")
+    return schema
+
+
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    def arrow_type(name: str) -> pa.DataType:
+        return ARROW_SCHEMA.field(name).type if name in ARROW_SCHEMA.names else ARROW_TYPE
+
+    return pa.schema([pa.field(f.name, arrow_type(f.name), f.nullable) for f in schema.fields])
+
+
+# ---- shared by both readers ----------------------------------------------------------------------------------
+def resolve_position(connection: StreamConnection, options: ReadOptions, position: Position) -> ReadState:
+    """The read state of a start or end position (looked up now)."""
+    scope, stream = options.target.scope, options.target.stream
+    if position.kind == "earliest":
+        return ReadState.from_stream_cut(head_cut(connection, scope, stream))
+    if position.kind == "latest":
+        return ReadState.from_stream_cut(tail_cut(connection, scope, stream))
+    if position.kind == "timestamp":
+        assert position.timestamp_ms is not None
+        return ReadState.from_stream_cut(cut_at_timestamp(connection, scope, stream, position.timestamp_ms))
+    assert position.cut is not None
+    positions = dict(position.cut.positions)
+    for segment, offset in positions.items():
+        if offset < 0:  # -1: the segment's current end
+            status = connection.segment_status(scope, stream, segment)
+            if status is None:
+                raise SegstoreOptionError(position.option, f"segment {segment} of {scope}/{stream} does not exist")
+            positions[segment] = status.write_offset
+    state = ReadState(scope, stream, positions, position.cut.pending)
+    if not state.pending and not connection.is_valid_cut(state.to_stream_cut()):
+        raise SegstoreOptionError(
+            position.option,
+            f"{state.to_json()} is not a valid stream cut of {scope}/{stream} "
+            "(its segments must exist and cover the key space once)",
+        )
+    return state
+
+
+def _create_if_allowed(connection: StreamConnection, options: ReadOptions) -> None:
+    """Options allowCreateScope/allowCreateStream (default false for reads): create what is missing."""
+    creation = options.creation
+    allowed = creation.allow_create_scope or creation.allow_create_stream
+    if allowed and connection.run(ensure_stream(connection.controller, options.target, creation)):
+        _log.info("segstore: created stream %s/%s", options.target.scope, options.target.stream)
+
+
+def _executor_token(connection: StreamConnection, target: StreamTarget) -> str | None:
+    """What the executors read with: a READ token the driver gets now when it logs in with a password (a new
+    one for every batch, so a long query never outlives it), the ``token`` option as given, or None."""
+    if target.logs_in:
+        return connection.delegation_token(target.scope, target.stream, write=False)
+    return target.token
+
+
+def _thresholds(
+    connection: StreamConnection, options: ReadOptions, ranges: Sequence[ReadRange], known: dict[int, Any]
+) -> dict[int, Any] | None:
+    """With option ``watermarkColumn``: each range's segment's watermark thresholds, read now; else None."""
+    if options.watermark_column is None:
+        return None
+    target = options.target
+    segments = sorted({r.segment_id for r in ranges})
+    return driver_thresholds(connection, target.scope, target.stream, segments, known)
+
+
+def _partitions(
+    options: ReadOptions,
+    ranges: Sequence[ReadRange],
+    token: str | None = None,
+    thresholds: dict[int, Any] | None = None,
+    locator: EventLocator | None = None,
+) -> list[InputPartition]:
+    """One input partition per group of :func:`~pravega_spark.read.splitting.partition_groups` (small ranges packed,
+    large ones cut at event starts ``locator`` finds, as options ``maxBytesPerPartition`` and ``minPartitions``
+    ask); ``thresholds``: see :func:`_thresholds`."""
+    target = options.target
+
+    def part(r: ReadRange) -> SegmentRangePartition:
+        return SegmentRangePartition(
+            target.controller,
+            target.scope,
+            target.stream,
+            r.segment_id,
+            r.start,
+            r.end,
+            options.fail_on_data_loss,
+            options.controller_timeout_s,
+            options.tier2_location,
+            target.trust_store,
+            token,
+            None if thresholds is None else thresholds_in_range(thresholds[r.segment_id], r.start, r.end),
+        )
+
+    return [
+        part(group[0]) if len(group) == 1 else PackedPartition(tuple(part(r) for r in group))
+        for group in partition_groups(ranges, options.split, locator)
+    ]
+
+
+def _read_part(part: SegmentRangePartition, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    if part.watermark_thresholds is None or len(schema) == len(ARROW_SCHEMA):
+        return read_partition(part)
+    name, thresholds = schema.names[-1], part.watermark_thresholds
+    return (with_bound_column(batch, name, thresholds) for batch in read_partition(part))
+
+
+def _read(partition: InputPartition, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    batches: Iterator[pa.RecordBatch]
+    if isinstance(partition, PackedPartition):
+        batches = (batch for part in partition.parts for batch in _read_part(part, schema))
+    elif isinstance(partition, SegmentRangePartition):
+        batches = _read_part(partition, schema)
+    else:
+        return iter(())  # Spark's placeholder partition of an empty read
+    if schema.equals(ARROW_SCHEMA):
+        return batches
+    return (batch if batch.schema.equals(schema) else batch.cast(schema) for batch in batches)
+
+
+class SegstoreBatchReader(DataSourceReader):
+    """``spark.read.format("segstore")``: the events between the start and the end position."""
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.arrow_schema = _arrow_schema(schema)
+
+    def partitions(self) -> list[InputPartition]:
+        options = self.options
+        target = options.target
+        with StreamConnection(target.controller, options.controller_timeout_s, credentials=target) as connection:
+            _create_if_allowed(connection, options)
+            connection.require_stream(target.scope, target.stream)
+            token = _executor_token(connection, target)
+            start = resolve_position(connection, options, options.starting_or("earliest"))
+            end = resolve_position(connection, options, options.ending or Position.latest("endingOffsets"))
+            catalog = LiveCatalog(connection, target.scope, target.stream)
+            try:
+                ranges = plan_ranges(start, end, catalog, fail_on_data_loss=options.fail_on_data_loss)
+            except UnreachableEndError as error:
+                ending = options.ending.option if options.ending is not None else "endingOffsets"
+                starting = options.starting.option if options.starting is not None else "startingOffsets"
+                raise SegstoreOptionError(ending, f"is not after option '{starting}': {error}") from None
+            thresholds = _thresholds(connection, options, ranges, {})
+            return _partitions(options, ranges, token, thresholds, catalog)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition, self.arrow_schema)
+
+
+class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("segstore")``: micro-batches between read states (stream cuts).
+
+    Spark keeps one instance per query in a long-lived Python process (the connection is made there on
+    first use and kept); executors only call :meth:`read` on a copy without a connection.
+    """
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.arrow_schema = _arrow_schema(schema)
+        self._connection: StreamConnection | None = None
+        self._successors: dict[int, dict[int, list[int]]] = {}
+        self._target: ReadState | None = None
+        self._subscription: Subscription | None = None
+        self._key_ranges: dict[int, Any] = {}  # segment id -> SegmentWithRange (immutable), for watermarkColumn
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_connection"] = None
+        state["_subscription"] = None
+        return state
+
+    def _connect(self) -> StreamConnection:
+        if self._connection is None:
+            target = self.options.target
+            connection = StreamConnection(target.controller, self.options.controller_timeout_s, credentials=target)
+            try:
+                _create_if_allowed(connection, self.options)
+                connection.require_stream(target.scope, target.stream)
+                if self.options.subscriber is not None:
+                    self._subscription = Subscription(connection, target.scope, target.stream, self.options.subscriber)
+            except BaseException:
+                connection.close()
+                raise
+            self._connection = connection
+        return self._connection
+
+    def _catalog(self) -> LiveCatalog:
+        target = self.options.target
+        return LiveCatalog(self._connect(), target.scope, target.stream, self._successors)
+
+    def _state(self, offset: dict[str, Any]) -> ReadState:
+        target = self.options.target
+        return ReadState.from_offset(offset, target.scope, target.stream)
+
+    def initialOffset(self) -> dict[str, Any]:
+        """The same JSON on every call (Spark asks again when it runs the first micro-batch, and after a
+        restart before that batch committed): a fixed cut as it is, any other start unresolved; see
+        :mod:`pravega_spark.offsets`."""
+        position = self.options.starting_or("latest")
+        connection = self._connect()  # a wrong controller or a missing stream fails the query here
+        if position.is_fixed:
+            return resolve_position(connection, self.options, position).to_offset()
+        target = self.options.target
+        return position.to_initial_offset(target.scope, target.stream)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_bytes_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxBytes(limit)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        if is_initial(start):  # the first micro-batch: look the start up; that batch reads nothing
+            return resolve_position(self._connect(), self.options, Position.from_initial_offset(start)).to_offset()
+        max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else None
+        cap = None if self._target is None else self._target.positions
+        state = advance(
+            self._state(start),
+            self._catalog(),
+            fail_on_data_loss=self.options.fail_on_data_loss,
+            max_bytes=max_bytes,
+            cap=cap,
+        )
+        return state.to_offset()
+
+    def reportLatestOffset(self) -> dict[str, Any]:
+        """The stream's tail cut now, as an offset: Spark calls it after each ``latestOffset`` and shows it in the
+        micro-batch's progress (``lastProgress["sources"][0]["latestOffset"]``);
+        :func:`pravega_spark.read.lag.lag_bytes` subtracts the batch's ``endOffset`` from it."""
+        target = self.options.target
+        return ReadState.from_stream_cut(tail_cut(self._connect(), target.scope, target.stream)).to_offset()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        target = self.options.target
+        self._target = ReadState.from_stream_cut(tail_cut(self._connect(), target.scope, target.stream))
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        if is_initial(start):
+            self._state(end)  # the looked-up start: nothing before it is read
+            return []
+        catalog = self._catalog()
+        ranges = plan_ranges(
+            self._state(start), self._state(end), catalog, fail_on_data_loss=self.options.fail_on_data_loss
+        )
+        connection = self._connect()
+        thresholds = _thresholds(connection, self.options, ranges, self._key_ranges)
+        token = _executor_token(connection, self.options.target)
+        return _partitions(self.options, ranges, token, thresholds, catalog)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition, self.arrow_schema)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """With option ``subscriber``: publish ``end`` as the query's subscriber cut (what retention may drop);
+        otherwise nothing: the stream keeps its data until it is truncated."""
+        if self.options.subscriber is None:
+            return
+        connection = self._connect()
+        assert self._subscription is not None
+        self._subscription.publish(connection, self._state(end).to_stream_cut())
+
+    def stop(self) -> None:
+        """Spark's streaming runner calls it when the query stops, or when the JVM hung up on the runner: then
+        the runner process ends here, quietly (:mod:`pravega_spark.read.streaming_runner`)."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+        end_if_spark_hung_up()

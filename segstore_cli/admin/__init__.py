@@ -1,0 +1,19 @@
+"""``segstore admin``: scopes, streams, reader groups and segments of a running system, from a terminal.
+
+The admin command line is a client of the controller (``Controller.proto``) and, for lengths and offsets, of
+the segment stores, built on :mod:`controller_client` (``StreamManager`` and ``ControllerClient``). It reads and
+changes only what those expose; it keeps no state of its own.
+
+Modules, each one concern:
+
+* ``cli`` - the ``admin`` argument parser (registered by ``segstore_cli.main``) and the dispatch: run a command,
+  render its result, turn its error into one line on stderr and an exit code;
+* ``connection`` - the controller URI and security options (TLS trust, user and password) and the session;
+* ``parsing`` - pure parsers of what users type (``scope/stream``, segment names, durations, sizes, times, key
+  ranges, stream cuts) and the labels shown for segments;
+* ``views`` - what each command found, as plain frozen dataclasses (what is rendered, as a table or as JSON);
+* ``streams`` (scopes and streams), ``describe`` (a stream in detail), ``groups`` (reader groups), ``segments``
+  (one segment, the controllers) - the commands;
+* ``render`` - views as ``rich`` tables or JSON; ``progress`` - a spinner for long operations on a terminal;
+* ``errors`` - exit codes and the mapping of errors to them.
+"""

@@ -1,0 +1,73 @@
+"""Exit codes of ``segstore admin`` and the mapping of errors to them.
+
+=====  ==================================================================================================
+code   meaning
+=====  ==================================================================================================
+0      done
+1      the operation failed: something does not exist, is in the wrong state, or was refused as invalid
+2      usage: a bad argument or option (argparse), a trust store or certificate file that cannot be used
+3      the controller cannot be reached (down, wrong address, no answer in time, TLS that does not fit)
+4      authentication or permission refused (wrong user or password, an ACL that does not allow it)
+=====  ==================================================================================================
+"""
+
+from __future__ import annotations
+
+from controller_client.errors import (
+    ControllerAuthenticationError,
+    ControllerPermissionError,
+    ControllerTlsError,
+    ControllerUnavailableError,
+)
+from segment_store.client.errors import AuthTokenCheckFailedError
+from segstore_shared.auth.tls import TlsConfigError
+from segstore_shared.errors import SegstoreError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_REFUSED = 4
+
+EXIT_CODES_HELP = """exit codes:
+  0  done
+  1  the operation failed (not found, wrong state, refused as invalid)
+  2  usage error (a bad argument or option, a trust store that cannot be used)
+  3  the controller cannot be reached (down, wrong address, no answer in time, TLS that does not fit)
+  4  authentication or permission refused"""
+
+_TLS_FLAGS = {"trust_store": "--trust-store", "client_cert": "--client-cert", "client_key": "--client-key"}
+
+
+class AdminError(SegstoreError):
+    """A failure the admin command found itself (a segment that does not exist, an option missing its
+    partner), with the exit code it means."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def exit_code_for(error: SegstoreError | ValueError) -> int:
+    """The exit code ``error`` means (module docstring); anything not named there is a failed operation."""
+    if isinstance(error, AdminError):
+        return error.exit_code
+    if isinstance(error, TlsConfigError):
+        return EXIT_USAGE
+    if isinstance(error, ControllerUnavailableError | ControllerTlsError):
+        return EXIT_UNREACHABLE
+    if isinstance(error, ControllerAuthenticationError | ControllerPermissionError | AuthTokenCheckFailedError):
+        return EXIT_REFUSED
+    return EXIT_FAILED
+
+
+def message_for(error: SegstoreError | ValueError) -> str:
+    """The one line that says what was wrong (a TLS file problem names the command line flag)."""
+    if isinstance(error, TlsConfigError):
+        flag = _TLS_FLAGS.get(error.option, error.option)
+        text = f"{flag} {error.path}: {error.problem}" if error.path is not None else f"{flag}: {error.problem}"
+    elif isinstance(error, ControllerUnavailableError):
+        text = f"cannot reach the controller: {error}"
+    else:
+        text = str(error) or type(error).__name__
+    return " ".join(text.split())  # one line, whatever the message held

