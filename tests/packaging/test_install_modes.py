@@ -43,7 +43,7 @@ def _project_copy(dest: Path) -> Path:
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     setuptools = config["tool"]["setuptools"]
     dest.mkdir()
-    for name in ["pyproject.toml", config["project"]["readme"]]:
+    for name in ["pyproject.toml", config["project"]["readme"], *config["project"].get("license-files", [])]:
         shutil.copy2(REPO / name, dest / name)
     for module in setuptools.get("py-modules", []):
         shutil.copy2(REPO / f"{module}.py", dest / f"{module}.py")
@@ -56,7 +56,15 @@ def _project_copy(dest: Path) -> Path:
 
 def _is_segstore_install(name: str) -> bool:
     """An entry of site-packages that is segstore's own install (editable or not), not a dependency."""
-    own_modules = {"segment_store", "controller", "controller_client", "pravega_spark", *DATA_SOURCE_MODULES}
+    own_modules = {
+        "segstore_shared",
+        "segment_store",
+        "controller",
+        "controller_client",
+        "pravega_spark",
+        "segstore_cli",
+        *DATA_SOURCE_MODULES,
+    }
     return name.startswith(("segstore-", "__editable__")) or name.removesuffix(".py") in own_modules
 
 
