@@ -58,7 +58,8 @@ from segment_store.storage.backends.faulty import FaultyChunkStorage
 from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.backends.s3 import S3ChunkStorage, make_s3_client
 from segment_store.storage.chunk_storage import ChunkStorage
-from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_prefix
+from segment_store.storage.chunked_storage import ChunkedSegmentStorage
+from segment_store.storage.data_chunk_names import data_prefix
 from segment_store.storage.journal.system_journal import InMemorySnapshotInfoStore
 from segment_store.storage.storage_config import ChunkedStorageConfig
 

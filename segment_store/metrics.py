@@ -7,20 +7,25 @@ default one: several processes' worth can live in one test process). The composi
 (:class:`~segment_store.server.service.SegmentStoreService`) builds one when asked for a metrics port and
 hands it to the containers.
 
+This module sits below the containers and the read index (they take a :class:`StoreMetrics`), above Tier-1
+and Tier-2 only (it wraps their ports), and knows nothing of the server: what it reports of a running
+process at scrape time it reads through :class:`LevelSource`, which the service implements.
+
 Cost on the append path: per append *block* (one wire ``Append``, however many events) one clock read,
 two counter increments and one histogram observation; per Tier-1 write (a data frame of many appends) one
 clock read and a done-callback. Everything that is a level (backlog, cache use, connections, containers) is
-computed at scrape time by :class:`_ScrapeCollector`, never updated on the hot path. There are no labels
-by segment name (their cardinality is unbounded); the only label with more than a few values is
-``container``, bounded by the container count.
+computed at scrape time (:class:`StoreLevels`, read by :class:`_ScrapeCollector`), never updated on the hot
+path. There are no labels by segment name (their cardinality is unbounded); the only label with more than a
+few values is ``container``, bounded by the container count.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -29,12 +34,38 @@ from prometheus_client.registry import Collector
 from segment_store.storage.chunk_storage import ChunkData, ChunkInfo, ChunkStorage, as_buffers
 from segment_store.tier1.log import DurableDataLog, LogAddress, ReadItem
 
-if TYPE_CHECKING:
-    from segment_store.server.service import SegmentStoreService
-
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Append, Tier-1 and Tier-2 latencies: from half a millisecond (an in-memory log) to seconds (an outage)."""
 RECOVERY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLevels:
+    """The levels of one segment store process, read when scraped (none is updated on the hot path)."""
+
+    unflushed_bytes: Mapping[int, int]
+    """Bytes appended but not yet flushed to Tier-2, per running container."""
+    cache_used_bytes: int
+    """Read cache in use, all containers."""
+    cache_limit_bytes: int
+    """Read cache budget of the process."""
+    cache_evicted_bytes: int
+    """Bytes evicted from the read cache so far."""
+    connections: int
+    """Open client connections."""
+    containers_owned: int
+    """Containers running (serving) here."""
+    ready: bool
+    """Every container assigned here is recovered."""
+
+
+class LevelSource(Protocol):
+    """What :meth:`StoreMetrics.watch` reads at scrape time: the composition root
+    (:class:`~segment_store.server.service.SegmentStoreService`) implements it, so the metrics need not know it."""
+
+    def levels(self) -> StoreLevels:
+        """The levels now (called on the event loop: the metrics HTTP server runs there)."""
+        ...
 
 
 class StoreMetrics:
@@ -62,8 +93,8 @@ class StoreMetrics:
         """``chunks``, measured (Tier-2 writes of container ``container_id``)."""
         return chunks
 
-    def watch(self, service: SegmentStoreService) -> None:
-        """Compute the levels of ``service`` (backlog, cache, connections, containers) at scrape time."""
+    def watch(self, service: LevelSource) -> None:
+        """Report the levels of ``service`` (backlog, cache, connections, containers), read at scrape time."""
 
 
 NO_METRICS = StoreMetrics()
@@ -142,7 +173,7 @@ class SegmentStoreMetrics(StoreMetrics):
         label = str(container_id)
         return MeteredChunkStorage(chunks, self.tier2_latency.labels(label), self.tier2_bytes.labels(label))
 
-    def watch(self, service: SegmentStoreService) -> None:
+    def watch(self, service: LevelSource) -> None:
         self._registry.register(_ScrapeCollector(service))
 
 
@@ -235,33 +266,32 @@ class MeteredChunkStorage:
 class _ScrapeCollector(Collector):
     """Levels read from the service when scraped (on the event loop: the HTTP server runs there)."""
 
-    def __init__(self, service: SegmentStoreService) -> None:
+    def __init__(self, service: LevelSource) -> None:
         self._service = service
 
     def collect(self) -> Iterable[Metric]:
-        service = self._service
-        registry = service.registry
+        levels = self._service.levels()
         backlog = GaugeMetricFamily(
             "segstore_tier2_backlog_bytes",
             "Bytes appended but not yet flushed to Tier-2, per container",
             labels=["container"],
         )
-        for container_id, unflushed in sorted(registry.unflushed_bytes().items()):
+        for container_id, unflushed in sorted(levels.unflushed_bytes.items()):
             backlog.add_metric([str(container_id)], unflushed)
         yield backlog
         yield GaugeMetricFamily(
-            "segstore_cache_used_bytes", "Read cache in use, all containers", value=registry.cache.used_bytes
+            "segstore_cache_used_bytes", "Read cache in use, all containers", value=levels.cache_used_bytes
         )
         yield GaugeMetricFamily(
-            "segstore_cache_limit_bytes", "Read cache budget of the process", value=registry.config.cache.max_bytes
+            "segstore_cache_limit_bytes", "Read cache budget of the process", value=levels.cache_limit_bytes
         )
         yield CounterMetricFamily(
-            "segstore_cache_evicted_bytes", "Bytes evicted from the read cache", value=registry.cache.evicted_bytes
+            "segstore_cache_evicted_bytes", "Bytes evicted from the read cache", value=levels.cache_evicted_bytes
         )
-        yield GaugeMetricFamily("segstore_connections", "Open client connections", value=len(service.connections))
+        yield GaugeMetricFamily("segstore_connections", "Open client connections", value=levels.connections)
         yield GaugeMetricFamily(
-            "segstore_containers_owned", "Containers running (serving) here", value=len(registry.running)
+            "segstore_containers_owned", "Containers running (serving) here", value=levels.containers_owned
         )
         yield GaugeMetricFamily(
-            "segstore_ready", "1 once every container assigned here is recovered", value=int(service.ready())
+            "segstore_ready", "1 once every container assigned here is recovered", value=int(levels.ready)
         )

@@ -21,7 +21,7 @@ from pathlib import Path
 from segment_store.logs.config import DurableLogConfig
 from segment_store.protocol import parse_events
 from segment_store.storage.backends.filesystem import FsChunkStorage
-from segment_store.storage.chunked_storage import data_prefix, escape_segment_name, parse_data_chunk_name
+from segment_store.storage.data_chunk_names import data_prefix, escape_segment_name, parse_data_chunk_name
 from segment_store.tier1.log_metadata import LogMetadata
 from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
 from segstore_shared.coordination.store import NodeNotFoundError

@@ -28,7 +28,7 @@ from segment_store.cluster.follower import ContainerAssignmentFollower
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
-from segment_store.metrics import NO_METRICS, SegmentStoreMetrics, StoreMetrics
+from segment_store.metrics import NO_METRICS, SegmentStoreMetrics, StoreLevels, StoreMetrics
 from segment_store.server.config import ServerConfig
 from segment_store.server.connection import FlowTracker, ServerConnection
 from segment_store.server.requests import RequestHandler
@@ -285,6 +285,20 @@ class SegmentStoreService:
             return self.follower.assigned <= running
         ids = self.config.containers if self.config.containers is not None else range(self.config.container_count)
         return running.issuperset(ids)
+
+    def levels(self) -> StoreLevels:
+        """The levels the metrics report at scrape time (this service is their
+        :class:`~segment_store.metrics.LevelSource`)."""
+        registry = self.registry
+        return StoreLevels(
+            unflushed_bytes=registry.unflushed_bytes(),
+            cache_used_bytes=registry.cache.used_bytes,
+            cache_limit_bytes=registry.config.cache.max_bytes,
+            cache_evicted_bytes=registry.cache.evicted_bytes,
+            connections=len(self.connections),
+            containers_owned=len(registry.running),
+            ready=self.ready(),
+        )
 
     async def _join_cluster(self) -> None:
         """Follow the assignment (after checking the container count), then register so it can name us."""

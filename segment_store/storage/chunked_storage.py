@@ -5,11 +5,13 @@ Each :meth:`~ChunkedSegmentStorage.write` becomes one new, immutable Parquet chu
 
     data/c{container}/{escaped segment name}/e{epoch}-{seq}.parquet
 
-and one journal record ("chunk added"); every other change (create, seal, concat, truncate,
-delete) is a journal record only. The chunk metadata of all segments lives in memory and is
-made durable by the :class:`~segment_store.storage.journal.system_journal.SystemJournal` (journal and
-snapshots in the same chunk storage, seed 004). A method returns once its record is durable;
-memory changes only then, so a failure changes nothing.
+(:mod:`segment_store.storage.data_chunk_names`) and one journal record ("chunk added"); every other
+change (create, seal, concat, truncate, delete) is a journal record only. The chunk metadata of all
+segments lives in memory and is made durable by the
+:class:`~segment_store.storage.journal.system_journal.SystemJournal` (journal and snapshots in the same
+chunk storage, seed 004). A method returns once its record is durable; memory changes only then, so a
+failure changes nothing. Changes of one segment take turns under its lock (:class:`SegmentLocks`);
+changes of different segments run concurrently.
 
 Boot (:meth:`~ChunkedSegmentStorage.open`) replays the journal and then deletes the data
 chunks no metadata references (written but never journaled: a crash or a failed record, or
@@ -30,16 +32,14 @@ read by ranges (footer and the row groups needed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-import hashlib
 import logging
 import operator
-import re
-import string
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import pyarrow as pa
@@ -55,6 +55,7 @@ from segment_store.storage.chunk_storage import (
     as_buffers,
 )
 from segment_store.storage.compaction import Compactor
+from segment_store.storage.data_chunk_names import data_chunk_name, data_prefix, parse_data_chunk_name
 from segment_store.storage.format import parquet_chunk
 from segment_store.storage.journal.chunk_metadata import (
     AddChunk,
@@ -70,7 +71,6 @@ from segment_store.storage.journal.chunk_metadata import (
 )
 from segment_store.storage.journal.records import parse_system_name, system_prefix
 from segment_store.storage.journal.system_journal import SnapshotInfoStore, SystemJournal
-from segment_store.storage.segment_locks import SegmentLocks
 from segment_store.storage.segment_storage import ChunkRef, Framing, IngestPairs, StorageSegmentInfo
 from segment_store.storage.storage_config import ChunkedStorageConfig
 from segstore_shared.contracts import (
@@ -86,46 +86,38 @@ from segstore_shared.contracts import (
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-_SAFE = frozenset(string.ascii_letters + string.digits + "-_.")
-_MAX_ESCAPED = 200
-_DATA_CHUNK = re.compile(r"e(\d+)-(\d+)\.parquet")
 _RANGED_READ_MIN_BYTES = 8 * 1024 * 1024
 """Chunks above the cache budget and this size are read by ranges (footer, row groups), not whole."""
 
 
-def data_prefix(container_id: int) -> str:
-    """``data/c{container}/``: where the container's data chunks live."""
-    return f"data/c{container_id}/"
+class SegmentLocks:
+    """One asyncio lock per segment name, dropped when nobody holds or waits for it: every change of a
+    segment (and a compaction's switch of its chunks) holds its segment's lock."""
 
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[asyncio.Lock, list[int]]] = {}
 
-def escape_segment_name(segment: str) -> str:
-    """``segment`` as one valid chunk name component (percent-escaped; hashed if very long).
-
-    Letters, digits, ``-``, ``_`` and ``.`` (not leading) stay; every other character, '/'
-    included, becomes ``%XX`` per UTF-8 byte. Results over 200 bytes keep a prefix and end in
-    ``~`` + 32 hex digits of SHA-256 of the name (an escaped name never holds a bare ``~``).
-    """
-    out: list[str] = []
-    for i, ch in enumerate(segment):
-        if ch in _SAFE and not (i == 0 and ch == "."):
-            out.append(ch)
-        else:
-            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
-    escaped = "".join(out)
-    if len(escaped) > _MAX_ESCAPED:
-        digest = hashlib.sha256(segment.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        escaped = f"{escaped[:150]}~{digest}"
-    return escaped
-
-
-def data_chunk_name(container_id: int, segment: str, epoch: int, seq: int) -> str:
-    return f"{data_prefix(container_id)}{escape_segment_name(segment)}/e{epoch}-{seq}.parquet"
-
-
-def parse_data_chunk_name(name: str) -> tuple[int, int] | None:
-    """``(epoch, seq)`` of a data chunk name, or ``None`` if it is not one."""
-    match = _DATA_CHUNK.fullmatch(name.rpartition("/")[2])
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    @contextlib.asynccontextmanager
+    async def hold(self, *names: str) -> AsyncIterator[None]:
+        ordered = sorted(set(names))  # one global order: no deadlock between concat and others
+        entries = []
+        for name in ordered:
+            entry = self._entries.setdefault(name, (asyncio.Lock(), [0]))
+            entry[1][0] += 1
+            entries.append(entry)
+        locked: list[asyncio.Lock] = []
+        try:
+            for lock, _ in entries:
+                await lock.acquire()
+                locked.append(lock)
+            yield
+        finally:
+            for lock in reversed(locked):
+                lock.release()
+            for name, (_, users) in zip(ordered, entries, strict=True):
+                users[0] -= 1
+                if users[0] == 0:
+                    del self._entries[name]
 
 
 class ChunkedSegmentStorage:

@@ -22,7 +22,8 @@ from segment_store.storage.backends.faulty import FaultyChunkStorage
 from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkStorage, validate_chunk_name
-from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_prefix
+from segment_store.storage.chunked_storage import ChunkedSegmentStorage
+from segment_store.storage.data_chunk_names import data_prefix
 from segment_store.storage.format import parquet_chunk
 from segment_store.storage.journal.system_journal import InMemorySnapshotInfoStore, StorageNotPrimaryError
 from segment_store.storage.segment_storage import SegmentStorage, StorageSegmentInfo

@@ -20,7 +20,7 @@ from s3_fixtures import MotoServer, new_s3_storage, s3_server_fixture  # noqa: F
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.segment_container import SegmentContainer
 from segment_store.protocol import encode_events
-from segment_store.storage.chunked_storage import data_prefix
+from segment_store.storage.data_chunk_names import data_prefix
 from segment_store.storage.storage_config import ChunkedStorageConfig
 
 MAX_APPEND = 16 * 1024

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from segment_store.storage.backends.faulty import FaultyChunkStorage
 from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkStorage, ChunkStorageUnavailableError
-from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_prefix
+from segment_store.storage.chunked_storage import ChunkedSegmentStorage
+from segment_store.storage.data_chunk_names import data_prefix
 from segment_store.storage.journal.records import (
     HEADER,
     JournalRecord,

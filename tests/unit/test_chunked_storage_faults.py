@@ -18,7 +18,8 @@ from segment_store.storage.backends.faulty import FaultyChunkStorage
 from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkNotFoundError, ChunkStorage, ChunkStorageUnavailableError
-from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_chunk_name, data_prefix
+from segment_store.storage.chunked_storage import ChunkedSegmentStorage
+from segment_store.storage.data_chunk_names import data_chunk_name, data_prefix
 from segment_store.storage.journal.records import system_prefix
 from segment_store.storage.journal.system_journal import InMemorySnapshotInfoStore
 from segment_store.storage.storage_config import ChunkedStorageConfig

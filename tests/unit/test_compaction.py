@@ -15,8 +15,9 @@ from segment_store.protocol import encode_events
 from segment_store.storage.backends.faulty import FaultyChunkStorage
 from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkStorage, ChunkStorageUnavailableError
-from segment_store.storage.chunked_storage import ChunkedSegmentStorage, data_prefix
+from segment_store.storage.chunked_storage import ChunkedSegmentStorage
 from segment_store.storage.compaction import merge_chunks, plan_runs
+from segment_store.storage.data_chunk_names import data_prefix
 from segment_store.storage.format import parquet_chunk
 from segment_store.storage.journal.chunk_metadata import ChunkEntry, SegmentLayout
 from segment_store.storage.journal.records import system_prefix

@@ -16,7 +16,7 @@ from journal_env import CID, Env, FlakyPointerStore, _corruptions, describe, put
 
 from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkStorageUnavailableError
-from segment_store.storage.chunked_storage import data_prefix
+from segment_store.storage.data_chunk_names import data_prefix
 from segment_store.storage.journal.chunk_metadata import (
     AddChunk,
     ChunkEntry,

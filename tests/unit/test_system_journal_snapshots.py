@@ -9,7 +9,7 @@ from journal_env import CID, Env, FlakyPointerStore, describe
 
 from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_storage import ChunkData, ChunkInfo, ChunkStorage, ChunkStorageUnavailableError
-from segment_store.storage.chunked_storage import data_prefix, parse_data_chunk_name
+from segment_store.storage.data_chunk_names import data_prefix, parse_data_chunk_name
 from segment_store.storage.journal.records import (
     HEADER,
     decode_record,
