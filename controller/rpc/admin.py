@@ -15,16 +15,15 @@ needs no generated code; errors, authentication and authorization are the contro
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from controller.errors import from_metadata
+from controller.rpc.admin_requests import decode_request, encode, stream_of
 from controller.rpc.handling import rpc
 from controller_client.controller.transport import ADMIN_SERVICE
-from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
 
 if TYPE_CHECKING:
     from controller.core import ControllerCore
@@ -32,28 +31,6 @@ if TYPE_CHECKING:
     from controller.rpc.authentication import ControllerAuth
 
 SERVICE = ADMIN_SERVICE
-
-
-def decode_request(data: bytes) -> dict[str, Any]:
-    """A request's JSON object; InvalidModelError (INVALID_ARGUMENT) for anything else."""
-    try:
-        found = json.loads(data or b"{}")
-    except (UnicodeDecodeError, ValueError):
-        raise InvalidModelError("admin request: not a JSON object") from None
-    if not isinstance(found, dict):
-        raise InvalidModelError("admin request: not a JSON object")
-    return found
-
-
-def encode(value: dict[str, Any]) -> bytes:
-    return json.dumps(value, sort_keys=True).encode()
-
-
-def stream_of(request: dict[str, Any]) -> tuple[str, str]:
-    scope, stream = request.get("scope"), request.get("stream")
-    if not isinstance(scope, str) or not isinstance(stream, str):
-        raise InvalidModelError("admin request: 'scope' and 'stream' must be strings")
-    return validate_scope_name(scope), validate_stream_name(stream)
 
 
 class AdminRpcs:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from controller.rpc.admin_requests import decode_request, stream_of
 from controller_client.kvt.model import kvt_of_stream
 from controller_client.model import InvalidModelError
 from controller_client.proto import Controller_pb2 as pb
@@ -163,8 +164,6 @@ RULES: dict[str, Callable[[Any], list[Need]]] = {
 
 def _admin_stream(request: Any) -> list[Need]:
     """segstore's admin extension (``controller.rpc.admin``): the stream its JSON request names."""
-    from controller.rpc.admin import decode_request, stream_of
-
     return [(acl.stream(*stream_of(decode_request(request))), READ)]
 
 
