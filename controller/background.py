@@ -1,4 +1,5 @@
-"""One controller's periodic background work over the streams of the buckets it owns (:mod:`controller.buckets`).
+"""One controller's periodic background work over the streams of the buckets it owns
+(:mod:`controller.cluster.buckets`).
 
 Loops, each on its own period, each skipping a round's stream unless this controller owns the stream's bucket
 at that moment:
@@ -27,7 +28,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from controller.buckets import WorkScope
+from controller.cluster.buckets import WorkScope
 
 if TYPE_CHECKING:
     from controller.core import ControllerCore

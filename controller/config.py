@@ -72,7 +72,7 @@ class ControllerConfig:
     controllers (so their leases are enforced) and for workflows left midway."""
     bucket_count: int = 16
     """Buckets the streams' periodic work is spread over among the controllers: fixed for the life of the
-    cluster's metadata (``controller.buckets``)."""
+    cluster's metadata (``controller.cluster.buckets``)."""
     auto_scale_cooldown_s: float = 60.0
     """A segment created by a scale is not scaled again before this long."""
     rpc_workers: int = 64

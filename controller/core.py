@@ -2,7 +2,7 @@
 
 :class:`ControllerCore` answers queries from the stream metadata store, runs workflows
 (:mod:`controller.workflows`), answers ``getURI`` from the container mapping, and does the periodic work of
-each stream whose bucket this controller owns (:mod:`controller.background`, :mod:`controller.buckets`):
+each stream whose bucket this controller owns (:mod:`controller.background`, :mod:`controller.cluster.buckets`):
 transaction timeouts, retention, auto-scaling, watermarks, and resuming workflows a controller left midway.
 Errors are those of :mod:`controller.errors`.
 """
@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 
 from controller.autoscaler import AutoScaler
 from controller.background import BackgroundWork, PerStream
-from controller.buckets import SoleController, WorkScope
+from controller.cluster.buckets import SoleController, WorkScope
 from controller.cluster.host_store import HostStore
 from controller.config import ControllerConfig
 from controller.errors import (

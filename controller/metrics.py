@@ -48,7 +48,7 @@ class LevelStore(Protocol):
 
 
 class OwnedBuckets(Protocol):
-    """Which buckets of periodic work this controller holds (``controller.buckets.WorkScope``)."""
+    """Which buckets of periodic work this controller holds (``controller.cluster.buckets.WorkScope``)."""
 
     def owned_buckets(self) -> Collection[int]: ...
 

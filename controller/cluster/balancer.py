@@ -53,7 +53,7 @@ class ContainerBalancer:
         what: str = "container",
     ) -> None:
         """``members_path``/``assignment_path``/``what``: the same balancing of other things over other members
-        (the controllers' buckets: ``controller.buckets``)."""
+        (the controllers' buckets: ``controller.cluster.buckets``)."""
         if container_count <= 0:
             raise ValueError(f"container_count must be positive, not {container_count}")
         self.container_count = container_count
