@@ -243,7 +243,8 @@ class StreamWorkflows:
             segments |= {sid for sid, _, _ in transition.new_segments}
         segments -= set(truncation.deleted_segments)
         await asyncio.gather(*(self._ops.delete_segment(scope, stream, s) for s in sorted(segments)))
-        await self._ops.delete_segment(scope, mark_stream(stream), 0)  # its watermarks (``controller.watermarking``)
+        # its watermarks (``controller.periodic.watermarking``)
+        await self._ops.delete_segment(scope, mark_stream(stream), 0)
 
     # ---- resume ---------------------------------------------------------------------------------------------
     async def resume(self, scope: str, stream: str) -> None:

@@ -1,6 +1,6 @@
 """Computing a stream's watermarks from its writers' marks (Pravega's ``PeriodicWatermarking``, seed 003).
 
-Run by the owner of the stream's bucket every ``watermark_period_s`` (:mod:`controller.background`). A round:
+Run by the owner of the stream's bucket every ``watermark_period_s`` (:mod:`controller.periodic.background`). A round:
 
 1. reads the writers' marks (``noteTimestampFromWriter``: a time and a position, per writer) and the previous
    watermark (the last event of the mark segment ``<scope>/_MARK<stream>/0.#epoch.0``, read once per stream
