@@ -36,8 +36,9 @@ from controller.metadata import (
 )
 from controller.metadata import errors as md
 from controller.metrics import NO_METRICS, ControllerMetrics
+from controller.periodic import PerStream
 from controller.periodic.autoscaler import AutoScaler
-from controller.periodic.background import BackgroundWork, PerStream
+from controller.periodic.background import BackgroundWork
 from controller.periodic.retention import Retention
 from controller.periodic.watermarking import Watermarking
 from controller.segment_ops import SegmentStoreOps

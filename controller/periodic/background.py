@@ -11,7 +11,8 @@ at that moment:
   completed more than ``completed_txn_ttl_s`` ago are forgotten); then every tracked transaction of an owned
   stream whose lease has expired is aborted (Pravega's timeout service and failover sweepers);
 - **retention** (``retention_period_s``), **auto-scaling** (``auto_scale_period_s``), **watermarks**
-  (``watermark_period_s``): per stream, see :class:`~controller.core.ControllerCore`.
+  (``watermark_period_s``): per stream, see :class:`~controller.core.ControllerCore` (which the loops see as
+  :class:`~controller.periodic.PeriodicCore`).
 
 ``runs`` counts what ran per (kind, scope, stream), and each run is logged at DEBUG on this module's logger:
 that is how a test sees which controller did a stream's work. A failure of one stream's work is logged and
@@ -26,20 +27,15 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from controller.cluster.buckets import WorkScope
-
-if TYPE_CHECKING:
-    from controller.core import ControllerCore
+from controller.periodic import PeriodicCore, PerStream
 
 log = logging.getLogger(__name__)
 
-PerStream = Callable[[str, str], Awaitable[object]]
-
 
 class BackgroundWork:
-    def __init__(self, core: ControllerCore, scope: WorkScope, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, core: PeriodicCore, scope: WorkScope, clock: Callable[[], float] = time.monotonic) -> None:
         self._core = core
         self._scope = scope
         self._clock = clock
