@@ -5,6 +5,12 @@
 each stream whose bucket this controller owns (:mod:`controller.periodic`, :mod:`controller.cluster.buckets`):
 transaction timeouts, retention, auto-scaling, watermarks, and resuming workflows a controller left midway.
 Errors are those of :mod:`controller.errors`.
+
+Below the RPC layer (:mod:`controller.rpc`) and the composition root (:mod:`controller.service`), which it never
+imports: it composes the periodic work (:mod:`controller.periodic`, which sees it as
+:class:`~controller.periodic.PeriodicCore`), the workflows, the key-value tables, the metadata store and the
+segment store calls, and reads the cluster's host store and bucket scope, the configuration, the errors and the
+metrics.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ gRPC server -> joining the controllers and their buckets (``controller.cluster.b
 the periodic work over the owned buckets (which resumes workflows a controller left midway). Stop runs in
 reverse: the buckets are released at once, so other controllers take them without waiting for this session to
 expire; the ZooKeeper session ends last, so the leader's ephemeral node goes away with it.
+
+The top of the controller's layers (the ``controller-layers`` contract in pyproject.toml): it may import every part
+of the controller, and nothing in the controller imports it (the metrics read it through
+:class:`~controller.metrics.ObservedController`); only the tools (:mod:`segstore_cli`) do.
 """
 
 from __future__ import annotations

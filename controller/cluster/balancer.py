@@ -10,6 +10,9 @@ between) is recomputed from the new state. Run it only on the elected leader
 Errors: :meth:`ContainerBalancer.start` raises
 :class:`~segstore_shared.cluster.layout.ContainerCountMismatchError` when the cluster's assignment has
 another container count; a coordination outage is retried every ``retry_delay_s``.
+
+Imports only :mod:`controller.cluster.balancing` and :mod:`segstore_shared` (the cluster component is a leaf of the
+controller).
 """
 
 from __future__ import annotations

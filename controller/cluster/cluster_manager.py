@@ -13,6 +13,9 @@ in the :class:`~controller.cluster.election.LeaderElection`; only the leader run
 :class:`~controller.cluster.balancer.ContainerBalancer`s, started when it is elected and stopped when it
 loses leadership: one places the segment containers on the segment stores, the other (with ``bucket_count``)
 the buckets of periodic work on the controllers (:mod:`controller.cluster.buckets`).
+
+Imports only its siblings in :mod:`controller.cluster` and :mod:`segstore_shared` (the cluster component is a leaf
+of the controller).
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ at that moment:
 ``runs`` counts what ran per (kind, scope, stream), and each run is logged at DEBUG on this module's logger:
 that is how a test sees which controller did a stream's work. A failure of one stream's work is logged and
 does not stop the loop (the next round tries again).
+
+Part of :mod:`controller.periodic`: imports the bucket scope (:mod:`controller.cluster.buckets`) and the package's
+:class:`~controller.periodic.PeriodicCore`, never :mod:`controller.core` nor the rounds it runs.
 """
 
 from __future__ import annotations

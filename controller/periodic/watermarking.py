@@ -20,6 +20,9 @@ Invariants: lower bounds strictly increase along the mark segment; each cut is a
 every key; a writer's events after its noted position have times >= its noted time (its promise, as in
 Pravega), and the cut is at or after every live writer's position, so every event after a watermark's cut by a
 live writer has a time >= the lower bound.
+
+Part of :mod:`controller.periodic`: imports the metadata store, :mod:`controller.policies.cuts`, the segment store
+calls, the segment client and the wire codec, none of the other periodic rounds.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ needs no generated code; errors, authentication and authorization are the contro
 - ``OpenTransactions`` ``{"scope": S, "stream": T}`` -> ``{"transactions": [{"id", "status", "epoch",
   "created_ms", "lease_expiry_ms", "max_execution_expiry_ms", "writer_id"}]}``: the stream's active transactions
   (open, committing, aborting); needs READ on the stream.
+
+One of the RPC groups of :mod:`controller.rpc`: imports :mod:`controller.rpc.handling`, the request codec
+:mod:`controller.rpc.admin_requests`, the controller's errors, and for types only
+:mod:`controller.rpc.authentication`, the domain API (:mod:`controller.core`) and the metrics; no other RPC group.
 """
 
 from __future__ import annotations

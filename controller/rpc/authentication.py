@@ -21,6 +21,9 @@ no credentials are enough only for RPCs that need nothing (``getControllerServer
 the permission. A successful ``Basic`` check is remembered for ``cache_ttl_s`` (keyed by a hash of the header,
 never the password) so that PBKDF2 does not run on every call; the password file is read again when it
 changes (checked at most once a second), and the cache is then dropped.
+
+Below the RPC groups and :mod:`controller.rpc.handling`: imports :mod:`controller.rpc.authorization`, the
+configuration (:class:`~controller.config.AuthConfig`), the controller's errors and :mod:`segstore_shared.auth`.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ name) is therefore :class:`AnyOf` the stream itself (the Rust client's tables, e
 the key-value table ``prn::/scope:S/key-value-table:K``: either granting the permission is enough, so a user
 allowed on a table can reach its segments (with a token on ``prn::/scope:S/stream:K_kvtable``, the claim the
 segment stores match; Pravega's ``key-value-table`` claim matches nothing there, pravega/pravega#5374).
+
+Below :mod:`controller.rpc.authentication`: imports only the admin request codec
+(:mod:`controller.rpc.admin_requests`), the client library's model and generated protocol, and
+:mod:`segstore_shared.auth` (no RPC, no domain API).
 """
 
 from __future__ import annotations

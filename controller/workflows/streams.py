@@ -10,6 +10,9 @@ remaining steps.
 Within one controller the workflows of one stream run one at a time (a lock per stream); across
 controllers the state barrier keeps them apart (a conflicting operation gets ``StreamBusyError``,
 which clients retry).
+
+Part of :mod:`controller.workflows`: imports the metadata store, the segment store calls and the controller's
+errors, nothing above them.
 """
 
 from __future__ import annotations
