@@ -1,11 +1,38 @@
-"""Configuration of the controller process (one frozen dataclass; defaults written once, next to the field)."""
+"""Configuration of the controller process (frozen dataclasses; defaults written once, next to the field).
+
+:class:`ControllerConfig` is what one process serves and how its background work runs; :class:`AuthConfig` its
+authentication settings (used by :mod:`controller.rpc.authentication`). The lowest layer of the controller: it
+imports nothing of the controller, only :mod:`segstore_shared` (TLS, authentication defaults).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from controller.rpc.authentication import AuthConfig
+from segstore_shared.auth.settings import DEFAULT_TOKEN_MAX_LIFETIME_S
 from segstore_shared.auth.tls import TlsConfig, TrustConfig
+
+
+@dataclass(frozen=True, slots=True)
+class AuthConfig:
+    """The controller's authentication settings."""
+
+    password_file: Path
+    token_signing_key: str
+    """Shared with every segment store (they verify the delegation tokens signed with it)."""
+    token_ttl_s: int = 600
+    token_max_lifetime_s: int = DEFAULT_TOKEN_MAX_LIFETIME_S
+    """How long after a user logs in the tokens issued to them may still be renewed (0: not past their exp)."""
+    cache_ttl_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not self.token_signing_key:
+            raise ValueError("token_signing_key: must not be empty when authentication is on")
+        if self.token_ttl_s <= 0:
+            raise ValueError(f"token_ttl_s: must be positive, not {self.token_ttl_s}")
+        if self.token_max_lifetime_s < 0:
+            raise ValueError(f"token_max_lifetime_s: must be >= 0, not {self.token_max_lifetime_s}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +72,7 @@ class ControllerConfig:
     controllers (so their leases are enforced) and for workflows left midway."""
     bucket_count: int = 16
     """Buckets the streams' periodic work is spread over among the controllers: fixed for the life of the
-    cluster's metadata (``controller.buckets``)."""
+    cluster's metadata (``controller.cluster.buckets``)."""
     auto_scale_cooldown_s: float = 60.0
     """A segment created by a scale is not scaled again before this long."""
     rpc_workers: int = 64

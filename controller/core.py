@@ -2,9 +2,15 @@
 
 :class:`ControllerCore` answers queries from the stream metadata store, runs workflows
 (:mod:`controller.workflows`), answers ``getURI`` from the container mapping, and does the periodic work of
-each stream whose bucket this controller owns (:mod:`controller.background`, :mod:`controller.buckets`):
+each stream whose bucket this controller owns (:mod:`controller.periodic`, :mod:`controller.cluster.buckets`):
 transaction timeouts, retention, auto-scaling, watermarks, and resuming workflows a controller left midway.
 Errors are those of :mod:`controller.errors`.
+
+Below the RPC layer (:mod:`controller.rpc`) and the composition root (:mod:`controller.service`), which it never
+imports: it composes the periodic work (:mod:`controller.periodic`, which sees it as
+:class:`~controller.periodic.PeriodicCore`), the workflows, the key-value tables, the metadata store and the
+segment store calls, and reads the cluster's host store and bucket scope, the configuration, the errors and the
+metrics.
 """
 
 from __future__ import annotations
@@ -15,9 +21,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 
-from controller.autoscaler import AutoScaler
-from controller.background import BackgroundWork, PerStream
-from controller.buckets import SoleController, WorkScope
+from controller.cluster.buckets import SoleController, WorkScope
 from controller.cluster.host_store import HostStore
 from controller.config import ControllerConfig
 from controller.errors import (
@@ -38,9 +42,12 @@ from controller.metadata import (
 )
 from controller.metadata import errors as md
 from controller.metrics import NO_METRICS, ControllerMetrics
-from controller.retention import Retention
+from controller.periodic import PerStream
+from controller.periodic.autoscaler import AutoScaler
+from controller.periodic.background import BackgroundWork
+from controller.periodic.retention import Retention
+from controller.periodic.watermarking import Watermarking
 from controller.segment_ops import SegmentStoreOps
-from controller.watermarking import Watermarking
 from controller.workflows.streams import StreamLocks, StreamWorkflows, wall_clock_ms
 from controller.workflows.transactions import TxnWorkflows
 from controller_client.controller.proto_convert import ReaderGroupConfig, ReaderGroupRetention
@@ -438,13 +445,13 @@ class ControllerCore:
 
     async def retain(self, scope: str, stream: str) -> None:
         """Record a tail cut of the stream if it has a retention policy; truncate where the policy (and its
-        subscribers) say (``controller.retention``)."""
+        subscribers) say (``controller.periodic.retention``)."""
         if await self.retention.run(scope, stream) is not None:
             self.metrics.truncated("retention")
 
     # ---- watermarks -----------------------------------------------------------------------------------------
     async def watermark(self, scope: str, stream: str) -> None:
-        """Compute the stream's next watermark from its writers' marks (``controller.watermarking``)."""
+        """Compute the stream's next watermark from its writers' marks (``controller.periodic.watermarking``)."""
         await self.watermarking.run(scope, stream)
 
 

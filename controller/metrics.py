@@ -15,6 +15,10 @@ Measured where the work happens:
   does not multiply the cost. The counts are the whole cluster's (every controller reports the same).
 
 No label names a stream or a segment; ``rpc`` has at most the ~70 calls of ``Controller.proto``.
+
+The metrics sit below everything they measure: the scrape-time levels are read through
+:class:`ObservedController` (a Protocol that :class:`~controller.service.ControllerService` satisfies), so this
+module imports nothing of the controller but the metadata errors (and prometheus_client).
 """
 
 from __future__ import annotations
@@ -23,19 +27,64 @@ import asyncio
 import logging
 import time
 from collections import Counter as Tally
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sized
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from controller.service import ControllerService
-
 log = logging.getLogger(__name__)
 
 RPC_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class LevelStore(Protocol):
+    """The metadata store queries the levels count (``StreamMetadataStore``)."""
+
+    async def get_current_segments(self, scope: str, stream: str) -> Sized: ...
+
+    async def list_open_txns(self, scope: str, stream: str) -> Sized: ...
+
+
+class OwnedBuckets(Protocol):
+    """Which buckets of periodic work this controller holds (``controller.cluster.buckets.WorkScope``)."""
+
+    def owned_buckets(self) -> Collection[int]: ...
+
+
+class PeriodicRuns(Protocol):
+    """What the periodic work ran, per (kind, scope, stream) (``BackgroundWork``)."""
+
+    @property
+    def runs(self) -> Mapping[tuple[str, str, str], int]: ...
+
+
+class ObservedCore(Protocol):
+    """What the metrics read of the domain API (:class:`~controller.core.ControllerCore`)."""
+
+    @property
+    def store(self) -> LevelStore: ...
+
+    @property
+    def work_scope(self) -> OwnedBuckets: ...
+
+    @property
+    def background(self) -> PeriodicRuns: ...
+
+    def all_streams(self) -> AsyncIterator[tuple[str, str]]: ...
+
+
+class ObservedController(Protocol):
+    """What the metrics read of a controller process at scrape time (:class:`~controller.service.ControllerService`)."""
+
+    @property
+    def leader(self) -> bool: ...
+
+    @property
+    def core(self) -> ObservedCore: ...
+
+    def ready(self) -> bool: ...
 
 
 class ControllerMetrics:
@@ -52,7 +101,7 @@ class ControllerMetrics:
     def truncated(self, cause: str) -> None:
         """A stream was truncated; ``cause`` is ``request`` or ``retention``."""
 
-    def watch(self, service: ControllerService) -> None:
+    def watch(self, service: ObservedController) -> None:
         """Read the levels of ``service`` at scrape time."""
 
     async def refresh(self) -> None:
@@ -86,7 +135,7 @@ class ControllerMetricsRegistry(ControllerMetrics):
         self._refreshed_at: float | None = None
         self._refresh_lock = asyncio.Lock()
         self.levels = _MetadataLevels()
-        self._service: ControllerService | None = None
+        self._service: ObservedController | None = None
 
     def rpc(self, name: str, code: str, seconds: float) -> None:
         self.rpcs.labels(name, code).inc()
@@ -98,7 +147,7 @@ class ControllerMetricsRegistry(ControllerMetrics):
     def truncated(self, cause: str) -> None:
         self.truncations.labels(cause).inc()
 
-    def watch(self, service: ControllerService) -> None:
+    def watch(self, service: ObservedController) -> None:
         self._service = service
         self._registry.register(_ScrapeCollector(service, self))
 
@@ -128,7 +177,7 @@ class _MetadataLevels:
         self.fresh = fresh
 
 
-async def _count_levels(service: ControllerService) -> _MetadataLevels:
+async def _count_levels(service: ObservedController) -> _MetadataLevels:
     from controller.metadata import errors as md
 
     core = service.core
@@ -146,7 +195,7 @@ async def _count_levels(service: ControllerService) -> _MetadataLevels:
 
 
 class _ScrapeCollector(Collector):
-    def __init__(self, service: ControllerService, metrics: ControllerMetricsRegistry) -> None:
+    def __init__(self, service: ObservedController, metrics: ControllerMetricsRegistry) -> None:
         self._service = service
         self._metrics = metrics
 

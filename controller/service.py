@@ -3,10 +3,14 @@ container balancing, host store), stream metadata store, segment store client, t
 background work, and the gRPC server.
 
 Start order: ZooKeeper session -> cluster manager (so ``getURI`` can answer) -> metadata store -> domain API ->
-gRPC server -> joining the controllers and their buckets (``controller.buckets``; the port is known now) ->
+gRPC server -> joining the controllers and their buckets (``controller.cluster.buckets``; the port is known now) ->
 the periodic work over the owned buckets (which resumes workflows a controller left midway). Stop runs in
 reverse: the buckets are released at once, so other controllers take them without waiting for this session to
 expire; the ZooKeeper session ends last, so the leader's ephemeral node goes away with it.
+
+The top of the controller's layers (the ``controller-layers`` contract in pyproject.toml): it may import every part
+of the controller, and nothing in the controller imports it (the metrics read it through
+:class:`~controller.metrics.ObservedController`); only the tools (:mod:`segstore_cli`) do.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 
 import grpc
 
-from controller.buckets import BucketOwnership
+from controller.cluster.buckets import BucketOwnership
 from controller.cluster.cluster_manager import ClusterManager
 from controller.config import ControllerConfig
 from controller.core import ControllerCore

@@ -10,8 +10,8 @@ import signal
 import sys
 from pathlib import Path
 
-from controller.config import ControllerConfig
-from controller.rpc.authentication import AuthConfig, ControllerAuth
+from controller.config import AuthConfig, ControllerConfig
+from controller.rpc.authentication import ControllerAuth
 from segment_store.storage.tier2_config import add_cli_arguments as add_tier2_arguments
 from segment_store.tier1.config import add_cli_arguments as add_tier1_arguments
 from segstore_cli.main import add_cache_argument

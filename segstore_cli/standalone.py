@@ -40,8 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.config import ControllerConfig
-from controller.rpc.authentication import AuthConfig
+from controller.config import AuthConfig, ControllerConfig
 from segstore_shared.auth.settings import SIGNING_KEY_ENV
 from segstore_shared.auth.tls import TlsConfig, TrustConfig
 from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port

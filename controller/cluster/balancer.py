@@ -10,6 +10,9 @@ between) is recomputed from the new state. Run it only on the elected leader
 Errors: :meth:`ContainerBalancer.start` raises
 :class:`~segstore_shared.cluster.layout.ContainerCountMismatchError` when the cluster's assignment has
 another container count; a coordination outage is retried every ``retry_delay_s``.
+
+Imports only :mod:`controller.cluster.balancing` and :mod:`segstore_shared` (the cluster component is a leaf of the
+controller).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ class ContainerBalancer:
         what: str = "container",
     ) -> None:
         """``members_path``/``assignment_path``/``what``: the same balancing of other things over other members
-        (the controllers' buckets: ``controller.buckets``)."""
+        (the controllers' buckets: ``controller.cluster.buckets``)."""
         if container_count <= 0:
             raise ValueError(f"container_count must be positive, not {container_count}")
         self.container_count = container_count

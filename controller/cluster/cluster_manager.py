@@ -12,7 +12,10 @@ Every controller runs the :class:`~controller.cluster.host_store.HostStore` (for
 in the :class:`~controller.cluster.election.LeaderElection`; only the leader runs the
 :class:`~controller.cluster.balancer.ContainerBalancer`s, started when it is elected and stopped when it
 loses leadership: one places the segment containers on the segment stores, the other (with ``bucket_count``)
-the buckets of periodic work on the controllers (:mod:`controller.buckets`).
+the buckets of periodic work on the controllers (:mod:`controller.cluster.buckets`).
+
+Imports only its siblings in :mod:`controller.cluster` and :mod:`segstore_shared` (the cluster component is a leaf
+of the controller).
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ import logging
 import os
 import socket
 
-from controller.buckets import BUCKET_ASSIGNMENT_PATH, CONTROLLERS_PATH
 from controller.cluster.balancer import ContainerBalancer
+from controller.cluster.buckets import BUCKET_ASSIGNMENT_PATH, CONTROLLERS_PATH
 from controller.cluster.election import LeaderElection
 from controller.cluster.host_store import HostStore
 from segstore_shared.coordination.store import CoordinationError, CoordinationStore

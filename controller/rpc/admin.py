@@ -11,20 +11,23 @@ needs no generated code; errors, authentication and authorization are the contro
 - ``OpenTransactions`` ``{"scope": S, "stream": T}`` -> ``{"transactions": [{"id", "status", "epoch",
   "created_ms", "lease_expiry_ms", "max_execution_expiry_ms", "writer_id"}]}``: the stream's active transactions
   (open, committing, aborting); needs READ on the stream.
+
+One of the RPC groups of :mod:`controller.rpc`: imports :mod:`controller.rpc.handling`, the request codec
+:mod:`controller.rpc.admin_requests`, the controller's errors, and for types only
+:mod:`controller.rpc.authentication`, the domain API (:mod:`controller.core`) and the metrics; no other RPC group.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from controller.errors import from_metadata
+from controller.rpc.admin_requests import decode_request, encode, stream_of
 from controller.rpc.handling import rpc
 from controller_client.controller.transport import ADMIN_SERVICE
-from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
 
 if TYPE_CHECKING:
     from controller.core import ControllerCore
@@ -32,28 +35,6 @@ if TYPE_CHECKING:
     from controller.rpc.authentication import ControllerAuth
 
 SERVICE = ADMIN_SERVICE
-
-
-def decode_request(data: bytes) -> dict[str, Any]:
-    """A request's JSON object; InvalidModelError (INVALID_ARGUMENT) for anything else."""
-    try:
-        found = json.loads(data or b"{}")
-    except (UnicodeDecodeError, ValueError):
-        raise InvalidModelError("admin request: not a JSON object") from None
-    if not isinstance(found, dict):
-        raise InvalidModelError("admin request: not a JSON object")
-    return found
-
-
-def encode(value: dict[str, Any]) -> bytes:
-    return json.dumps(value, sort_keys=True).encode()
-
-
-def stream_of(request: dict[str, Any]) -> tuple[str, str]:
-    scope, stream = request.get("scope"), request.get("stream")
-    if not isinstance(scope, str) or not isinstance(stream, str):
-        raise InvalidModelError("admin request: 'scope' and 'stream' must be strings")
-    return validate_scope_name(scope), validate_stream_name(stream)
 
 
 class AdminRpcs:

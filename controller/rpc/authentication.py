@@ -21,6 +21,9 @@ no credentials are enough only for RPCs that need nothing (``getControllerServer
 the permission. A successful ``Basic`` check is remembered for ``cache_ttl_s`` (keyed by a hash of the header,
 never the password) so that PBKDF2 does not run on every call; the password file is read again when it
 changes (checked at most once a second), and the cache is then dropped.
+
+Below the RPC groups and :mod:`controller.rpc.handling`: imports :mod:`controller.rpc.authorization`, the
+configuration (:class:`~controller.config.AuthConfig`), the controller's errors and :mod:`segstore_shared.auth`.
 """
 
 from __future__ import annotations
@@ -32,15 +35,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from controller.config import AuthConfig
 from controller.errors import ControllerError
 from controller.rpc.authorization import allows, needs, token_permission
 from segstore_shared.auth import acl as resources
 from segstore_shared.auth.acl import Acl, AclEntry, Permission
 from segstore_shared.auth.passwords import CredentialsError, PasswordFile, parse_basic
-from segstore_shared.auth.settings import DEFAULT_TOKEN_MAX_LIFETIME_S
 from segstore_shared.auth.tokens import TokenError, TokenSigner, TokenVerifier
 
 CACHE_ENTRIES = 1024
@@ -74,27 +76,6 @@ class AuthenticationError(ControllerError):
 
 class PermissionDeniedError(ControllerError):
     """The caller may not do this (gRPC ``PERMISSION_DENIED``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class AuthConfig:
-    """The controller's authentication settings."""
-
-    password_file: Path
-    token_signing_key: str
-    """Shared with every segment store (they verify the delegation tokens signed with it)."""
-    token_ttl_s: int = 600
-    token_max_lifetime_s: int = DEFAULT_TOKEN_MAX_LIFETIME_S
-    """How long after a user logs in the tokens issued to them may still be renewed (0: not past their exp)."""
-    cache_ttl_s: float = 60.0
-
-    def __post_init__(self) -> None:
-        if not self.token_signing_key:
-            raise ValueError("token_signing_key: must not be empty when authentication is on")
-        if self.token_ttl_s <= 0:
-            raise ValueError(f"token_ttl_s: must be positive, not {self.token_ttl_s}")
-        if self.token_max_lifetime_s < 0:
-            raise ValueError(f"token_max_lifetime_s: must be >= 0, not {self.token_max_lifetime_s}")
 
 
 class ControllerAuth:

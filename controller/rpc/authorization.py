@@ -18,6 +18,10 @@ name) is therefore :class:`AnyOf` the stream itself (the Rust client's tables, e
 the key-value table ``prn::/scope:S/key-value-table:K``: either granting the permission is enough, so a user
 allowed on a table can reach its segments (with a token on ``prn::/scope:S/stream:K_kvtable``, the claim the
 segment stores match; Pravega's ``key-value-table`` claim matches nothing there, pravega/pravega#5374).
+
+Below :mod:`controller.rpc.authentication`: imports only the admin request codec
+(:mod:`controller.rpc.admin_requests`), the client library's model and generated protocol, and
+:mod:`segstore_shared.auth` (no RPC, no domain API).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from controller.rpc.admin_requests import decode_request, stream_of
 from controller_client.kvt.model import kvt_of_stream
 from controller_client.model import InvalidModelError
 from controller_client.proto import Controller_pb2 as pb
@@ -163,8 +168,6 @@ RULES: dict[str, Callable[[Any], list[Need]]] = {
 
 def _admin_stream(request: Any) -> list[Need]:
     """segstore's admin extension (``controller.rpc.admin``): the stream its JSON request names."""
-    from controller.rpc.admin import decode_request, stream_of
-
     return [(acl.stream(*stream_of(decode_request(request))), READ)]
 
 

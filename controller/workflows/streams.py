@@ -10,6 +10,9 @@ remaining steps.
 Within one controller the workflows of one stream run one at a time (a lock per stream); across
 controllers the state barrier keeps them apart (a conflicting operation gets ``StreamBusyError``,
 which clients retry).
+
+Part of :mod:`controller.workflows`: imports the metadata store, the segment store calls and the controller's
+errors, nothing above them.
 """
 
 from __future__ import annotations
@@ -243,7 +246,8 @@ class StreamWorkflows:
             segments |= {sid for sid, _, _ in transition.new_segments}
         segments -= set(truncation.deleted_segments)
         await asyncio.gather(*(self._ops.delete_segment(scope, stream, s) for s in sorted(segments)))
-        await self._ops.delete_segment(scope, mark_stream(stream), 0)  # its watermarks (``controller.watermarking``)
+        # its watermarks (``controller.periodic.watermarking``)
+        await self._ops.delete_segment(scope, mark_stream(stream), 0)
 
     # ---- resume ---------------------------------------------------------------------------------------------
     async def resume(self, scope: str, stream: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from cluster_env import wait_until
 
-from controller.buckets import BUCKET_OWNERS_PATH, BucketOwnership, bucket_of
+from controller.cluster.buckets import BUCKET_OWNERS_PATH, BucketOwnership, bucket_of
 from controller.cluster.cluster_manager import ClusterManager
 from segstore_shared.coordination.memory_store import MemoryCoordinationServer, MemoryCoordinationStore
 

@@ -15,7 +15,8 @@ import pytest
 from auth_fixtures import write_password_file
 from controller_env import ControllerEnv
 
-from controller.rpc.authentication import AuthConfig, ControllerAuth
+from controller.config import AuthConfig
+from controller.rpc.authentication import ControllerAuth
 from controller.rpc.servicer import ControllerServicer
 from controller_client.controller.api import ControllerClient, ControllerClientConfig
 from controller_client.errors import ControllerAuthenticationError

@@ -12,7 +12,8 @@ import pytest
 from auth_fixtures import write_password_file
 from controller_env import ControllerEnv
 
-from controller.rpc.authentication import AuthConfig, ControllerAuth
+from controller.config import AuthConfig
+from controller.rpc.authentication import ControllerAuth
 from controller.rpc.servicer import ControllerServicer, start_grpc_server
 from controller_client.kvt.model import table_segment_name
 from controller_client.proto import Controller_pb2 as pb

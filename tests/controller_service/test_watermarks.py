@@ -86,7 +86,7 @@ async def note(core: ControllerCore, writer: str, time_ms: int, **offsets: int) 
 async def marks_of(core: ControllerCore) -> list[Watermark]:
     state = await core.watermarking._read_previous(S, T)
     assert state.previous is None or state.end > 0
-    from controller.watermarking import mark_segment
+    from controller.periodic.watermarking import mark_segment
     from segment_store.protocol import parse_events
 
     name = mark_segment(S, T)
@@ -177,7 +177,7 @@ async def test_deleting_the_stream_deletes_its_watermarks(env: ControllerEnv) ->
     assert await core.watermarking.run(S, T) is not None
     await core.seal_stream(S, T)
     await core.delete_stream(S, T)
-    from controller.watermarking import mark_segment
+    from controller.periodic.watermarking import mark_segment
 
     with pytest.raises(NoSuchSegmentError):
         await core._ops.client.get_segment_info(mark_segment(S, T))

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from segmentstore_cluster import REPO_ROOT, StoreProcess, stop_all
 
-from controller.buckets import BUCKET_OWNERS_PATH
+from controller.cluster.buckets import BUCKET_OWNERS_PATH
 from controller_client.controller.api import ControllerClient, ControllerClientConfig
 from controller_client.model import ScalingPolicy, StreamConfiguration
 from segstore_shared.cluster.layout import HostInfo

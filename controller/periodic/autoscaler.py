@@ -6,6 +6,9 @@ appended, and the ``EVENT_COUNT`` attribute the segment store accumulates on eve
 a segment is the difference between two samples over the time between them; the decision is
 :func:`controller.policies.autoscale.decide`, and the scale runs through the same workflow as a manual
 one. Samples live in memory: a new leader measures from its own first sample on.
+
+Part of :mod:`controller.periodic`: imports the metadata store, :mod:`controller.policies.autoscale` and the
+segment store calls, none of the other periodic rounds.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Computing a stream's watermarks from its writers' marks (Pravega's ``PeriodicWatermarking``, seed 003).
 
-Run by the owner of the stream's bucket every ``watermark_period_s`` (:mod:`controller.background`). A round:
+Run by the owner of the stream's bucket every ``watermark_period_s`` (:mod:`controller.periodic.background`). A round:
 
 1. reads the writers' marks (``noteTimestampFromWriter``: a time and a position, per writer) and the previous
    watermark (the last event of the mark segment ``<scope>/_MARK<stream>/0.#epoch.0``, read once per stream
@@ -20,6 +20,9 @@ Invariants: lower bounds strictly increase along the mark segment; each cut is a
 every key; a writer's events after its noted position have times >= its noted time (its promise, as in
 Pravega), and the cut is at or after every live writer's position, so every event after a watermark's cut by a
 live writer has a time >= the lower bound.
+
+Part of :mod:`controller.periodic`: imports the metadata store, :mod:`controller.policies.cuts`, the segment store
+calls, the segment client and the wire codec, none of the other periodic rounds.
 """
 
 from __future__ import annotations

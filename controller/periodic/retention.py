@@ -6,6 +6,9 @@ subscribe to the stream and have reported positions (``updateSubscriberStreamCut
 within the policy's minimum and maximum (consumption-based retention, PDP-47). A subscriber that has reported
 no position yet does not hold truncation back (as in Pravega); one that is removed stops counting at once.
 Only an ACTIVE stream is truncated.
+
+Part of :mod:`controller.periodic`: imports the metadata store, :mod:`controller.policies`, the segment store calls
+and the stream workflows (truncation), none of the other periodic rounds.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""One controller's periodic background work over the streams of the buckets it owns (:mod:`controller.buckets`).
+"""One controller's periodic background work over the streams of the buckets it owns
+(:mod:`controller.cluster.buckets`).
 
 Loops, each on its own period, each skipping a round's stream unless this controller owns the stream's bucket
 at that moment:
@@ -10,11 +11,15 @@ at that moment:
   completed more than ``completed_txn_ttl_s`` ago are forgotten); then every tracked transaction of an owned
   stream whose lease has expired is aborted (Pravega's timeout service and failover sweepers);
 - **retention** (``retention_period_s``), **auto-scaling** (``auto_scale_period_s``), **watermarks**
-  (``watermark_period_s``): per stream, see :class:`~controller.core.ControllerCore`.
+  (``watermark_period_s``): per stream, see :class:`~controller.core.ControllerCore` (which the loops see as
+  :class:`~controller.periodic.PeriodicCore`).
 
 ``runs`` counts what ran per (kind, scope, stream), and each run is logged at DEBUG on this module's logger:
 that is how a test sees which controller did a stream's work. A failure of one stream's work is logged and
 does not stop the loop (the next round tries again).
+
+Part of :mod:`controller.periodic`: imports the bucket scope (:mod:`controller.cluster.buckets`) and the package's
+:class:`~controller.periodic.PeriodicCore`, never :mod:`controller.core` nor the rounds it runs.
 """
 
 from __future__ import annotations
@@ -25,20 +30,15 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
-from controller.buckets import WorkScope
-
-if TYPE_CHECKING:
-    from controller.core import ControllerCore
+from controller.cluster.buckets import WorkScope
+from controller.periodic import PeriodicCore, PerStream
 
 log = logging.getLogger(__name__)
 
-PerStream = Callable[[str, str], Awaitable[object]]
-
 
 class BackgroundWork:
-    def __init__(self, core: ControllerCore, scope: WorkScope, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, core: PeriodicCore, scope: WorkScope, clock: Callable[[], float] = time.monotonic) -> None:
         self._core = core
         self._scope = scope
         self._clock = clock
