@@ -27,6 +27,12 @@ MOVED: dict[str, str] = {
     "segment_store.auth.cli": "segstore_cli.auth_commands",
     "controller.cli": "segstore_cli.controller_commands",
     "controller.standalone": "segstore_cli.standalone",
+    # the controller's periodic work and cluster code by concern
+    "controller.background": "controller.periodic.background",
+    "controller.retention": "controller.periodic.retention",
+    "controller.watermarking": "controller.periodic.watermarking",
+    "controller.autoscaler": "controller.periodic.autoscaler",
+    "controller.buckets": "controller.cluster.buckets",
     # what several services share went to segstore_shared
     "segment_store.errors": "segstore_shared.errors",
     "segment_store.contracts": "segstore_shared.contracts",
