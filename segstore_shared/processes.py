@@ -1,21 +1,28 @@
-"""Child server processes started by segstore itself (ZooKeeper, NATS, SeaweedFS): stop them by pid, find orphans,
-read logs, freeze them (:class:`Freezable`).
+"""Child server processes started by segstore itself (ZooKeeper, NATS, SeaweedFS): free ports, the launch loop
+(:class:`ChildServer`: start, wait until ready, stop), stopping by pid, orphans, logs, freezing (:class:`Freezable`),
+and children that die with their parent.
 
 Invariants: :func:`stop_child` sends SIGTERM, then SIGKILL after ``grace_s``, and returns once the process is
 gone (or was already); :func:`kill_child` is a crash (SIGKILL) and also waits; :func:`kill_orphan` kills only a
 live process whose command line holds every given marker (a server a crashed owner left running on the same
-data directory), never another process that reused the pid.
+data directory), never another process that reused the pid. :func:`spawn` starts a child in its own session
+(a Ctrl-C to this process's group does not reach it), its stdout and stderr appended to a log file.
+:meth:`ChildServer.start` returns only once the server is ready, or raises its start error with the log's tail and
+leaves no process behind; :meth:`ChildServer.stop` is :func:`stop_child` by the pid it started, idempotent.
 """
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 PARENT_PID_ENV = "SEGSTORE_DIE_WITH_PARENT"
 """Set by a supervisor (standalone, selftest) in a child's environment: its own pid (:func:`die_with_parent_env`)."""
@@ -117,3 +124,183 @@ def log_tail(path: Path, lines: int = 30) -> str:
     with contextlib.suppress(OSError):
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     return "<no log>"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """True when nothing listens on ``host:port`` (so a ``ruok`` answer would be from our server)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ignore TIME_WAIT leftovers
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def spawn(
+    command: Sequence[str],
+    log_path: Path,
+    *,
+    pid_path: Path | None = None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``command`` in a new session, stdin from /dev/null, stdout and stderr appended to ``log_path``; write
+    its pid to ``pid_path`` (for :func:`kill_orphan` after a crash of this process)."""
+    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
+    try:
+        process = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+    if pid_path is not None:
+        pid_path.write_text(str(process.pid))
+    return process
+
+
+class ServerSettings(Protocol):
+    """What :class:`ChildServer` reads of its server's settings."""
+
+    @property
+    def data_dir(self) -> Path: ...
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def start_timeout_s(self) -> float: ...
+
+    @property
+    def stop_grace_s(self) -> float: ...
+
+
+SettingsT = TypeVar("SettingsT", bound=ServerSettings)
+
+
+class ChildServer(abc.ABC, Generic[SettingsT]):
+    """A server process owned by this object: launched, waited for until ready, stopped by its pid.
+
+    A subclass names its files (``log_name``, ``pid_name``, under ``config.data_dir``), its ``start_error``, and
+    gives :meth:`_prepare` (check and write what the server needs; return its command line), :meth:`is_ready` and
+    :meth:`describe`. Use from one thread.
+    """
+
+    log_name: ClassVar[str]
+    pid_name: ClassVar[str]
+    start_error: ClassVar[type[Exception]]
+    poll_interval_s: ClassVar[float] = 0.1
+    """How often :meth:`wait_ready` asks :meth:`is_ready`."""
+
+    def __init__(self, config: SettingsT) -> None:
+        self.config = config
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def log_path(self) -> Path:
+        return self.config.data_dir / self.log_name
+
+    @property
+    def _pid_path(self) -> Path:
+        return self.config.data_dir / self.pid_name
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """The server in messages (``ZooKeeper on host:port``)."""
+
+    @abc.abstractmethod
+    def is_ready(self) -> bool:
+        """True once the server serves."""
+
+    @abc.abstractmethod
+    def _prepare(self) -> list[str]:
+        """Check and write what the server needs (ports, configuration, an orphan to kill); its command line."""
+
+    def _check_ports_free(self, ports: Iterable[tuple[str, int]]) -> None:
+        """Raise the start error naming the first ``(what, port)`` something already listens on."""
+        for what, port in ports:
+            if not port_is_free(self.config.host, port):
+                raise self.start_error(f"{what} {self.config.host}:{port} is already in use")
+
+    def _kill_orphan(self, is_ours: Callable[[Sequence[bytes]], bool]) -> None:
+        """Kill the server a crashed owner left running on this data dir, if ``is_ours(its command line)``."""
+        kill_orphan(self._pid_path, is_ours, self.config.stop_grace_s)
+
+    def start(self) -> None:
+        """Start the server and wait until it is ready."""
+        self.launch()
+        self.wait_ready(time.monotonic() + self.config.start_timeout_s)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to be ready (see :meth:`wait_ready`)."""
+        if self._process is not None:
+            return
+        command = self._prepare()
+        self._process = spawn(command, self.log_path, pid_path=self._pid_path)
+
+    def wait_ready(self, deadline: float) -> None:
+        """Wait (until the ``time.monotonic()`` ``deadline``) until the server is ready; on failure stop and raise."""
+        process = self._process
+        if process is None:
+            raise self.start_error(f"{self.describe()} was not started")
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                break
+            if self.is_ready():
+                return
+            time.sleep(self.poll_interval_s)
+        tail = self._log_tail()
+        self.stop()
+        raise self.start_error(f"{self.describe()} did not start; log tail:\n{tail}")
+
+    def _log_tail(self, lines: int = 30) -> str:
+        return log_tail(self.log_path, lines)
+
+    def stop(self) -> None:
+        """Stop the server process by its pid (SIGTERM, then SIGKILL after a grace period); idempotent."""
+        process, self._process = self._process, None
+        stop_child(process, self.config.stop_grace_s)
+
+    def kill(self) -> None:
+        """SIGKILL the server (crash simulation); its data dir stays as it was."""
+        process, self._process = self._process, None
+        kill_child(process, self.config.stop_grace_s)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_together(servers: Sequence[ChildServer[Any]]) -> None:
+    """Launch every server (members of a cluster serve only once enough of them run), then wait for each, with one
+    deadline (the longest start timeout from now); on failure stop every one of them and raise."""
+    try:
+        for server in servers:
+            server.launch()
+        deadline = time.monotonic() + max(server.config.start_timeout_s for server in servers)
+        for server in servers:
+            server.wait_ready(deadline)
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise

@@ -41,8 +41,8 @@ from segstore_shared.coordination.store import (
     CoordinationStore,
     NodeNotFoundError,
     Versioned,
-    WatchHandle,
 )
+from segstore_shared.coordination.watches import StoreWatches
 
 log = logging.getLogger(__name__)
 
@@ -132,9 +132,8 @@ class BucketOwnership:
         self._wanted: frozenset[int] = frozenset()
         self._members: set[str] = set()
         self._departures = 0
-        self._handles: list[WatchHandle] = []
+        self._watches = StoreWatches(store)
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     # ---- WorkScope ------------------------------------------------------------------------------------------
     def owns(self, scope: str, stream: str) -> bool:
@@ -173,26 +172,19 @@ class BucketOwnership:
     # ---- lifecycle ------------------------------------------------------------------------------------------
     async def start(self) -> None:
         """Join the cluster and follow the assignment (returns at once; claims follow as the leader assigns)."""
-        if self._task is not None:
+        if self._watches.running:
             raise RuntimeError("BucketOwnership.start() called twice")
         await self.membership.start()
-        self._handles.append(await self._store.watch_data(BUCKET_ASSIGNMENT_PATH, self._on_assignment))
+        await self._watches.data(BUCKET_ASSIGNMENT_PATH, self._on_assignment)
         with contextlib.suppress(CoordinationError):
             await self._store.create(CONTROLLERS_PATH, b"", make_parents=True)
-        self._handles.append(await self._store.watch_children(CONTROLLERS_PATH, self._on_members))
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"buckets of {self.identity}")
+        await self._watches.children(CONTROLLERS_PATH, self._on_members)
+        self._watches.run(self._run(), name=f"buckets of {self.identity}")
 
     async def stop(self) -> None:
         """Release every bucket (their owner nodes go at once, so others take over without waiting for the
         session to expire) and leave the cluster; idempotent."""
-        for handle in self._handles:
-            handle.cancel()
-        self._handles.clear()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._watches.stop()
         await asyncio.gather(*(claim.stop() for claim in self._claims.values()))
         self._claims.clear()
         await self.membership.stop()

@@ -31,8 +31,8 @@ from segstore_shared.coordination.store import (
     NodeNotFoundError,
     SessionState,
     Versioned,
-    WatchHandle,
 )
+from segstore_shared.coordination.watches import StoreWatches
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,7 @@ class LeaderElection:
         self._lost.set()
         self._wake = asyncio.Event()
         self._loss_callbacks: list[Callable[[], None]] = []
-        self._handles: list[WatchHandle] = []
-        self._task: asyncio.Task[None] | None = None
+        self._watches = StoreWatches(store)
         self._stopping = False
         self.terms = 0
         """How many times this candidate became leader; for tests and metrics."""
@@ -78,23 +77,16 @@ class LeaderElection:
         self._loss_callbacks.append(callback)
 
     async def start(self) -> None:
-        if self._task is not None:
+        if self._watches.running:
             raise RuntimeError("LeaderElection.start() called twice")
-        self._handles.append(await self._store.add_session_listener(self._on_session))
-        self._handles.append(await self._store.watch_data(self.path, self._on_node))
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"leader election {self.identity}")
+        await self._watches.session(self._on_session)
+        await self._watches.data(self.path, self._on_node)
+        self._watches.run(self._run(), name=f"leader election {self.identity}")
 
     async def stop(self) -> None:
         """Leave the election; resign (delete the node) if leading. Idempotent."""
         self._stopping = True
-        for handle in self._handles:
-            handle.cancel()
-        self._handles.clear()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._watches.stop()
         if self._leader:
             self._lose("resigned", expected=True)
             with contextlib.suppress(CoordinationError):

@@ -8,4 +8,8 @@
   claim, ``exp`` always present, as Pravega's clients require), and the check of a token against a segment.
 - ``tls``: TLS settings (certificate, key, optional client CA; a trust store for clients) and the
   ``ssl.SSLContext`` objects made from them.
+- ``settings``: the authentication settings of the server processes, from flags or the environment.
+
+The controller checks passwords and signs tokens; the segment stores verify tokens; the client library and the
+Spark connector present credentials and TLS trust; the tools write password files and start servers with them.
 """

@@ -31,8 +31,8 @@ from segstore_shared.coordination.store import (
     NodeNotFoundError,
     SessionState,
     Versioned,
-    WatchHandle,
 )
+from segstore_shared.coordination.watches import StoreWatches
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,7 @@ class HostRegistration:
         self._retry_delay_s = retry_delay_s
         self._registered = asyncio.Event()
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._handles: list[WatchHandle] = []
+        self._watches = StoreWatches(store)
         self._stopping = False
         self.registrations = 0
         """How many times the node was created (1 + re-registrations); for tests and metrics."""
@@ -82,23 +81,16 @@ class HostRegistration:
         await self._registered.wait()
 
     async def start(self) -> None:
-        if self._task is not None:
+        if self._watches.running:
             raise RuntimeError("HostRegistration.start() called twice")
-        self._handles.append(await self._store.add_session_listener(self._on_session))
-        self._handles.append(await self._store.watch_data(self.path, self._on_node))
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"registration {self.host_id}")
+        await self._watches.session(self._on_session)
+        await self._watches.data(self.path, self._on_node)
+        self._watches.run(self._run(), name=f"registration {self.host_id}")
 
     async def stop(self) -> None:
         """Stop re-registering and delete the node if it is this process's own; idempotent."""
         self._stopping = True
-        for handle in self._handles:
-            handle.cancel()
-        self._handles.clear()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._watches.stop()
         if self._registered.is_set():
             self._registered.clear()
             with contextlib.suppress(CoordinationError):

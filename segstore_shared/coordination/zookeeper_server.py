@@ -29,14 +29,24 @@ import os
 import re
 import shutil
 import socket
-import subprocess
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from segstore_shared.errors import SegstoreError
-from segstore_shared.processes import kill_child, kill_orphan, log_tail, stop_child
+from segstore_shared.processes import ChildServer, free_port, port_is_free, start_together
+
+__all__ = [
+    "EmbeddedZooKeeper",
+    "QuorumPeer",
+    "ZooKeeperConfig",
+    "ZooKeeperEnsemble",
+    "ZooKeeperStartError",
+    "find_zookeeper_classpath",
+    "four_letter_word",
+    "free_port",
+    "port_is_free",
+]
 
 _DEBIAN_ZK_JARS = "/usr/share/java"
 _STANDALONE_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -63,24 +73,6 @@ def find_zookeeper_classpath() -> str:
     if glob.glob(os.path.join(_DEBIAN_ZK_JARS, "zookeeper*.jar")):
         return os.path.join(_DEBIAN_ZK_JARS, "*")
     raise ZooKeeperStartError("no ZooKeeper jars found: install pyspark (pip) or Debian's 'zookeeper' package")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_is_free(host: str, port: int) -> bool:
-    """True when nothing listens on ``host:port`` (so a ``ruok`` answer would be from our server)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ignore TIME_WAIT leftovers
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
 
 
 def four_letter_word(host: str, port: int, word: str, timeout_s: float = 2.0) -> str:
@@ -171,24 +163,20 @@ class ZooKeeperConfig:
         return next((peer for peer in self.ensemble if peer.server_id == self.server_id), None)
 
 
-class EmbeddedZooKeeper:
-    """A ZooKeeper server process owned by this object (see module docstring)."""
+class EmbeddedZooKeeper(ChildServer[ZooKeeperConfig]):
+    """A ZooKeeper server process owned by this object (see module docstring); :meth:`start` returns once it serves
+    (an ensemble member: once a quorum runs)."""
 
-    def __init__(self, config: ZooKeeperConfig) -> None:
-        self.config = config
-        self._process: subprocess.Popen[bytes] | None = None
+    log_name = "zookeeper.log"
+    pid_name = "zookeeper.pid"
+    start_error = ZooKeeperStartError
 
     @property
     def connect_string(self) -> str:
         return f"{self.config.host}:{self.config.port}"
 
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process else None
-
-    @property
-    def log_path(self) -> Path:
-        return self.config.data_dir / "zookeeper.log"
+    def describe(self) -> str:
+        return f"ZooKeeper on {self.connect_string}"
 
     def _write_config(self) -> Path:
         cfg = self.config
@@ -213,27 +201,17 @@ class EmbeddedZooKeeper:
         conf.write_text("\n".join([*lines, ""]))
         return conf
 
-    def start(self) -> None:
-        """Start the server and wait until it serves (an ensemble member: until a quorum runs)."""
-        self.launch()
-        self.wait_ready(time.monotonic() + self.config.start_timeout_s)
-
-    def launch(self) -> None:
-        """Start the process without waiting for it to serve (see :meth:`wait_ready`)."""
-        if self._process is not None:
-            return
+    def _prepare(self) -> list[str]:
         java = shutil.which(self.config.java)
         if java is None:
             raise ZooKeeperStartError(f"java executable {self.config.java!r} not found (Java 17 is required)")
-        self._kill_orphan()
+        self._kill_orphan(self._is_our_server)
         member = self.config.member
         ports = [self.config.port] + ([member.peer_port, member.election_port] if member is not None else [])
-        for port in ports:
-            if not port_is_free(self.config.host, port):
-                raise ZooKeeperStartError(f"port {self.config.host}:{port} is already in use")
+        self._check_ports_free(("port", port) for port in ports)
         conf = self._write_config()
         main = _QUORUM_MAIN if member is not None else _STANDALONE_MAIN
-        cmd = [
+        return [
             java,
             f"-Xmx{self.config.heap_mb}m",
             "-Dzookeeper.admin.enableServer=false",
@@ -242,46 +220,16 @@ class EmbeddedZooKeeper:
             main,
             str(conf),
         ]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
-        try:
-            self._process = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-            )
-        finally:
-            log.close()
-        self._pid_path.write_text(str(self._process.pid))
 
-    def wait_ready(self, deadline: float) -> None:
-        """Wait (until the ``time.monotonic()`` ``deadline``) until the server serves; on failure stop and raise."""
-        process = self._process
-        if process is None:
-            raise ZooKeeperStartError(f"ZooKeeper on {self.connect_string} was not started")
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                break
-            if self.is_serving():
-                return
-            time.sleep(0.1)
-        tail = self._log_tail()
-        self.stop()
-        raise ZooKeeperStartError(f"ZooKeeper on {self.connect_string} did not start; log tail:\n{tail}")
-
-    @property
-    def _pid_path(self) -> Path:
-        return self.config.data_dir / "zookeeper.pid"
-
-    def _kill_orphan(self) -> None:
-        """Kill a server a crashed owner left running on this data dir (two servers on one data dir corrupt it).
-
-        Only a live process whose command line runs ZooKeeper with this data dir's ``zoo.cfg`` is killed.
-        """
+    def _is_our_server(self, cmdline: Sequence[bytes]) -> bool:
+        """Whether a process a crashed owner left running on this data dir is ours to kill (two servers on one data
+        dir corrupt it): only one that runs ZooKeeper with this data dir's ``zoo.cfg``."""
         conf = str(self.config.data_dir / "zoo.cfg").encode()
-        mains = (_STANDALONE_MAIN.encode(), _QUORUM_MAIN.encode())
-        kill_orphan(
-            self._pid_path,
-            lambda cmdline: any(main in cmdline for main in mains) and conf in cmdline,
-            self.config.stop_grace_s,
-        )
+        return any(main.encode() in cmdline for main in (_STANDALONE_MAIN, _QUORUM_MAIN)) and conf in cmdline
+
+    def is_ready(self) -> bool:
+        """What :meth:`start` waits for: :meth:`is_serving`."""
+        return self.is_serving()
 
     def is_serving(self) -> bool:
         """True once the server answers ``ruok`` and reports a mode (it serves requests)."""
@@ -295,26 +243,6 @@ class EmbeddedZooKeeper:
         reply = four_letter_word(self.config.host, self.config.port, "srvr", timeout_s=1.0)
         found = re.search(r"^Mode: (\w+)", reply, re.MULTILINE)
         return found.group(1) if found else None
-
-    def _log_tail(self, lines: int = 30) -> str:
-        return log_tail(self.log_path, lines)
-
-    def stop(self) -> None:
-        """Stop the server process by its pid; idempotent."""
-        process, self._process = self._process, None
-        stop_child(process, self.config.stop_grace_s)
-
-    def kill(self) -> None:
-        """SIGKILL the server (crash simulation); the data dir stays as it was."""
-        process, self._process = self._process, None
-        kill_child(process, self.config.stop_grace_s)
-
-    def __enter__(self) -> EmbeddedZooKeeper:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 @dataclass
@@ -361,17 +289,7 @@ class ZooKeeperEnsemble:
     def start(self, members: Sequence[EmbeddedZooKeeper] | None = None) -> None:
         """Launch the given members (default all: a member serves only once a quorum runs), then wait for each to
         serve; on failure stop those members (and only those: the others may serve on as a quorum)."""
-        chosen = list(members) if members is not None else self.members
-        try:
-            for member in chosen:
-                member.launch()
-            deadline = time.monotonic() + max(member.config.start_timeout_s for member in chosen)
-            for member in chosen:
-                member.wait_ready(deadline)
-        except BaseException:
-            for member in chosen:
-                member.stop()
-            raise
+        start_together(list(members) if members is not None else self.members)
 
     def leader(self) -> EmbeddedZooKeeper | None:
         """The member that reports itself leader now (None during an election)."""

@@ -1,4 +1,9 @@
-"""Every Pravega wire command, one module per family; importing this package registers them all."""
+"""Every Pravega wire command, one module per family; importing this package registers them all.
+
+``__all__`` is the one list of the commands, their constants and helper types: :mod:`segment_store.protocol`
+re-exports exactly these names, so a new command is imported and listed here only. It is a tuple so that the
+package's own ``__all__ += (...)`` makes a new tuple instead of extending this one.
+"""
 
 from segment_store.protocol.commands.appends import (
     DATA_APPENDED_FRAME,
@@ -106,7 +111,7 @@ from segment_store.protocol.commands.tables import (
     UpdateTableEntries,
 )
 
-__all__ = [
+__all__: tuple[str, ...] = (
     "DATA_APPENDED_FRAME",
     "IN_EVENTS_PER_SEC",
     "IN_KBYTES_PER_SEC",
@@ -203,4 +208,4 @@ __all__ = [
     "UpdateTableEntries",
     "WrongHost",
     "frame_data_appended",
-]
+)

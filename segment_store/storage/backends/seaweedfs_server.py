@@ -29,8 +29,7 @@ from typing import Any
 import botocore.exceptions
 
 from segment_store.storage.backends.s3 import make_s3_client
-from segstore_shared.coordination.zookeeper_server import free_port, port_is_free
-from segstore_shared.processes import Freezable
+from segstore_shared.processes import Freezable, free_port, kill_child, log_tail, port_is_free, spawn
 
 DEFAULT_CREDENTIALS = {"access_key_id": "segstore", "secret_access_key": "segstore-secret", "region": "us-east-1"}
 
@@ -123,16 +122,8 @@ class SeaweedServer(Freezable):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_", "WEED_"))}
         probe = self.client(connect_timeout_s=1.0, read_timeout_s=2.0)
         try:
-            with open(self.log_path, "ab") as log:
-                self.process = subprocess.Popen(
-                    self.command(),
-                    cwd=self.data_dir,  # weed reads a security.toml from its working directory
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
+            # weed reads a security.toml from its working directory
+            self.process = spawn(self.command(), self.log_path, cwd=self.data_dir, env=env)
             self._wait_ready(probe, time.monotonic() + timeout_s)
         except BaseException:
             self.stop()
@@ -157,17 +148,14 @@ class SeaweedServer(Freezable):
             time.sleep(0.05)
 
     def log_tail(self, lines: int = 30) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return "<no log>"
+        return log_tail(self.log_path, lines)
 
     def stop(self) -> None:
         """Kill the process by its pid (SIGKILL: mini's graceful shutdown can take ~10 s) and remove its sockets."""
         process, self.process = self.process, None
         if process is None:
             return
-        process.kill()  # works on a stopped process too
-        process.wait(10)
+        kill_child(process, 10)  # works on a stopped (frozen) process too
         self.paused = False
         sockets = [f"{name}-grpc-{self.ports[f'{name}.port.grpc']}" for name in (*_SERVICES, "admin")]
         sockets += [f"filer-{self.ports['filer.port']}", f"s3-{self.ports['s3.port']}"]

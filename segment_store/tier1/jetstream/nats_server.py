@@ -25,18 +25,15 @@ Invariants:
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sysconfig
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from segstore_shared.coordination.zookeeper_server import free_port, port_is_free
 from segstore_shared.errors import SegstoreError
-from segstore_shared.processes import kill_child, kill_orphan, log_tail, stop_child
+from segstore_shared.processes import ChildServer, free_port, start_together
 
 MIB = 1024 * 1024
 SYNC_DEFAULT = "default"
@@ -133,76 +130,33 @@ def render_config(config: NatsServerConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-class EmbeddedNatsServer:
-    """A NATS server process owned by this object (see module docstring)."""
+class EmbeddedNatsServer(ChildServer[NatsServerConfig]):
+    """A NATS server process owned by this object (see module docstring); :meth:`start` returns once ``/healthz``
+    answers 200."""
 
-    def __init__(self, config: NatsServerConfig) -> None:
-        self.config = config
-        self._process: subprocess.Popen[bytes] | None = None
+    log_name = "nats.log"
+    pid_name = "nats.pid"
+    start_error = NatsStartError
+    poll_interval_s = 0.05
 
     @property
     def url(self) -> str:
         return self.config.url
 
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process else None
-
-    @property
-    def log_path(self) -> Path:
-        return self.config.data_dir / "nats.log"
-
-    @property
-    def _pid_path(self) -> Path:
-        return self.config.data_dir / "nats.pid"
+    def describe(self) -> str:
+        return f"NATS server {self.url}"
 
     @property
     def _config_path(self) -> Path:
         return self.config.data_dir / "nats.conf"
 
-    def launch(self) -> None:
-        """Start the process without waiting for it to be ready (see :meth:`wait_ready`)."""
-        if self._process is not None:
-            return
+    def _prepare(self) -> list[str]:
         executable = self.config.executable or find_nats_server()
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
-        self._kill_orphan()
-        for name, port in (("port", self.config.port), ("http_port", self.config.http_port)):
-            if not port_is_free(self.config.host, port):
-                raise NatsStartError(f"{name} {self.config.host}:{port} is already in use")
+        self._kill_orphan(self._is_our_server)
+        self._check_ports_free([("port", self.config.port), ("http_port", self.config.http_port)])
         self._config_path.write_text(render_config(self.config))
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
-        try:
-            self._process = subprocess.Popen(
-                [executable, "-c", str(self._config_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        self._pid_path.write_text(str(self._process.pid))
-
-    def wait_ready(self, deadline: float) -> None:
-        """Wait (until the ``time.monotonic()`` ``deadline``) for ``/healthz``; on failure stop and raise."""
-        process = self._process
-        if process is None:
-            raise NatsStartError(f"NATS server {self.url} was not started")
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                break
-            if self.is_ready():
-                return
-            time.sleep(0.05)
-        tail = self._log_tail()
-        self.stop()
-        raise NatsStartError(f"NATS server {self.url} did not start; log tail:\n{tail}")
-
-    def start(self) -> None:
-        """Start the server and wait until ``/healthz`` answers 200."""
-        self.launch()
-        self.wait_ready(time.monotonic() + self.config.start_timeout_s)
+        return [executable, "-c", str(self._config_path)]
 
     def is_ready(self) -> bool:
         """True once the monitoring endpoint reports the server healthy."""
@@ -213,34 +167,11 @@ class EmbeddedNatsServer:
         except (urllib.error.URLError, OSError):
             return False
 
-    def _kill_orphan(self) -> None:
-        """Kill a server a crashed owner left running on this data dir (only one running this config file)."""
+    def _is_our_server(self, cmdline: Sequence[bytes]) -> bool:
+        """Whether a server a crashed owner left running on this data dir is ours to kill: only one running this
+        config file."""
         conf = str(self._config_path).encode()
-        kill_orphan(
-            self._pid_path,
-            lambda cmdline: conf in cmdline and any(part.endswith(b"nats-server") for part in cmdline),
-            self.config.stop_grace_s,
-        )
-
-    def _log_tail(self, lines: int = 30) -> str:
-        return log_tail(self.log_path, lines)
-
-    def stop(self) -> None:
-        """Stop the server process by its pid (SIGTERM, then SIGKILL); idempotent."""
-        process, self._process = self._process, None
-        stop_child(process, self.config.stop_grace_s)
-
-    def kill(self) -> None:
-        """SIGKILL the server (crash simulation); its store stays as it was."""
-        process, self._process = self._process, None
-        kill_child(process, self.config.stop_grace_s)
-
-    def __enter__(self) -> EmbeddedNatsServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return conf in cmdline and any(part.endswith(b"nats-server") for part in cmdline)
 
 
 @dataclass
@@ -293,15 +224,10 @@ class NatsCluster:
 
     def start(self, nodes: Sequence[EmbeddedNatsServer] | None = None) -> None:
         """Launch the given nodes (default all), then wait for each to be healthy."""
-        chosen = list(nodes) if nodes is not None else self.nodes
         try:
-            for node in chosen:
-                node.launch()
-            deadline = time.monotonic() + max(node.config.start_timeout_s for node in chosen)
-            for node in chosen:
-                node.wait_ready(deadline)
+            start_together(list(nodes) if nodes is not None else self.nodes)
         except BaseException:
-            self.stop()
+            self.stop()  # every node, not only the given ones
             raise
 
     def stop(self) -> None:
