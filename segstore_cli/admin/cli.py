@@ -1,4 +1,4 @@
-"""The ``segstore admin`` argument parser and dispatch (registered by ``segstore_cli.main``).
+"""The ``segstore admin`` argument parser and dispatch (added to the command line by ``segstore_cli.commands.admin``).
 
 ``segstore admin OBJECT ACTION [ARGS] [OPTIONS]``: each action names its command as ``module:function`` (imported
 when it runs, so ``segstore --help`` stays fast). The dispatch reads the connection options, opens a session,
