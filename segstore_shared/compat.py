@@ -24,8 +24,8 @@ MOVED: dict[str, str] = {
     "segment_store.demo": "segstore_cli.demo",
     "segment_store.admin": "segstore_cli.admin",
     "segment_store.selftest": "segstore_cli.selftest",
-    "segment_store.auth.cli": "segstore_cli.auth_commands",
-    "controller.cli": "segstore_cli.controller_commands",
+    "segment_store.auth.cli": "segstore_cli.commands.auth",
+    "controller.cli": "segstore_cli.commands.controller",
     "controller.standalone": "segstore_cli.standalone",
     # the controller's periodic work and cluster code by concern
     "controller.background": "controller.periodic.background",

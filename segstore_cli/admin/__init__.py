@@ -6,7 +6,7 @@ changes only what those expose; it keeps no state of its own.
 
 Modules, each one concern:
 
-* ``cli`` - the ``admin`` argument parser (registered by ``segstore_cli.main``) and the dispatch: run a command,
+* ``cli`` - the ``admin`` argument parser (added by ``segstore_cli.commands.admin``) and the dispatch: run a command,
   render its result, turn its error into one line on stderr and an exit code;
 * ``connection`` - the controller URI and security options (TLS trust, user and password) and the session;
 * ``parsing`` - pure parsers of what users type (``scope/stream``, segment names, durations, sizes, times, key

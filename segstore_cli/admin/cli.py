@@ -1,4 +1,4 @@
-"""The ``segstore admin`` argument parser and dispatch (registered by ``segstore_cli.main``).
+"""The ``segstore admin`` argument parser and dispatch (added to the command line by ``segstore_cli.commands.admin``).
 
 ``segstore admin OBJECT ACTION [ARGS] [OPTIONS]``: each action names its command as ``module:function`` (imported
 when it runs, so ``segstore --help`` stays fast). The dispatch reads the connection options, opens a session,
@@ -81,16 +81,42 @@ def _scope_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
     delete.add_argument("scope", type=parsing.scope_name, help="the scope")
 
 
+_STREAM_HELP = "the stream, as SCOPE/STREAM"
+
+
 def _stream_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
-    stream_help = "the stream, as SCOPE/STREAM"
     verbs = nouns.add_parser("stream", help="list, create, describe, scale, seal, truncate, delete streams")
     actions = verbs.add_subparsers(dest="admin_action", metavar="ACTION", required=True)
     listing = _command(actions, "list", "streams:list_streams", "list the streams of a scope")
     listing.add_argument("scope", type=parsing.scope_name, help="the scope")
     listing.add_argument("--tag", help="only the streams with this tag")
+    _stream_create(actions)
+    describe = _command(
+        actions,
+        "describe",
+        "describe:describe_stream",
+        "configuration, segments and key ranges, head and tail cuts, size, subscribers, scale history",
+    )
+    describe.add_argument("stream", type=parsing.scoped_name, help=_STREAM_HELP)
+    describe.add_argument(
+        "--history",
+        type=int,
+        default=10,
+        metavar="N",
+        help="show the last N epochs of the scale history (0: all; default 10)",
+    )
+    _stream_scale(actions)
+    seal = _command(actions, "seal", "streams:seal_stream", "seal a stream: no more writes")
+    seal.add_argument("stream", type=parsing.scoped_name, help=_STREAM_HELP)
+    _stream_truncate(actions)
+    delete = _command(actions, "delete", "streams:delete_stream", "delete a sealed stream and its data")
+    delete.add_argument("stream", type=parsing.scoped_name, help=_STREAM_HELP)
+    delete.add_argument("--seal", action="store_true", help="seal it first if it is not sealed")
 
+
+def _stream_create(actions: argparse._SubParsersAction[AdminParser]) -> None:
     create = _command(actions, "create", "streams:create_stream", "create a stream (an existing one is left as is)")
-    create.add_argument("stream", type=parsing.scoped_name, help=stream_help)
+    create.add_argument("stream", type=parsing.scoped_name, help=_STREAM_HELP)
     create.add_argument("--segments", type=_positive, default=1, help="segments, the minimum with a rate (default 1)")
     create.add_argument("--events-per-second", type=_positive, help="scale by rate: target events/s per segment")
     create.add_argument("--kbytes-per-second", type=_positive, help="scale by rate: target KiB/s per segment")
@@ -109,21 +135,8 @@ def _stream_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
     )
     create.add_argument("--tag", action="append", help="a tag (repeat for more)")
 
-    describe = _command(
-        actions,
-        "describe",
-        "describe:describe_stream",
-        "configuration, segments and key ranges, head and tail cuts, size, subscribers, scale history",
-    )
-    describe.add_argument("stream", type=parsing.scoped_name, help=stream_help)
-    describe.add_argument(
-        "--history",
-        type=int,
-        default=10,
-        metavar="N",
-        help="show the last N epochs of the scale history (0: all; default 10)",
-    )
 
+def _stream_scale(actions: argparse._SubParsersAction[AdminParser]) -> None:
     scale = _command(
         actions,
         "scale",
@@ -133,7 +146,7 @@ def _stream_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
         "--seal and --ranges replace some segments by others over the same keys. Waits until the\n"
         "controller has done it, with a spinner on a terminal.",
     )
-    scale.add_argument("stream", type=parsing.scoped_name, help=stream_help)
+    scale.add_argument("stream", type=parsing.scoped_name, help=_STREAM_HELP)
     how = scale.add_mutually_exclusive_group(required=True)
     how.add_argument("--to", type=_positive, metavar="N", help="N segments over even key ranges")
     how.add_argument(
@@ -146,11 +159,10 @@ def _stream_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
     scale.add_argument("--no-wait", action="store_true", help="return once the controller started the scale")
     scale.add_argument("--wait-timeout", type=float, default=300.0, metavar="S", help="give up waiting (default 300)")
 
-    seal = _command(actions, "seal", "streams:seal_stream", "seal a stream: no more writes")
-    seal.add_argument("stream", type=parsing.scoped_name, help=stream_help)
 
+def _stream_truncate(actions: argparse._SubParsersAction[AdminParser]) -> None:
     truncate = _command(actions, "truncate", "streams:truncate_stream", "drop a stream's data before a cut")
-    truncate.add_argument("stream", type=parsing.scoped_name, help=stream_help)
+    truncate.add_argument("stream", type=parsing.scoped_name, help=_STREAM_HELP)
     where = truncate.add_mutually_exclusive_group(required=True)
     where.add_argument("--tail", action="store_true", help="drop everything written so far")
     where.add_argument(
@@ -165,10 +177,6 @@ def _stream_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
         metavar="CUT",
         help="drop what is before this cut: SEGMENT=OFFSET,... as stream describe shows",
     )
-
-    delete = _command(actions, "delete", "streams:delete_stream", "delete a sealed stream and its data")
-    delete.add_argument("stream", type=parsing.scoped_name, help=stream_help)
-    delete.add_argument("--seal", action="store_true", help="seal it first if it is not sealed")
 
 
 def _other_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
@@ -187,7 +195,7 @@ def _other_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
     _command(nouns, "controllers", "segments:list_controllers", "the controllers of the cluster")
     _command(nouns, "containers", "cluster:list_containers", "which segment store runs which segment container")
     txns = _command(nouns, "transactions", "cluster:list_transactions", "a stream's open transactions")
-    txns.add_argument("stream", type=parsing.scoped_name, help="the stream, as SCOPE/STREAM")
+    txns.add_argument("stream", type=parsing.scoped_name, help=_STREAM_HELP)
 
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -20,6 +20,7 @@ from controller_client.controller.api import ControllerClient
 from controller_client.errors import ScalePreconditionFailedError
 from controller_client.stream_manager import StreamManager
 from segstore_cli.selftest.cluster import SESSION_TIMEOUT_MS, SelftestCluster
+from segstore_cli.selftest.fault_kinds import SABOTAGE, WEIGHTS
 from segstore_cli.selftest.verifier import Verifier
 from segstore_cli.selftest.workload import EXPECTED
 
@@ -29,23 +30,6 @@ SCALE_TIMEOUT_S = 120.0
 
 class StuckError(RuntimeError):
     """An operation did not finish long after every fault was undone (a liveness bug; ends the run)."""
-
-
-WEIGHTS = {
-    "kill_segmentstore": 4,
-    "kill_during_recovery": 2,
-    "pause_segmentstore": 3,
-    "kill_controller": 1,
-    "pause_controller": 1,
-    "restart_zookeeper": 1,
-    "kill_nats_node": 1,
-    "tier2_outage": 2,
-    "scale": 3,
-    "truncate": 1,
-}
-SABOTAGE = {"lose_data": 1}
-"""Faults that break the guarantees on purpose (never in the default schedule): a run with one must fail, which
-shows that the checks see a loss end to end."""
 
 
 class FaultSchedule:

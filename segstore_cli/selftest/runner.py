@@ -32,14 +32,14 @@ from controller_client.model import ScalingPolicy, StreamConfiguration
 from controller_client.stream_manager import StreamManager
 from segstore_cli.selftest.checker import Checker, Counts
 from segstore_cli.selftest.cluster import SelftestCluster
-from segstore_cli.selftest.faults import SABOTAGE, WEIGHTS, FaultSchedule
+from segstore_cli.selftest.fault_kinds import ALL_FAULTS, SABOTAGE, WEIGHTS
+from segstore_cli.selftest.faults import FaultSchedule
 from segstore_cli.selftest.verifier import Verifier
 from segstore_cli.selftest.workload import LoadStats, PlainWriter, TailReader, TxnWriter
 
 SCOPE = "selftest"
 PLAIN, TXNS = "plain", "txns"
 DRAIN_TIMEOUT_S = 180.0
-ALL_FAULTS = tuple(WEIGHTS)
 TAIL_CATCH_UP_S = 60.0
 FINAL_CHECK_TIMEOUT_S = 300.0
 

@@ -1,4 +1,4 @@
-"""The ``segstore auth`` subcommands: manage and check a password file (registered by ``segstore_cli.main``)."""
+"""``segstore auth``: manage and check a password file of the controller (``auth add-user``, ``auth check``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from segstore_cli.arguments import Subparsers
 from segstore_shared.auth.passwords import PasswordFile, PasswordFileError
 
 
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Add ``auth add-user`` and ``auth check`` to the ``segstore`` command line."""
     auth = sub.add_parser(
         "auth",
@@ -38,7 +39,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "(default: empty: the user can log in but is granted nothing)",
     )
     add.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
-    add.set_defaults(func=_cmd_add_user)
+    add.set_defaults(func=run_add_user)
 
     check = commands.add_parser(
         "check",
@@ -47,7 +48,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "warnings (malformed ACL entries, unusable hashes, lines Pravega would ignore). Exit 1 if it cannot be used.",
     )
     check.add_argument("--password-file", required=True, help="the password file to check")
-    check.set_defaults(func=_cmd_check)
+    check.set_defaults(func=run_check)
 
 
 def _read_password(from_stdin: bool) -> str | None:
@@ -65,7 +66,8 @@ def _read_password(from_stdin: bool) -> str | None:
     return password
 
 
-def _cmd_add_user(args: argparse.Namespace) -> int:
+def run_add_user(args: argparse.Namespace) -> int:
+    """``auth add-user``: add or replace a user; exit 1 if the file cannot be read or written, 2 on bad input."""
     path = Path(args.password_file)
     try:
         current = PasswordFile.load(path) if path.exists() else PasswordFile(source=str(path))
@@ -119,7 +121,8 @@ def write_private(path: Path, text: str) -> None:
         os.close(dir_fd)
 
 
-def _cmd_check(args: argparse.Namespace) -> int:
+def run_check(args: argparse.Namespace) -> int:
+    """``auth check``: the users and ACLs of a password file and its warnings; exit 1 if it cannot be used."""
     try:
         passwords = PasswordFile.load(args.password_file)
     except PasswordFileError as exc:

@@ -1,0 +1,174 @@
+"""What several ``segstore`` subcommands share: their common flags and the reading of them.
+
+The flags: ``--log-level`` (and the logging it sets up), ``--cache-size-mb``, ``--metrics-port``/``--metrics-host``,
+the Tier-1 and Tier-2 flags, the TLS and authentication flags, the controller's periodic work. The readers turn the
+TLS and authentication flags of a controller process (``controller``, ``standalone``) into its settings, or exit 2
+naming what is wrong.
+
+Imported by the command modules (:mod:`segstore_cli.commands`) only; it imports no command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import secrets
+import sys
+from typing import TYPE_CHECKING, TypeAlias
+
+from controller.config import ControllerConfig
+from segment_store.storage.tier2_config import add_cli_arguments as add_tier2_arguments
+from segment_store.tier1.config import add_cli_arguments as add_tier1_arguments
+from segstore_shared.auth.settings import add_cli_arguments as add_auth_arguments
+from segstore_shared.auth.tls import TlsConfig, TlsConfigError, TrustConfig, is_ip_literal, trust_from_cli
+from segstore_shared.auth.tls import add_cli_arguments as add_tls_arguments
+
+if TYPE_CHECKING:
+    from controller.config import AuthConfig
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What each command module's ``add_parser`` adds its subcommand to."""
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+"""The levels ``--log-level`` names in its help (any name of :mod:`logging`'s levels works, in any case)."""
+
+METRICS_PORT_HELP = (
+    "serve /metrics (Prometheus), /healthz and /readyz over HTTP on this port (0: a free one; default: no metrics)"
+)
+
+PERIODS = {
+    "retention_period_s": "how often retention policies are applied",
+    "watermark_period_s": "how often watermarks are computed from the writers' marks",
+    "auto_scale_period_s": "how often traffic is checked against auto-scaling policies",
+    "txn_timeout_check_s": "how often expired transaction leases are aborted",
+}
+"""The controller's periodic work: ``--<name>`` flags, :class:`ControllerConfig` fields of the same names."""
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: a whole number above 0."""
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
+    return value
+
+
+def add_log_level_argument(parser: argparse.ArgumentParser) -> None:
+    """``--log-level``: read by :func:`setup_logging`."""
+    parser.add_argument(
+        "--log-level", default="info", metavar="{" + ",".join(LOG_LEVELS) + "}", help="logging level (default info)"
+    )
+
+
+def setup_logging(level: str) -> None:
+    """Log to stderr at ``level`` (a :mod:`logging` level name, any case), with times and logger names."""
+    logging.basicConfig(level=getattr(logging, level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def add_cache_argument(parser: argparse.ArgumentParser) -> None:
+    """``--cache-size-mb``: the segment store process's read cache (shared by its containers)."""
+    parser.add_argument(
+        "--cache-size-mb",
+        type=positive_int,
+        default=None,
+        help="read cache of the segment store process, all its containers together, in MiB (default 1024); "
+        "data not yet in Tier-2 beyond it throttles appends",
+    )
+
+
+def add_metrics_arguments(parser: argparse.ArgumentParser, port_help: str = METRICS_PORT_HELP) -> None:
+    """``--metrics-port`` and ``--metrics-host``: Prometheus ``/metrics``, ``/healthz`` and ``/readyz``."""
+    parser.add_argument("--metrics-port", type=int, default=None, help=port_help)
+    parser.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address the metrics port binds (default 127.0.0.1)"
+    )
+
+
+def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
+    """The Tier-1 flags, then the Tier-2 flags (each an argument group)."""
+    add_tier1_arguments(parser)
+    add_tier2_arguments(parser)
+
+
+def add_security_arguments(parser: argparse.ArgumentParser, *, controller: bool) -> None:
+    """The TLS flags, then the authentication flags; a controller's (``controller`` and ``standalone``) also name
+    the certificates it trusts in segment stores and its password file and tokens."""
+    add_tls_arguments(parser, trust_store=controller)
+    add_auth_arguments(parser, controller=controller)
+
+
+def add_periodic_arguments(parser: argparse.ArgumentParser, *, buckets: bool = True) -> None:
+    """The controller's periodic work (:data:`PERIODS`), with ``--bucket-count`` if ``buckets``."""
+    group = parser.add_argument_group("periodic work", "shared among the controllers by buckets of streams")
+    defaults = ControllerConfig()
+    if buckets:
+        group.add_argument(
+            "--bucket-count",
+            type=int,
+            default=defaults.bucket_count,
+            help=f"buckets of streams the controllers share the periodic work by; fixed for the life of the "
+            f"cluster (default {defaults.bucket_count})",
+        )
+    for name, what in PERIODS.items():
+        flag = "--" + name.replace("_", "-")
+        group.add_argument(flag, type=float, default=getattr(defaults, name), help=f"{what} (default %(default)s)")
+
+
+def controller_tls(
+    command: str, args: argparse.Namespace, own_trust: bool
+) -> tuple[TlsConfig | None, TrustConfig | None]:
+    """The TLS of a controller's gRPC port and of its connections to segment stores; raises SystemExit(2) naming
+    a bad file. ``own_trust``: the standalone trusts its own certificate unless told otherwise."""
+    try:
+        tls = TlsConfig.from_cli(args)
+        if tls is None:
+            return None, None
+        tls.check()
+        trust = trust_from_cli(args, fallback=tls.cert_path if own_trust else None)
+        trust.client_context()
+    except TlsConfigError as error:
+        print(f"segstore {command}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return tls, trust
+
+
+def controller_auth(command: str, args: argparse.Namespace, make_key: bool) -> AuthConfig | None:
+    """A controller's authentication from the flags and environment (None: off); SystemExit(2) naming a bad
+    setting. ``make_key``: without a signing key, make a random one (the standalone: its segment store is its
+    child)."""
+    from controller.config import AuthConfig
+    from controller.rpc.authentication import ControllerAuth
+    from segstore_shared.auth import settings
+    from segstore_shared.auth.passwords import PasswordFileError
+
+    try:
+        passwords = settings.password_file(args)
+        if passwords is None:
+            return None
+        key = settings.signing_key(args)
+        if key is None and make_key:
+            key = secrets.token_urlsafe(32)
+        if key is None:
+            raise settings.AuthSettingsError(
+                f"--auth-password-file needs a token signing key shared with the segment stores: "
+                f"--auth-token-signing-key-file or ${settings.SIGNING_KEY_ENV}"
+            )
+        config = AuthConfig(
+            passwords, key, settings.token_ttl_s(args), token_max_lifetime_s=settings.token_max_lifetime_s(args)
+        )
+        ControllerAuth(config)  # reads the password file now: a bad one stops the start, naming the line
+    except (settings.AuthSettingsError, PasswordFileError, ValueError) as error:
+        print(f"segstore {command}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return config
+
+
+def warn_ip_literal(command: str, host: str) -> None:
+    """With TLS: say on stderr if clients reach this process by an IP address (Pravega's clients refuse it)."""
+    if is_ip_literal(host):
+        print(
+            f"segstore {command}: warning: with TLS, clients reach this process as {host}, an IP address: Pravega's "
+            "own clients refuse IP addresses as TLS host names; give --advertise-host a host name its certificate "
+            "names",
+            file=sys.stderr,
+        )

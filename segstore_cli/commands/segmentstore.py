@@ -1,0 +1,237 @@
+"""``segstore segmentstore``: a segment store process (wire server and containers) in the foreground.
+
+Its steps: read and check the flags (:func:`_settings`; exit 2 naming a bad one), start the service in memory or
+durable (:func:`_start`; exit 1 if a dependency refuses it), print one ready line, serve until SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from segstore_cli.arguments import (
+    Subparsers,
+    add_cache_argument,
+    add_log_level_argument,
+    add_metrics_arguments,
+    add_security_arguments,
+    add_storage_arguments,
+    setup_logging,
+    warn_ip_literal,
+)
+
+if TYPE_CHECKING:
+    from segment_store.containers.config import ContainerConfig
+    from segment_store.server.config import ServerConfig
+    from segment_store.server.service import SegmentStoreService, ServiceConfig
+    from segment_store.tier1.config import Tier1Config
+    from segstore_shared.auth.tls import TlsConfig
+
+PROG = "segstore segmentstore"
+
+
+def add_parser(sub: Subparsers) -> None:
+    """Add ``segmentstore`` to the ``segstore`` command line."""
+    ss = sub.add_parser(
+        "segmentstore",
+        help="run a segment store process (Pravega wire protocol)",
+        description="Serve the Pravega wire protocol on --port until SIGINT or SIGTERM.",
+    )
+    ss.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    ss.add_argument("--port", type=int, default=12345, help="wire protocol port (default 12345)")
+    ss.add_argument("--data-dir", default="segstore-data", help="Tier-1 and Tier-2 data (default ./segstore-data)")
+    ss.add_argument("--zookeeper", help="ZooKeeper connect string (default: an embedded one under --data-dir)")
+    ss.add_argument("--in-memory", action="store_true", help="keep everything in memory (lost at exit)")
+    ss.add_argument("--container-count", type=int, default=4, help="containers in the cluster (default 4)")
+    ss.add_argument("--run-containers", help="comma-separated container ids to run here (default: all)")
+    ss.add_argument(
+        "--cluster",
+        action="store_true",
+        help="cluster mode: register in ZooKeeper and run the containers the controller assigns (needs --zookeeper)",
+    )
+    ss.add_argument("--advertise-host", help="cluster mode: host name clients reach this process by (default --host)")
+    ss.add_argument(
+        "--zookeeper-session-timeout-ms",
+        type=int,
+        default=10_000,
+        help="ZooKeeper session timeout; a crashed process's containers move after it (default 10000)",
+    )
+    add_log_level_argument(ss)
+    add_cache_argument(ss)
+    add_metrics_arguments(ss)
+    add_storage_arguments(ss)
+    add_security_arguments(ss, controller=False)
+    ss.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a segment store process (wire server + containers) in the foreground until SIGINT/SIGTERM."""
+    setup_logging(args.log_level)
+    return asyncio.run(_serve(args))
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    """What the flags say, checked."""
+
+    run: tuple[int, ...] | None
+    """The containers to run here (None: all)."""
+    tier1: Tier1Config
+    tls: TlsConfig | None
+    key: str | None
+    """The delegation tokens' signing key (None: tokens are not checked)."""
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from segment_store.server.gc_policy import settle_after_start
+
+    settings = _settings(args)
+    if settings is None:
+        return 2
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    with contextlib.ExitStack() as stack:
+        started = await _start(args, settings, stack)
+        if started is None:
+            return 1
+        service, config = started
+        settle_after_start()  # the process's own: see gc_policy
+        print(_ready_line(args, settings, service, config), flush=True)
+        await stop.wait()
+        await service.stop()
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> _Settings | None:
+    """The checked flags, or None after saying on stderr what is wrong (exit 2)."""
+    from segment_store.tier1.config import Tier1Config
+    from segstore_shared.auth.settings import AuthSettingsError, signing_key
+    from segstore_shared.auth.tls import TlsConfig, TlsConfigError
+
+    run = tuple(int(c) for c in args.run_containers.split(",")) if args.run_containers else None
+    if args.cluster and (args.zookeeper is None or args.in_memory or run is not None):
+        print(f"{PROG}: --cluster needs --zookeeper and excludes --in-memory and --run-containers", file=sys.stderr)
+        return None
+    try:
+        tier1 = Tier1Config.from_cli(args)
+    except ValueError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return None
+    if args.in_memory and tier1.backend != "file":
+        print(f"{PROG}: --in-memory keeps Tier-1 in memory; it excludes --tier1 jetstream", file=sys.stderr)
+        return None
+    try:
+        tls = TlsConfig.from_cli(args)
+        if tls is not None:
+            tls.check()
+    except TlsConfigError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return None
+    try:
+        key = signing_key(args)
+    except AuthSettingsError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return None
+    return _Settings(run=run, tier1=tier1, tls=tls, key=key)
+
+
+async def _start(
+    args: argparse.Namespace, settings: _Settings, stack: contextlib.ExitStack
+) -> tuple[SegmentStoreService, ServiceConfig] | None:
+    """The started service and its configuration, or None after saying on stderr why it cannot start (exit 1).
+    An embedded ZooKeeper (no ``--zookeeper``) stops when ``stack`` closes."""
+    import dataclasses
+
+    from segment_store.containers.config import ContainerConfig
+    from segment_store.reading.cache import CacheConfig
+    from segment_store.server.config import ServerConfig
+    from segment_store.server.service import SegmentStoreService, ServiceConfig
+    from segstore_shared.errors import SegstoreError
+
+    server = ServerConfig(host=args.host, port=args.port, tls=settings.tls, auth_token_signing_key=settings.key)
+    container = ContainerConfig()
+    if args.cache_size_mb is not None:
+        container = dataclasses.replace(container, cache=CacheConfig(max_bytes=args.cache_size_mb * 1024 * 1024))
+    if args.in_memory:
+        config = ServiceConfig(
+            server=server,
+            container=container,
+            container_count=args.container_count,
+            containers=settings.run,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
+        )
+        return await SegmentStoreService.start_in_memory(args.container_count, args.port, config), config
+    config = _durable_config(args, settings, server, container, stack)
+    advertised = config.advertise_host or args.host
+    if settings.tls is not None and args.cluster and advertised not in ("0.0.0.0", "::"):
+        warn_ip_literal("segmentstore", advertised)
+    try:
+        service = await SegmentStoreService.start_durable(config)
+    except SegstoreError as exc:  # a dependency is unreachable or refuses us: say which, exit 1
+        print(f"{PROG}: cannot start: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+    return service, config
+
+
+def _durable_config(
+    args: argparse.Namespace,
+    settings: _Settings,
+    server: ServerConfig,
+    container: ContainerConfig,
+    stack: contextlib.ExitStack,
+) -> ServiceConfig:
+    """The configuration of a durable service; starts an embedded ZooKeeper on ``stack`` without ``--zookeeper``."""
+    from segment_store.server.service import ServiceConfig
+    from segment_store.storage.tier2_config import Tier2Config
+    from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
+
+    data_dir = Path(args.data_dir).resolve()
+    zookeeper = args.zookeeper
+    if zookeeper is None:
+        zk = stack.enter_context(EmbeddedZooKeeper(ZooKeeperConfig(data_dir=data_dir / "zookeeper", port=free_port())))
+        zookeeper = zk.connect_string
+    return ServiceConfig(
+        server=server,
+        container=container,
+        container_count=args.container_count,
+        containers=settings.run,
+        data_dir=data_dir,
+        zookeeper=zookeeper,
+        zookeeper_session_timeout_ms=args.zookeeper_session_timeout_ms,
+        cluster=args.cluster,
+        advertise_host=args.advertise_host,
+        tier1=settings.tier1,
+        tier2=Tier2Config.from_cli(args),
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
+    )
+
+
+def _ready_line(
+    args: argparse.Namespace, settings: _Settings, service: SegmentStoreService, config: ServiceConfig
+) -> str:
+    """``segstore segmentstore ready on HOST:PORT (...)``: what runs, where its data is, its cache and security."""
+    host, port = service.endpoint
+    if args.in_memory:
+        where = "in memory"
+    else:
+        where = f"data {args.data_dir}, zookeeper {config.zookeeper}, {settings.tier1.describe()}"
+    if args.cluster:
+        what = "cluster mode, registered as {}:{}".format(*service.advertised_endpoint)
+    else:
+        what = f"containers {service.registry.running}"
+    cache_mib = config.container.cache.max_bytes // (1024 * 1024)
+    security = f", {settings.tls.describe()}" if settings.tls is not None else ""
+    security += ", delegation tokens checked" if settings.key is not None else ""
+    if service.metrics_endpoint is not None:
+        security += ", metrics on http://{}:{}/metrics".format(*service.metrics_endpoint)
+    return f"segstore segmentstore ready on {host}:{port} ({what}, {where}, cache {cache_mib} MiB{security})"
