@@ -43,8 +43,9 @@ from controller.segment_ops import SegmentStoreOps
 from controller.watermarking import Watermarking
 from controller.workflows.streams import StreamLocks, StreamWorkflows, wall_clock_ms
 from controller.workflows.transactions import TxnWorkflows
-from controller_client.controller.proto_convert import ReaderGroupConfig, ReaderGroupRetention
 from controller_client.model import (
+    ReaderGroupConfig,
+    ReaderGroupRetention,
     SegmentRange,
     StreamConfiguration,
     StreamCut,

@@ -31,9 +31,9 @@ from typing import Any
 from controller_client.blocking.kvt import BlockingKeyValueTable
 from controller_client.blocking.reader_groups import BlockingReaderGroup
 from controller_client.controller.channel import ControllerClientConfig
-from controller_client.controller.proto_convert import ReaderGroupRetention
 from controller_client.kvt.model import KeyValueTableConfiguration
 from controller_client.model import (
+    ReaderGroupRetention,
     RetentionPolicy,
     ScalingPolicy,
     SegmentRange,

@@ -29,10 +29,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from controller_client.controller.proto_convert import ReaderGroupConfig as ControllerGroupConfig
-from controller_client.controller.proto_convert import ReaderGroupRetention
 from controller_client.errors import ReaderGroupNotFoundError
-from controller_client.model import StreamCut
+from controller_client.model import ReaderGroupConfig as ControllerGroupConfig
+from controller_client.model import ReaderGroupRetention, StreamCut
 from controller_client.ports import ControllerApi
 from controller_client.reader_groups.format import (
     BoundaryCut,
