@@ -50,8 +50,9 @@ from controller.periodic.watermarking import Watermarking
 from controller.segment_ops import SegmentStoreOps
 from controller.workflows.streams import StreamLocks, StreamWorkflows, wall_clock_ms
 from controller.workflows.transactions import TxnWorkflows
-from controller_client.controller.proto_convert import ReaderGroupConfig, ReaderGroupRetention
 from controller_client.model import (
+    ReaderGroupConfig,
+    ReaderGroupRetention,
     SegmentRange,
     StreamConfiguration,
     StreamCut,

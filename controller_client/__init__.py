@@ -1,21 +1,31 @@
-"""Client library of segstore streams: controller client, StreamManager, event writers and readers.
+"""Client library of segstore streams: controller client, StreamManager, event writers and readers, reader groups,
+key-value tables. Every class named here is importable from ``controller_client``; the modules, by subpackage:
 
-* :class:`StreamManager` (``stream_manager``): scopes, streams, policies, stream cuts (head, tail, at a time),
-  truncation; makes the writers and readers below, all sharing one segment client whose endpoints come
-  from the controller (``getURI``).
-* :class:`EventStreamWriter` (``event_writer``): events routed by routing key (Pravega's hash, so the Java
-  and Rust clients agree, ``routing``), per-key order, follows scaling without loss or duplicates.
-* :class:`TransactionalEventStreamWriter` / :class:`Transaction` (``txn_writer``): all-or-nothing writes.
-* :class:`StreamReader` (``stream_reader``): events between two stream cuts, or following the tail,
-  segment by segment in successor order.
-* :class:`ReaderGroup` / :class:`EventStreamReader` (``reader_group``, ``event_stream_reader``): readers in any
-  processes sharing streams, each segment read by one, balanced, with checkpoints; the state is in the official
-  Pravega client's format, so its readers can join our groups.
+* ``stream_manager``: :class:`StreamManager` - scopes, streams, policies, stream cuts (head, tail, at a time),
+  truncation; makes the writers, readers, reader groups and key-value tables below, all sharing one segment client
+  whose endpoints come from the controller (``getURI``).
+* ``writers``: :class:`EventStreamWriter` (``writers.event_writer``) - events routed by routing key (Pravega's
+  hash, so the Java and Rust clients agree, ``writers.routing``), per-key order, follows scaling without loss or
+  duplicates; :class:`TransactionalEventStreamWriter` / :class:`Transaction` (``writers.txn_writer``) -
+  all-or-nothing writes.
+* ``readers``: :class:`StreamReader` (``readers.stream_reader``) - events between two stream cuts, or following the
+  tail, segment by segment in successor order.
+* ``reader_groups``: :class:`ReaderGroup` / :class:`EventStreamReader` (``reader_groups.group``,
+  ``reader_groups.reader``) - readers in any processes sharing streams, each segment read by one, balanced, with
+  checkpoints; the state is in the official Pravega client's format (``reader_groups.format``), so its readers can
+  join our groups.
+* ``kvt``: key-value tables (``kvt.table``, made by ``StreamManager.key_value_table``; keys, versions and
+  configuration in ``kvt.model``, ordered iteration in ``kvt.iterator``).
 * ``blocking``: the same for threads without an event loop (:class:`BlockingStreamManager`).
-* :class:`ControllerClient` (``controller_api``): the gRPC controller client; the library talks to the
-  controller only through the :class:`ControllerApi` port (``ports``). ``tls://host:port`` URIs
-  (``controller_channel``) use TLS to the controller and to the segment stores, trusting
+* ``controller``: :class:`ControllerClient` (``controller.api``), the gRPC controller client; the library talks to
+  the controller only through the :class:`ControllerApi` port (``ports``). ``tls://host:port`` URIs
+  (``controller.channel``) use TLS to the controller and to the segment stores, trusting
   ``ControllerClientConfig.trust_store`` (the system's trust store when None).
+* At the root, shared by all: ``model`` (streams, segments, stream cuts, policies), ``errors``, ``ports``,
+  ``watermarks``.
+
+The flat module paths from before 0.2.0 (``controller_client.event_writer``, ``controller_client.routing``, ...) keep
+working for one release (``segstore_shared.compat``, with a DeprecationWarning).
 
 Example::
 
@@ -46,9 +56,10 @@ from segstore_shared import compat as _compat
 _compat.install()  # old import paths of moved modules, for one release (CHANGELOG.md 0.2.0)
 
 if TYPE_CHECKING:
-    from controller_client.blocking.reader_groups import BlockingEventStreamReader, BlockingReaderGroup
-    from controller_client.blocking.streams import (
+    from controller_client.blocking import (
+        BlockingEventStreamReader,
         BlockingEventStreamWriter,
+        BlockingReaderGroup,
         BlockingStreamManager,
         BlockingStreamReader,
         BlockingTransaction,
@@ -94,8 +105,10 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS = {
-    "blocking.streams": [
+    "blocking": [
+        "BlockingEventStreamReader",
         "BlockingEventStreamWriter",
+        "BlockingReaderGroup",
         "BlockingStreamManager",
         "BlockingStreamReader",
         "BlockingTransaction",
@@ -112,16 +125,15 @@ _EXPORTS = {
         "TxnFailedError",
         "TxnNotFoundError",
     ],
-    "writers.event_writer": ["EventStreamWriter", "EventWriterConfig"],
     "model": ["RetentionPolicy", "ScalingPolicy", "SegmentRange", "StreamConfiguration", "StreamCut", "TxnState"],
     "ports": ["ControllerApi"],
-    "reader_groups.reader": ["EventRead", "EventStreamReader", "GroupReaderConfig"],
     "reader_groups.group": ["Checkpoint", "ReaderGroup"],
-    "blocking.reader_groups": ["BlockingEventStreamReader", "BlockingReaderGroup"],
+    "reader_groups.reader": ["EventRead", "EventStreamReader", "GroupReaderConfig"],
     "reader_groups.state": ["ReaderOfflineError"],
-    "writers.routing": ["hash_to_range"],
-    "stream_manager": ["ControllerResolver", "StreamManager", "StreamManagerConfig"],
     "readers.stream_reader": ["StreamEvent", "StreamReader", "StreamReaderConfig", "read_segment_range"],
+    "stream_manager": ["ControllerResolver", "StreamManager", "StreamManagerConfig"],
+    "writers.event_writer": ["EventStreamWriter", "EventWriterConfig"],
+    "writers.routing": ["hash_to_range"],
     "writers.txn_writer": [
         "Transaction",
         "TransactionClosedError",

@@ -17,8 +17,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
-from controller_client.controller.proto_convert import ReaderGroupConfig
-from controller_client.model import SegmentRange, StreamConfiguration, StreamCut, TxnState
+from controller_client.model import ReaderGroupConfig, SegmentRange, StreamConfiguration, StreamCut, TxnState
 
 Endpoint = tuple[str, int]
 EndpointResolver = Callable[[str], Awaitable[Endpoint]]

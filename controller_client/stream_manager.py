@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from controller_client.controller.delegation_tokens import ControllerTokens
-from controller_client.controller.proto_convert import ReaderGroupRetention
 from controller_client.kvt.model import KeyValueTableConfiguration, validate_kvt
 from controller_client.kvt.table import KeyValueTable, KvtControllerApi
 from controller_client.model import (
     TRANSACTION_DELIMITER,
+    ReaderGroupRetention,
     RetentionPolicy,
     ScalingPolicy,
     SegmentRange,

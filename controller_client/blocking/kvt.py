@@ -11,16 +11,16 @@ from typing import TypeVar
 from controller_client.kvt.iterator import KeyValueTableIterator
 from controller_client.kvt.model import KeyValueTableConfiguration, TableEntry, TableKey, TableModification, Version
 from controller_client.kvt.table import KeyValueTable
-from segstore_shared.loop_thread import LoopThread
+from segstore_shared.loop_thread import BlockingFacade, LoopThread
 
 _I = TypeVar("_I")
 
 
-class BlockingKeyValueTableIterator:
+class BlockingKeyValueTableIterator(BlockingFacade):
     """Blocking face of a :class:`KeyValueTableIterator`: ``keys()`` and ``entries()`` are plain iterators."""
 
     def __init__(self, runner: LoopThread, iterator: KeyValueTableIterator) -> None:
-        self._runner = runner
+        super().__init__(runner)
         self.iterator = iterator
 
     def keys(self) -> Iterator[TableKey]:
@@ -30,7 +30,7 @@ class BlockingKeyValueTableIterator:
         return self._pull(self.iterator.entries())
 
     def _pull(self, items: AsyncIterator[_I]) -> Iterator[_I]:
-        while (item := self._runner.run(_next(items))) is not None:
+        while (item := self._run(_next(items))) is not None:
             yield item
 
 
@@ -38,9 +38,9 @@ async def _next(items: AsyncIterator[_I]) -> _I | None:
     return await anext(items, None)
 
 
-class BlockingIteratorBuilder:
+class BlockingIteratorBuilder(BlockingFacade):
     def __init__(self, runner: LoopThread, table: KeyValueTable, max_iteration_size: int) -> None:
-        self._runner = runner
+        super().__init__(runner)
         self._builder = table.iterator(max_iteration_size)
 
     def for_primary_key(
@@ -66,12 +66,11 @@ class BlockingIteratorBuilder:
         return BlockingKeyValueTableIterator(self._runner, iterator)
 
 
-class BlockingKeyValueTable:
+class BlockingKeyValueTable(BlockingFacade):
     """Blocking face of a :class:`KeyValueTable` (same methods, same errors)."""
 
     def __init__(self, runner: LoopThread, table: KeyValueTable) -> None:
-        self._runner = runner
-        self._run = runner.run
+        super().__init__(runner)
         self.table = table
 
     @property

@@ -12,21 +12,15 @@ from controller_client.reader_groups.format import ScopedSegment, ScopedStream
 from controller_client.reader_groups.group import Checkpoint, ReaderGroup
 from controller_client.reader_groups.reader import EventRead, EventStreamReader, GroupReaderConfig
 from controller_client.reader_groups.state import GroupView
-from segstore_shared.loop_thread import LoopThread
+from segstore_shared.loop_thread import BlockingFacade, ClosableFacade, LoopThread
 
 
-class BlockingEventStreamReader:
+class BlockingEventStreamReader(ClosableFacade):
     """Blocking face of a group's reader; ``with`` closes it (handing its segments over exactly)."""
 
     def __init__(self, runner: LoopThread, reader: EventStreamReader) -> None:
-        self._run = runner.run
+        super().__init__(runner)
         self.reader = reader
-
-    def __enter__(self) -> BlockingEventStreamReader:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def name(self) -> str:
@@ -58,12 +52,11 @@ class BlockingEventStreamReader:
         self._run(self.reader.close())
 
 
-class BlockingReaderGroup:
+class BlockingReaderGroup(BlockingFacade):
     """Blocking face of a :class:`ReaderGroup`."""
 
     def __init__(self, runner: LoopThread, group: ReaderGroup) -> None:
-        self._runner = runner
-        self._run = runner.run
+        super().__init__(runner)
         self.group = group
 
     @property

@@ -22,19 +22,18 @@ With TLS: ``BlockingStreamManager.connect("tls://localhost:9090", StreamManagerC
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
 from controller_client.blocking.kvt import BlockingKeyValueTable
 from controller_client.blocking.reader_groups import BlockingReaderGroup
 from controller_client.controller.channel import ControllerClientConfig
-from controller_client.controller.proto_convert import ReaderGroupRetention
 from controller_client.kvt.model import KeyValueTableConfiguration
 from controller_client.model import (
+    ReaderGroupRetention,
     RetentionPolicy,
     ScalingPolicy,
     SegmentRange,
@@ -48,28 +47,17 @@ from controller_client.stream_manager import StreamManager, StreamManagerConfig
 from controller_client.writers.event_writer import EventStreamWriter, EventWriterConfig
 from controller_client.writers.txn_writer import Transaction, TransactionalEventStreamWriter, TxnWriterConfig
 from segment_store.client import ClientClosedError, SegmentStatus
-from segstore_shared.loop_thread import LoopThread, relay_result
+from segstore_shared.loop_thread import BlockingFacade, ClosableFacade, LoopOwningFacade, LoopThread
 
 ControllerFactory = Callable[[], Coroutine[Any, Any, ControllerApi]]
 
 
-async def _forward(write: Awaitable[asyncio.Future[None]], ack: concurrent.futures.Future[None]) -> None:
-    future = await write
-    future.add_done_callback(lambda f: relay_result(f, ack))
-
-
-class BlockingEventStreamWriter:
+class BlockingEventStreamWriter(ClosableFacade):
     """Blocking face of an :class:`EventStreamWriter`; ``with`` closes (flushes) it."""
 
     def __init__(self, runner: LoopThread, writer: EventStreamWriter) -> None:
-        self._run = runner.run
+        super().__init__(runner)
         self.writer = writer
-
-    def __enter__(self) -> BlockingEventStreamWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def writer_id(self) -> uuid.UUID:
@@ -77,15 +65,11 @@ class BlockingEventStreamWriter:
 
     def write_event(self, event: bytes, routing_key: str | None = None) -> concurrent.futures.Future[None]:
         """Queue one event (blocking while its segment's window is full); the future completes when stored."""
-        ack: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._run(_forward(self.writer.write_event(event, routing_key), ack))
-        return ack
+        return self._acknowledged(lambda: self.writer.write_event(event, routing_key))
 
     def write_events(self, events: list[tuple[bytes, str | None]]) -> concurrent.futures.Future[None]:
         """Queue ``(event, routing_key)`` pairs in order in one hop to the loop; one future for all."""
-        ack: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._run(_forward(self.writer.write_events(events), ack))
-        return ack
+        return self._acknowledged(lambda: self.writer.write_events(events))
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Block until every event written so far is stored."""
@@ -95,11 +79,11 @@ class BlockingEventStreamWriter:
         self._run(self.writer.close())
 
 
-class BlockingTransaction:
+class BlockingTransaction(BlockingFacade):
     """Blocking face of a :class:`Transaction`."""
 
     def __init__(self, runner: LoopThread, txn: Transaction) -> None:
-        self._run = runner.run
+        super().__init__(runner)
         self.txn = txn
 
     @property
@@ -107,9 +91,7 @@ class BlockingTransaction:
         return self.txn.txn_id
 
     def write_event(self, event: bytes, routing_key: str | None = None) -> concurrent.futures.Future[None]:
-        ack: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._run(_forward(self.txn.write_event(event, routing_key), ack))
-        return ack
+        return self._acknowledged(lambda: self.txn.write_event(event, routing_key))
 
     def flush(self) -> None:
         self._run(self.txn.flush())
@@ -127,38 +109,26 @@ class BlockingTransaction:
         return self._run(self.txn.check_status())
 
 
-class BlockingTransactionalWriter:
+class BlockingTransactionalWriter(ClosableFacade):
     """Blocking face of a :class:`TransactionalEventStreamWriter`."""
 
     def __init__(self, runner: LoopThread, writer: TransactionalEventStreamWriter) -> None:
-        self._runner = runner
+        super().__init__(runner)
         self.writer = writer
 
-    def __enter__(self) -> BlockingTransactionalWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def begin(self, lease_ms: int | None = None) -> BlockingTransaction:
-        return BlockingTransaction(self._runner, self._runner.run(self.writer.begin(lease_ms)))
+        return BlockingTransaction(self._runner, self._run(self.writer.begin(lease_ms)))
 
     def close(self) -> None:
-        self._runner.run(self.writer.close())
+        self._run(self.writer.close())
 
 
-class BlockingStreamReader:
+class BlockingStreamReader(ClosableFacade):
     """Blocking face of a :class:`StreamReader`; iterating yields events until the end cut (or for ever)."""
 
     def __init__(self, runner: LoopThread, reader: StreamReader) -> None:
-        self._run = runner.run
+        super().__init__(runner)
         self.reader = reader
-
-    def __enter__(self) -> BlockingStreamReader:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def next_event(self, timeout_s: float | None = None) -> StreamEvent | None:
         """The next event, None at the end; raises TimeoutError after ``timeout_s`` without one."""
@@ -172,19 +142,19 @@ class BlockingStreamReader:
         self._run(self.reader.close())
 
 
-class BlockingStreamManager:
+class BlockingStreamManager(LoopOwningFacade):
     """A :class:`StreamManager` on a private event loop thread, with blocking methods.
 
     ``connect`` makes the controller client on that loop (a gRPC channel belongs to its loop); it is closed
-    with the manager if it has an async ``close()``.
+    with the manager if it has an async ``close()``. ``close()`` closes the segment client, the controller client
+    and the loop thread (idempotent).
     """
 
     def __init__(self, connect: ControllerFactory, config: StreamManagerConfig | None = None) -> None:
-        self._runner = LoopThread("segstore-streams", ClientClosedError)
-        self._run = self._runner.run
+        super().__init__("segstore-streams", ClientClosedError)
         try:
             self.controller: ControllerApi = self._run(connect())
-            self.manager: StreamManager = self._run(self._make(self.controller, config))
+            self.manager: StreamManager = self._call(StreamManager, self.controller, config=config)
         except BaseException:
             self._runner.stop()
             raise
@@ -210,27 +180,11 @@ class BlockingStreamManager:
 
         return cls(make, config)
 
-    @staticmethod
-    async def _make(controller: ControllerApi, config: StreamManagerConfig | None) -> StreamManager:
-        return StreamManager(controller, config=config)
-
-    def __enter__(self) -> BlockingStreamManager:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the segment client, the controller client and the loop thread. Idempotent."""
-        if self._runner.loop.is_closed():
-            return
-        try:
-            self._run(self.manager.close())
-            close: Any = getattr(self.controller, "close", None)
-            if close is not None:
-                self._run(close())
-        finally:
-            self._runner.stop()
+    def _close_on_loop(self) -> None:
+        self._run(self.manager.close())
+        close: Any = getattr(self.controller, "close", None)
+        if close is not None:
+            self._run(close())
 
     # ---- scopes and streams -------------------------------------------------------------------------------
     def create_scope(self, scope: str) -> bool:
@@ -325,7 +279,7 @@ class BlockingStreamManager:
     def create_txn_writer(
         self, scope: str, stream: str, config: TxnWriterConfig | None = None, writer_id: uuid.UUID | None = None
     ) -> BlockingTransactionalWriter:
-        writer = self._run(_call(self.manager.create_txn_writer, scope, stream, config, writer_id))
+        writer = self._call(self.manager.create_txn_writer, scope, stream, config, writer_id)
         return BlockingTransactionalWriter(self._runner, writer)
 
     # ---- reader groups ---------------------------------------------------------------------------------------
@@ -359,10 +313,5 @@ class BlockingStreamManager:
         end: StreamCut | None = None,
         config: StreamReaderConfig | None = None,
     ) -> BlockingStreamReader:
-        reader = self._run(_call(self.manager.create_reader, scope, stream, start, end, config))
+        reader = self._call(self.manager.create_reader, scope, stream, start, end, config)
         return BlockingStreamReader(self._runner, reader)
-
-
-async def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run a plain function on the loop thread (objects that make futures must be made there)."""
-    return fn(*args)

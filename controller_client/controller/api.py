@@ -32,8 +32,6 @@ from typing import Any
 from controller_client.controller import proto_convert as conv
 from controller_client.controller.channel import ControllerClientConfig as ControllerClientConfig  # re-exported
 from controller_client.controller.channel import parse_controller_uri as parse_controller_uri  # re-exported
-from controller_client.controller.proto_convert import ReaderGroupConfig as ReaderGroupConfig  # re-exported
-from controller_client.controller.proto_convert import ReaderGroupRetention as ReaderGroupRetention  # re-exported
 from controller_client.controller.transport import ControllerTransport
 from controller_client.errors import (
     ControllerError,
@@ -55,6 +53,8 @@ from controller_client.kvt.errors import KeyValueTableNotFoundError
 from controller_client.kvt.model import KeyValueTableConfiguration
 from controller_client.kvt.proto import kvt_config_from_proto, kvt_config_to_proto, kvt_info_to_proto
 from controller_client.model import InvalidModelError, SegmentRange, StreamConfiguration, StreamCut, TxnState
+from controller_client.model import ReaderGroupConfig as ReaderGroupConfig  # re-exported
+from controller_client.model import ReaderGroupRetention as ReaderGroupRetention  # re-exported
 from controller_client.proto import Controller_pb2 as pb
 
 

@@ -25,7 +25,7 @@ import enum
 import math
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from controller_client.model import (
     InvalidModelError,
@@ -40,6 +40,8 @@ from controller_client.model import (
     segment_number,
     validate_stream_name,
 )
+from controller_client.model import ReaderGroupConfig as ReaderGroupConfig  # re-exported: they lived here
+from controller_client.model import ReaderGroupRetention as ReaderGroupRetention  # re-exported, likewise
 from controller_client.proto import Controller_pb2 as pb
 
 INT64_MAX = 2**63 - 1
@@ -348,67 +350,6 @@ def scale_request_from_proto(msg: pb.ScaleRequest) -> ScaleRequestModel:
 
 
 # ---- reader groups ---------------------------------------------------------------------------------------------
-
-
-class ReaderGroupRetention(enum.IntEnum):
-    """``ReaderGroupConfiguration.retentionType``: whether the group's position holds back retention."""
-
-    NONE = 0
-    MANUAL = 1  # the application publishes stream cuts (``update_subscriber_stream_cut``)
-    AUTOMATIC = 2  # the last completed checkpoint is published
-
-
-@dataclass(frozen=True, slots=True)
-class ReaderGroupConfig:
-    """A reader group's configuration, as ``ReaderGroupConfiguration`` carries it.
-
-    ``starting_stream_cuts`` names every stream the group reads, one cut per stream (a cut with no
-    positions starts at the stream's head); ``ending_stream_cuts`` optionally bounds some of them
-    (no positions: read to the tail). ``automatic_checkpoint_interval_ms`` -1 disables automatic
-    checkpoints. ``generation`` grows by one with every update; ``reader_group_id`` is fixed when
-    the group is created. Defaults are Pravega's.
-    """
-
-    scope: str
-    reader_group: str
-    starting_stream_cuts: tuple[StreamCut, ...]
-    ending_stream_cuts: tuple[StreamCut, ...] = ()
-    group_refresh_time_ms: int = 3000
-    automatic_checkpoint_interval_ms: int = 30000
-    max_outstanding_checkpoint_request: int = 3
-    retention_type: ReaderGroupRetention = ReaderGroupRetention.NONE
-    generation: int = 0
-    reader_group_id: uuid.UUID = field(default_factory=uuid.uuid4)
-    rollover_size_bytes: int = 0
-
-    def __post_init__(self) -> None:
-        if not self.scope or not self.reader_group:
-            raise InvalidModelError("reader_group: scope and name must not be empty")
-        if not self.starting_stream_cuts:
-            raise InvalidModelError("starting_stream_cuts: a reader group reads at least one stream")
-        streams = [(c.scope, c.stream) for c in self.starting_stream_cuts]
-        if len(set(streams)) != len(streams):
-            raise InvalidModelError("starting_stream_cuts: more than one cut for a stream")
-        ends = [(c.scope, c.stream) for c in self.ending_stream_cuts]
-        if len(set(ends)) != len(ends):
-            raise InvalidModelError("ending_stream_cuts: more than one cut for a stream")
-        if not set(ends) <= set(streams):
-            raise InvalidModelError("ending_stream_cuts: a stream without a starting cut")
-        if self.group_refresh_time_ms < 0:
-            raise InvalidModelError("group_refresh_time_ms: must be >= 0")
-        if self.automatic_checkpoint_interval_ms < -1:
-            raise InvalidModelError("automatic_checkpoint_interval_ms: must be >= 0, or -1 (disabled)")
-        if self.max_outstanding_checkpoint_request < 1:
-            raise InvalidModelError("max_outstanding_checkpoint_request: must be at least 1")
-        if self.generation < 0:
-            raise InvalidModelError("generation: must be >= 0")
-        if self.rollover_size_bytes < 0:
-            raise InvalidModelError("rollover_size_bytes: must be >= 0")
-
-    @property
-    def streams(self) -> list[tuple[str, str]]:
-        """``(scope, stream)`` of every stream the group reads, in configuration order."""
-        return [(c.scope, c.stream) for c in self.starting_stream_cuts]
 
 
 def reader_group_config_to_proto(config: ReaderGroupConfig) -> pb.ReaderGroupConfiguration:

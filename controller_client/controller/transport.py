@@ -1,6 +1,6 @@
 """The transport of :class:`~controller_client.controller.api.ControllerClient`: one ``grpc.aio`` channel, the
 caller's credentials (a renewable ``Bearer`` token: :mod:`controller_client.controller.bearer`), and the call every
-RPC goes through, with its deadline, UNAVAILABLE retries and error mapping (see ``controller_api``'s docstring)."""
+RPC goes through, with its deadline, UNAVAILABLE retries and error mapping (see ``controller.api``'s docstring)."""
 
 from __future__ import annotations
 

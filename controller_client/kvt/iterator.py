@@ -21,16 +21,35 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
-from controller_client.kvt.model import TableEntry, TableKey, Version
+from controller_client.kvt.model import KeyValueTableConfiguration, TableEntry, TableKey, Version
+from controller_client.kvt.routing import Partitions
 from controller_client.model import InvalidModelError, SegmentRange
-
-if TYPE_CHECKING:
-    from controller_client.kvt.table import KeyValueTable
+from segment_store.client import SegmentClient
 
 _I = TypeVar("_I", TableKey, TableEntry)
+_T = TypeVar("_T")
 MIN_BYTE, MAX_BYTE = b"\x00", b"\xff"
+
+
+class IteratedTable(Protocol):
+    """What an iteration reads of its table (:class:`~controller_client.kvt.table.KeyValueTable` has it)."""
+
+    @property
+    def config(self) -> KeyValueTableConfiguration: ...
+
+    @property
+    def partitions(self) -> Partitions: ...
+
+    @property
+    def client(self) -> SegmentClient: ...
+
+    async def run(self, segment: SegmentRange, call: Callable[[str], Awaitable[_T]]) -> _T:
+        """``call(segment name)`` through the table's segment caller, with the replies' errors as the table's."""
+        ...
+
+    def split_key(self, stored: bytes) -> TableKey: ...
 
 
 def key_after(key: bytes) -> bytes | None:
@@ -60,7 +79,7 @@ def _at_most(key: bytes | None, size: int, what: str) -> None:
 
 
 class KeyValueTableIteratorBuilder:
-    def __init__(self, table: KeyValueTable, max_iteration_size: int = 10) -> None:
+    def __init__(self, table: IteratedTable, max_iteration_size: int = 10) -> None:
         if max_iteration_size <= 0:
             raise InvalidModelError(f"max_iteration_size: must be positive, not {max_iteration_size}")
         self._table = table
@@ -119,7 +138,7 @@ class KeyValueTableIterator:
     a new pass."""
 
     def __init__(
-        self, table: KeyValueTable, from_pk: bytes, from_sk: bytes, to_pk: bytes, to_sk: bytes, page_size: int
+        self, table: IteratedTable, from_pk: bytes, from_sk: bytes, to_pk: bytes, to_sk: bytes, page_size: int
     ) -> None:
         self._table = table
         self.from_key = from_pk + from_sk

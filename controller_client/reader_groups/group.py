@@ -25,14 +25,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
-from controller_client.controller.proto_convert import ReaderGroupConfig as ControllerGroupConfig
-from controller_client.controller.proto_convert import ReaderGroupRetention
 from controller_client.errors import ReaderGroupNotFoundError
-from controller_client.model import StreamCut
+from controller_client.model import ReaderGroupConfig as ControllerGroupConfig
+from controller_client.model import ReaderGroupRetention, StreamCut
+from controller_client.ports import ControllerApi
 from controller_client.reader_groups.format import (
     BoundaryCut,
     ReaderGroupConfig,
@@ -54,14 +54,31 @@ from controller_client.reader_groups.state import (
     view,
 )
 from controller_client.reader_groups.table import GroupTable, Update
-from segment_store.client import NoSuchSegmentError
-
-if TYPE_CHECKING:
-    from controller_client.stream_manager import StreamManager
+from segment_store.client import NoSuchSegmentError, SegmentClient
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 CHECKPOINT_POLL_S = 0.05
+
+
+class GroupManager(Protocol):
+    """What a reader group uses of its manager (:class:`~controller_client.stream_manager.StreamManager` has it)."""
+
+    @property
+    def controller(self) -> ControllerApi: ...
+
+    @property
+    def client(self) -> SegmentClient: ...
+
+    async def segment_call(self, segment: str, call: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``call`` on ``segment``, retried after WrongHost or a lost connection."""
+        ...
+
+    def invalidate_segment(self, segment: str) -> None:
+        """Forget the cached endpoint of ``segment``."""
+
+    async def head_cut(self, scope: str, stream: str) -> StreamCut: ...
 
 
 class CheckpointTimeoutError(ReaderGroupStateError, TimeoutError):
@@ -109,7 +126,7 @@ class ReaderGroup:
 
     def __init__(
         self,
-        manager: StreamManager,
+        manager: GroupManager,
         scope: str,
         name: str,
         config: ReaderGroupConfig,
@@ -274,7 +291,7 @@ class ReaderGroup:
 
 
 async def create_reader_group(
-    manager: StreamManager,
+    manager: GroupManager,
     scope: str,
     name: str,
     start: Sequence[StreamCut],
@@ -316,7 +333,7 @@ async def create_reader_group(
     return await open_reader_group(manager, scope, name)
 
 
-async def open_reader_group(manager: StreamManager, scope: str, name: str) -> ReaderGroup:
+async def open_reader_group(manager: GroupManager, scope: str, name: str) -> ReaderGroup:
     """An existing group (ours or the official client's). ReaderGroupNotInitializedError if it has no state."""
     registered: ControllerGroupConfig | None
     try:

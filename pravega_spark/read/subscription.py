@@ -12,9 +12,14 @@ restarted query continues from its checkpoint; delete the group to release it
 
 from __future__ import annotations
 
-from controller_client.controller.proto_convert import ReaderGroupConfig, ReaderGroupRetention
 from controller_client.errors import ReaderGroupNotFoundError
-from controller_client.model import InvalidModelError, StreamCut, validate_stream_name
+from controller_client.model import (
+    InvalidModelError,
+    ReaderGroupConfig,
+    ReaderGroupRetention,
+    StreamCut,
+    validate_stream_name,
+)
 from pravega_spark.offsets import StreamConnection
 from pravega_spark.options.common import SegstoreOptionError
 

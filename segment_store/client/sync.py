@@ -13,7 +13,6 @@ from __future__ import annotations
 import concurrent.futures
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
 
 from segment_store.client.conditional import ConditionalWriter
 from segment_store.client.config import ClientConfig, ReaderConfig, WriterConfig
@@ -34,23 +33,15 @@ from segment_store.client.results import (
 from segment_store.client.writer import SegmentWriter
 from segment_store.protocol import NO_SCALE, NULL_TABLE_SEGMENT_OFFSET, ChunkInfo, SegmentEvent
 from segment_store.protocol.types import Buffer
-from segstore_shared.loop_thread import LoopThread, relay_result
-
-T = TypeVar("T")
+from segstore_shared.loop_thread import ClosableFacade, LoopOwningFacade, LoopThread
 
 
-class BlockingWriter:
+class BlockingWriter(ClosableFacade):
     """Blocking face of a :class:`SegmentWriter`; ``with`` closes (flushes) it."""
 
     def __init__(self, runner: LoopThread, writer: SegmentWriter) -> None:
-        self._run = runner.run
+        super().__init__(runner)
         self.writer = writer
-
-    def __enter__(self) -> BlockingWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def writer_id(self) -> uuid.UUID:
@@ -60,25 +51,20 @@ class BlockingWriter:
         """Set up the session; returns the last event number the segment holds for this writer id."""
         return self._run(self.writer.open())
 
-    async def _queue(self, payloads: Sequence[Buffer], ack: concurrent.futures.Future[None]) -> None:
-        future = await (self.writer.write(payloads[0]) if len(payloads) == 1 else self.writer.write_many(payloads))
-        future.add_done_callback(lambda f: relay_result(f, ack))
-
     def write(self, payload: Buffer) -> concurrent.futures.Future[None]:
         """Queue one event (blocking while the window is full); the future completes when it is stored."""
-        ack: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._run(self._queue([payload], ack))
-        return ack
+        return self._acknowledged(lambda: self.writer.write(payload))
 
     def write_many(self, payloads: Iterable[Buffer]) -> concurrent.futures.Future[None]:
         """Queue a batch of events; the future completes when all are stored."""
         batch = list(payloads)
-        ack: concurrent.futures.Future[None] = concurrent.futures.Future()
         if not batch:
-            ack.set_result(None)
-            return ack
-        self._run(self._queue(batch, ack))
-        return ack
+            done: concurrent.futures.Future[None] = concurrent.futures.Future()
+            done.set_result(None)
+            return done
+        if len(batch) == 1:
+            return self.write(batch[0])
+        return self._acknowledged(lambda: self.writer.write_many(batch))
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Block until everything written is stored."""
@@ -93,18 +79,12 @@ class BlockingWriter:
         return self.writer.unacked_events()
 
 
-class BlockingConditionalWriter:
+class BlockingConditionalWriter(ClosableFacade):
     """Blocking face of a :class:`ConditionalWriter`."""
 
     def __init__(self, runner: LoopThread, writer: ConditionalWriter) -> None:
-        self._run = runner.run
+        super().__init__(runner)
         self.writer = writer
-
-    def __enter__(self) -> BlockingConditionalWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def append(self, payload: Buffer, expected_offset: int) -> int:
         """Append if the length is ``expected_offset``; returns the new length. Raises
@@ -118,18 +98,12 @@ class BlockingConditionalWriter:
         self._run(self.writer.close())
 
 
-class BlockingReader:
+class BlockingReader(ClosableFacade):
     """Blocking face of a :class:`SegmentReader`; iterating yields events until the end."""
 
     def __init__(self, runner: LoopThread, reader: SegmentReader) -> None:
-        self._run = runner.run
+        super().__init__(runner)
         self.reader = reader
-
-    def __enter__(self) -> BlockingReader:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def offset(self) -> int:
@@ -152,65 +126,45 @@ class BlockingReader:
             yield event
 
     def seek(self, offset: int) -> None:
-        self._run(_call(self.reader.seek, offset))
+        self._call(self.reader.seek, offset)
 
     def close(self) -> None:
         self._run(self.reader.close())
 
 
-async def _call(fn: Any, *args: Any) -> Any:
-    return fn(*args)
-
-
-class BlockingClient:
+class BlockingClient(LoopOwningFacade):
     """A :class:`SegmentClient` on a private event loop thread, with blocking methods.
 
-    ``with BlockingClient(("127.0.0.1", 12345)) as client: ...`` closes the connections and the thread.
+    ``with BlockingClient(("127.0.0.1", 12345)) as client: ...`` closes the connections and the thread
+    (``close()``: every connection, then the thread; idempotent).
     """
 
     def __init__(self, endpoint: Endpoint, config: ClientConfig | None = None) -> None:
-        self._runner = LoopThread(f"segstore-client-{endpoint[0]}:{endpoint[1]}", ClientClosedError)
+        super().__init__(f"segstore-client-{endpoint[0]}:{endpoint[1]}", ClientClosedError)
         self.config = config or ClientConfig()
-        self._run = self._runner.run
-        self.client: SegmentClient = self._run(self._make(endpoint, self.config))
+        self.client: SegmentClient = self._call(SegmentClient, endpoint, self.config)
 
-    @staticmethod
-    async def _make(endpoint: Endpoint, config: ClientConfig) -> SegmentClient:
-        return SegmentClient(endpoint, config)
-
-    def __enter__(self) -> BlockingClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close every connection and stop the loop thread. Idempotent."""
-        if self._runner.loop.is_closed():
-            return
-        try:
-            self._run(self.client.close())
-        finally:
-            self._runner.stop()
+    def _close_on_loop(self) -> None:
+        self._run(self.client.close())
 
     # ---- sessions -----------------------------------------------------------------------------------------
 
     def writer(
         self, segment: str, writer_id: uuid.UUID | None = None, config: WriterConfig | None = None
     ) -> BlockingWriter:
-        writer = self._run(_call(self.client.writer, segment, writer_id, config))
+        writer = self._call(self.client.writer, segment, writer_id, config)
         return BlockingWriter(self._runner, writer)
 
     def conditional_writer(
         self, segment: str, writer_id: uuid.UUID | None = None, config: WriterConfig | None = None
     ) -> BlockingConditionalWriter:
-        writer = self._run(_call(self.client.conditional_writer, segment, writer_id, config))
+        writer = self._call(self.client.conditional_writer, segment, writer_id, config)
         return BlockingConditionalWriter(self._runner, writer)
 
     def reader(
         self, segment: str, offset: int = 0, end_offset: int | None = None, config: ReaderConfig | None = None
     ) -> BlockingReader:
-        reader = self._run(_call(self.client.reader, segment, offset, end_offset, config))
+        reader = self._call(self.client.reader, segment, offset, end_offset, config)
         return BlockingReader(self._runner, reader)
 
     # ---- stream segments ----------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ import argparse
 import asyncio
 from collections import defaultdict
 
-from controller_client.controller.proto_convert import ReaderGroupRetention
 from controller_client.errors import ReaderGroupNotFoundError, StreamNotFoundError
+from controller_client.model import ReaderGroupRetention
 from controller_client.reader_groups.format import (
     ReaderGroupState,
     ScopedSegment,

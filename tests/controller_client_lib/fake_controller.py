@@ -15,7 +15,6 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from controller_client.controller.proto_convert import ReaderGroupConfig
 from controller_client.errors import (
     ReaderGroupNotFoundError,
     ScopeNotEmptyError,
@@ -27,6 +26,7 @@ from controller_client.errors import (
     TxnNotFoundError,
 )
 from controller_client.model import (
+    ReaderGroupConfig,
     SegmentRange,
     StreamConfiguration,
     StreamCut,

@@ -9,8 +9,7 @@ from collections import defaultdict
 import pytest
 from fake_controller import FakeController
 
-from controller_client.controller.proto_convert import ReaderGroupRetention
-from controller_client.model import ScalingPolicy, StreamConfiguration, StreamCut
+from controller_client.model import ReaderGroupRetention, ScalingPolicy, StreamConfiguration, StreamCut
 from controller_client.reader_groups.group import CheckpointTimeoutError, ReaderGroup, ReaderGroupNotInitializedError
 from controller_client.reader_groups.reader import EventStreamReader, GroupReaderConfig
 from controller_client.reader_groups.state import ReaderAlreadyOnlineError, ReaderOfflineError

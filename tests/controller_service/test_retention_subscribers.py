@@ -14,8 +14,9 @@ from controller.core import ControllerCore
 from controller.metadata.records import StreamCutReference
 from controller.policies.cuts import Order, compare, lower_bound
 from controller.policies.retention import Recorded, consumption_truncation
-from controller_client.controller.proto_convert import ReaderGroupConfig, ReaderGroupRetention
 from controller_client.model import (
+    ReaderGroupConfig,
+    ReaderGroupRetention,
     RetentionPolicy,
     ScalingPolicy,
     StreamConfiguration,
