@@ -1,5 +1,5 @@
 """The documentation stays true: every Python example of README.md and docs/*.md runs as written and prints what its
-comments say, and every link between the pages leads somewhere.
+comments say; every link between the pages leads somewhere; every repository file and every module they name exists.
 
 A ``print(...)  # text`` line promises that a line of the output reads ``text``, in the order of those lines
 (other output may come between): ``...`` in the text stands for anything, and a closing ``(remark)`` is a
@@ -11,9 +11,11 @@ in steps, one Python session): it runs appended to that block, as one example.
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,10 @@ BLOCK = re.compile(r"^```python( continued)?\n(.*?)^```", flags=re.DOTALL | re.M
 PROMISE = re.compile(r"^\s*print\(.*\)\s+#\s*(?P<text>.+?)\s*$")
 REMARK = re.compile(r"\s+\([^()]*\)$")
 LINK = re.compile(r"\[[^\]]*\]\((?P<target>[^)\s]+)\)")
+REPO_PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]+\.(?:py|ipynb|json|yml|yaml|toml|proto))\b")
+PACKAGES = ("segment_store", "controller_client", "controller", "pravega_spark", "segstore_shared", "segstore_cli")
+MODULE = re.compile(rf"(?<![\w.])((?:{'|'.join(PACKAGES)})(?:\.\w+)+)")
+CODE_BLOCK = re.compile(r"^```.*?^```", flags=re.DOTALL | re.MULTILINE)
 
 
 def page_name(page: Path) -> str:
@@ -72,9 +78,7 @@ def test_the_readme_and_the_docs_have_python_examples() -> None:
     assert len([page for page, _, _ in EXAMPLES if page.startswith("docs/")]) >= 10
 
 
-@pytest.mark.parametrize(
-    ("page", "index", "code"), EXAMPLES, ids=[f"{page}-{index}" for page, index, _ in EXAMPLES]
-)
+@pytest.mark.parametrize(("page", "index", "code"), EXAMPLES, ids=[f"{page}-{index}" for page, index, _ in EXAMPLES])
 def test_example_runs(page: str, index: int, code: str, tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, f"{page} example {index} failed:\n{code}\n{result.stderr}"
@@ -92,7 +96,7 @@ def slug(heading: str) -> str:
 
 
 def anchors(page: Path) -> set[str]:
-    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.DOTALL | re.MULTILINE)  # no headings in code
+    text = CODE_BLOCK.sub("", page.read_text())  # no headings in code
     found: set[str] = set()
     for heading in re.findall(r"^#{1,6} (.+)$", text, flags=re.MULTILINE):
         anchor, n = slug(heading), 1
@@ -104,7 +108,7 @@ def anchors(page: Path) -> set[str]:
 
 @pytest.mark.parametrize("page", PAGES, ids=page_name)
 def test_links_between_pages_lead_somewhere(page: Path) -> None:
-    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.DOTALL | re.MULTILINE)
+    text = CODE_BLOCK.sub("", page.read_text())
     for link in LINK.finditer(text):
         target = link["target"]
         if re.match(r"[a-z]+:", target):  # http(s), mailto: not ours to check
@@ -121,3 +125,31 @@ def test_every_docs_page_is_in_the_index() -> None:
     for page in sorted((ROOT / "docs").glob("*.md")):
         if page.name != "README.md":
             assert f"({page.name})" in index or f"({page.name}#" in index, f"docs/README.md does not list {page.name}"
+
+
+def _resolves(name: str) -> bool:
+    """``a.b.c`` is a module, or an attribute of one (a moved module's old path resolves through the compat table)."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # an old path, named as such
+                found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_name)
+def test_files_and_modules_named_exist(page: Path) -> None:
+    text = page.read_text()
+    for path in REPO_PATH.findall(text):
+        assert (ROOT / path).exists(), f"{page_name(page)} names {path}, which is not in the repository"
+    for code in re.findall(r"`([^`\n]+)`", CODE_BLOCK.sub("", text)):  # inline code: examples have variables
+        for name in MODULE.findall(code):
+            assert _resolves(name), f"{page_name(page)} names {name}, which does not import"
