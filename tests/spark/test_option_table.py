@@ -1,6 +1,6 @@
-"""The README documents every option of ``format("segstore")`` once, in one table, and that table is the parsers'.
+"""docs/spark.md documents every option of ``format("segstore")`` once, in one table, and that table is the parsers'.
 
-Three lists must agree: the README's option table (Spark section), :data:`pravega_spark.options.names.OPTIONS`, and
+Three lists must agree: the option table of docs/spark.md, :data:`pravega_spark.options.names.OPTIONS`, and
 the names the parsers actually look up (``Options.looked_up``; a lookup of an unregistered name already fails).
 """
 
@@ -18,14 +18,13 @@ from pravega_spark.options.names import OPTIONS, OptionName
 from pravega_spark.options.read import ReadOptions
 from pravega_spark.options.write import WriteOptions
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SPARK_PAGE = Path(__file__).resolve().parents[2] / "docs" / "spark.md"
 HEADER = "| option | alias | for | meaning |"
 
 
 def _spark_section() -> str:
-    text = README.read_text()
-    start = text.index("## Spark: ")
-    return text[start : text.index("\n## ", start + 1)]
+    """The Spark page: every option table and the migration table are on it."""
+    return SPARK_PAGE.read_text()
 
 
 def _table(section: str, header: str) -> list[list[str]]:
@@ -43,7 +42,7 @@ def _names(cell: str) -> list[str]:
     return re.findall(r"`([^`]+)`", cell)
 
 
-def readme_options() -> list[OptionName]:
+def documented_options() -> list[OptionName]:
     options = []
     for cells in _table(_spark_section(), HEADER):
         assert len(cells) == 4, cells
@@ -57,16 +56,16 @@ def readme_options() -> list[OptionName]:
     return options
 
 
-def test_the_readme_has_one_option_table_and_it_is_the_registry() -> None:
+def test_the_docs_have_one_option_table_and_it_is_the_registry() -> None:
     section = _spark_section()
     assert section.count("| option |") == 1
-    documented = readme_options()
+    documented = documented_options()
     assert [o.name for o in documented] == [o.name for o in OPTIONS]  # same options, same order
     assert documented == list(OPTIONS)  # same aliases, same reads/writes, same "Spark's own"
 
 
 def test_every_option_is_documented_once() -> None:
-    names = [n.lower() for o in readme_options() for n in o.names]
+    names = [n.lower() for o in documented_options() for n in o.names]
     assert len(names) == len(set(names))
 
 
