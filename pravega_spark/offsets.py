@@ -59,8 +59,9 @@ from controller_client.errors import (
 )
 from controller_client.model import StreamCut, qualified_segment_name
 from controller_client.stream_manager import StreamManager, StreamManagerConfig
-from pravega_spark.options.common import SegstoreOptionError, StreamTarget
-from pravega_spark.options.stream_cut_text import StreamCutTextError, decode_text
+from pravega_spark.errors import OffsetFormatError, SegstoreOptionError, StreamCutTextError
+from pravega_spark.options.common import StreamTarget
+from pravega_spark.options.stream_cut_text import decode_text
 from segment_store.client import (
     ClientClosedError,
     ClientConfig,
@@ -77,10 +78,6 @@ from segstore_shared.loop_thread import LoopThread
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 MIB = 1024 * 1024
-
-
-class OffsetFormatError(ValueError):
-    """A JSON offset or stream cut that is not a :class:`ReadState`; the message says what is wrong."""
 
 
 INITIAL = "initial"

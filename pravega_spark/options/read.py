@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pravega_spark.offsets import INITIAL, OffsetFormatError, ReadState, initial_offset, parse_cut_option
-from pravega_spark.options.common import Options, SegstoreOptionError, StreamTarget
+from pravega_spark.errors import OffsetFormatError, SegstoreOptionError
+from pravega_spark.offsets import INITIAL, ReadState, initial_offset, parse_cut_option
+from pravega_spark.options.common import Options, StreamTarget
 from pravega_spark.read.splitting import SplitOptions
 from pravega_spark.write.stream_creation import StreamCreation
 

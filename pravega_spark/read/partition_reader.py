@@ -22,7 +22,7 @@ the headers of a run) and a plain loop only where lengths vary; payloads are cut
 one boolean mask, and every column is built from buffers (no per-row Python objects).
 
 Data loss: a range below the segment's start (truncated) or of a deleted segment raises
-:class:`~pravega_spark.read.planning.DataLossError` unless the partition says ``fail_on_data_loss=False``, in
+:class:`~pravega_spark.errors.DataLossError` unless the partition says ``fail_on_data_loss=False``, in
 which case the missing part is skipped and logged.
 
 Executors keep one :class:`~pravega_spark.offsets.StreamConnection` per controller per process (Python
@@ -47,6 +47,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from controller_client.model import qualified_segment_name
+from pravega_spark.errors import DataLossError, Tier2ReadError
 from segment_store.client import NoSuchSegmentError, SegmentIsTruncatedError
 from segment_store.protocol import ProtocolError
 
@@ -331,7 +332,7 @@ def _from_tier2(partition: SegmentRangePartition, connection: Any, position: lis
                 yield _conform(batch)
                 position[0] = _batch_end(batch)
         position[0] = max(position[0], read.end)
-    except tier2.Tier2ReadError as error:
+    except Tier2ReadError as error:
         _log.info("%s; reading on from the segment store", error)
         position[0] = error.offset
 
@@ -378,8 +379,6 @@ class SegmentIngestTimes:
 
 def read_partition(partition: SegmentRangePartition) -> Iterator[pa.RecordBatch]:
     """The events of ``partition`` as record batches (see the module docstring)."""
-    from pravega_spark.read.planning import DataLossError
-
     position = partition.start
     if position >= partition.end:
         return

@@ -67,11 +67,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from controller_client.model import parse_segment_name
-from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.errors import SegstoreOptionError, Tier2ReadError
 from pravega_spark.read.tier2_locations import note_unopenable, reported_chunks, speaks_extension
 from segment_store.client import BlockingClient, ReplyError, SegmentStatus
 from segstore_shared.chunk_format import META_FRAMING, META_LENGTH
-from segstore_shared.errors import SegstoreError
 
 HEADER_BYTES = 8
 """The Pravega event header (int32 type, int32 length) that the chunks strip from each event."""
@@ -96,15 +95,6 @@ SCHEMA = pa.schema(_BASE_FIELDS)
 def arrow_schema(ingest_time: bool = False) -> pa.Schema:
     """The schema of the batches :func:`read_range` yields (with ``ingest_time_ms`` last if asked)."""
     return pa.schema([*_BASE_FIELDS, INGEST_TIME_FIELD]) if ingest_time else SCHEMA
-
-
-class Tier2ReadError(SegstoreError):
-    """Tier-2 stopped serving a range midway; rows before ``offset`` were yielded, read the rest elsewhere."""
-
-    def __init__(self, segment: str, offset: int, reason: str) -> None:
-        super().__init__(f"{segment}: direct Tier-2 read stopped at offset {offset}: {reason}")
-        self.segment = segment
-        self.offset = offset
 
 
 class SegmentLookup(Protocol):

@@ -13,7 +13,7 @@ from controller_client.errors import (
     ControllerUnavailableError,
     InvalidArgumentError,
 )
-from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.errors import SegstoreOptionError
 from pravega_spark.options.write import WriteOptions
 from pravega_spark.write import stream_creation
 from segstore_shared.auth.tls import TlsConfigError

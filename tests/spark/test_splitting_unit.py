@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.errors import SegstoreOptionError
 from pravega_spark.options.read import ReadOptions
 from pravega_spark.read.partition_reader import batches_from_chunks
 from pravega_spark.read.planning import ReadRange
