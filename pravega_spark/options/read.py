@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pravega_spark.errors import OffsetFormatError, SegstoreOptionError
-from pravega_spark.offsets import INITIAL, ReadState, initial_offset, parse_cut_option
+from pravega_spark.errors import OffsetFormatError, SegstoreOptionError, StreamCutTextError
+from pravega_spark.offsets import INITIAL, ReadState, initial_offset
 from pravega_spark.options.common import Options, StreamTarget
+from pravega_spark.options.stream_cut_text import decode_text
 from pravega_spark.read.splitting import SplitOptions
 from pravega_spark.write.stream_creation import StreamCreation
 
@@ -225,6 +226,26 @@ def _position(
             )
         return Position.earliest(label)
     return Position("cut", label, cut=parse_cut_option(label, text, target.scope, target.stream))
+
+
+def parse_cut_option(option: str, text: str, scope: str, stream: str) -> ReadState:
+    """The value of a stream-cut option: JSON, or the Base64 text of the Pravega client's ``StreamCut.asText()``
+    (:mod:`pravega_spark.options.stream_cut_text`); errors name the option."""
+    try:
+        if text.lstrip()[:1] in ("{", "[", '"'):  # JSON (no Base64 text starts so)
+            return ReadState.from_json(text, scope, stream)
+        try:
+            found_scope, found_stream, positions = decode_text(text)
+        except StreamCutTextError as error:
+            raise OffsetFormatError(f"not JSON, and not a Pravega Base64 stream cut: {error}") from None
+        cut = {"scope": found_scope, "stream": found_stream, "positions": {str(s): o for s, o in positions.items()}}
+        return ReadState.from_offset(cut, scope, stream, allow_end=True)
+    except OffsetFormatError as error:
+        raise SegstoreOptionError(
+            option,
+            f"not a stream cut of {scope}/{stream} ({error}); expected 'earliest', 'latest', 'unbounded', JSON like "
+            '{"positions": {"<segment id>": <offset>}} or the Base64 text of a Pravega StreamCut (asText())',
+        ) from None
 
 
 def _check_tier2_location(value: str) -> None:

@@ -25,7 +25,7 @@ Data loss: a range below the segment's start (truncated) or of a deleted segment
 :class:`~pravega_spark.errors.DataLossError` unless the partition says ``fail_on_data_loss=False``, in
 which case the missing part is skipped and logged.
 
-Executors keep one :class:`~pravega_spark.offsets.StreamConnection` per controller per process (Python
+Executors keep one :class:`~pravega_spark.connection.StreamConnection` per controller per process (Python
 workers are reused across tasks), made on first use after the worker was forked.
 """
 
@@ -275,7 +275,7 @@ _connections: dict[tuple[int, str, str | None], tuple[str | None, Any]] = {}
 def _connection(controller: str, timeout_s: float, trust_store: str | None = None, token: str | None = None) -> Any:
     """This process's connection to ``controller`` (made after fork, reused by later tasks; made again when the
     driver hands out a new token, as it does for every batch with authentication on)."""
-    from pravega_spark.offsets import StreamConnection
+    from pravega_spark.connection import StreamConnection
     from pravega_spark.options.common import StreamTarget
 
     key = (os.getpid(), controller, trust_store)

@@ -29,8 +29,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from pravega_spark.connection import StreamConnection
 from pravega_spark.errors import DataLossError, UnreachableEndError
-from pravega_spark.offsets import ReadState, StreamConnection
+from pravega_spark.offsets import ReadState
 from pravega_spark.read.partition_reader import HEADER_SIZE, frame_events
 from segment_store.protocol import ProtocolError
 

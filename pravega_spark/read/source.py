@@ -21,8 +21,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
+from pravega_spark.connection import StreamConnection
 from pravega_spark.errors import SegstoreOptionError, UnreachableEndError
-from pravega_spark.offsets import ReadState, StreamConnection, cut_at_timestamp, head_cut, is_initial, tail_cut
+from pravega_spark.offsets import ReadState, cut_at_timestamp, head_cut, is_initial, tail_cut
 from pravega_spark.options.common import Options, StreamTarget
 from pravega_spark.options.read import Position, ReadOptions, metadata_mode, watermark_column
 from pravega_spark.read.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition

@@ -15,8 +15,8 @@ from __future__ import annotations
 from controller_client.controller.proto_convert import ReaderGroupConfig, ReaderGroupRetention
 from controller_client.errors import ReaderGroupNotFoundError
 from controller_client.model import InvalidModelError, StreamCut, validate_stream_name
+from pravega_spark.connection import StreamConnection
 from pravega_spark.errors import SegstoreOptionError
-from pravega_spark.offsets import StreamConnection
 
 
 class Subscription:

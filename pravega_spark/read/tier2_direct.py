@@ -101,7 +101,7 @@ class SegmentLookup(Protocol):
     """The blocking segment store calls :func:`read_range` makes (``ReplyError`` subclasses for failure replies).
 
     Without a ``tier2Location``, a client that also has ``list_storage_chunk_locations(segment, start, end)`` (as
-    :class:`BlockingClient` does; ``pravega_spark.offsets.StreamConnection`` through its segment client) is asked
+    :class:`BlockingClient` does; ``pravega_spark.connection.StreamConnection`` through its segment client) is asked
     where the chunks are instead (:mod:`pravega_spark.read.tier2_locations`)."""
 
     def get_segment_info(self, segment: str) -> SegmentStatus: ...

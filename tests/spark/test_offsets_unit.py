@@ -18,10 +18,9 @@ from pravega_spark.offsets import (
     ReadState,
     is_initial,
     offset_to_stream_cut,
-    parse_cut_option,
     stream_cut_to_offset,
 )
-from pravega_spark.options.read import Position, ReadOptions
+from pravega_spark.options.read import Position, ReadOptions, parse_cut_option
 from pravega_spark.read.partition_reader import (
     SegmentIngestTimes,
     SegmentRangePartition,
