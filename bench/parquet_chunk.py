@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from segment_store.protocol.event_frames import find_frames, walk_frames
 from segment_store.storage.format import parquet_chunk
-from segment_store.storage.format.event_frames import find_frames, walk_frames
 
 MIB = 1 << 20
 COMPRESSIONS = ["none", "snappy", "lz4", "zstd"]

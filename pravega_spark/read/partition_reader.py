@@ -16,10 +16,11 @@ The ``timestamp`` column (ingestion time) comes from the chunks' ``ingest_time_m
 wire extension ``ReadIngestTimes`` in case 2 (:class:`SegmentIngestTimes`); null where the segment store does not
 know the extension (a Pravega one).
 
-Hot path: the segment's bytes are framed into events column-wise. The chain of 8-byte headers (type 0,
-int32 length) is followed with a vectorised check for runs of equally long events (one numpy pass over
-the headers of a run) and a plain loop only where lengths vary; payloads are cut out of the buffer with
-one boolean mask, and every column is built from buffers (no per-row Python objects).
+Hot path: the segment's bytes are framed into events column-wise by the wire codec's scanner
+(:mod:`segment_store.protocol.event_frames`, shared with the engine's Tier-2 chunk format: vectorised checks of
+runs of equally long events and of chains of small ones, a plain walk only where neither applies); payloads are
+cut out of the buffer with one strided copy or one boolean mask, and every column is built from buffers (no per-row
+Python objects).
 
 Data loss: a range below the segment's start (truncated) or of a deleted segment raises
 :class:`~pravega_spark.errors.DataLossError` unless the partition says ``fail_on_data_loss=False``, in
@@ -35,7 +36,6 @@ import importlib
 import importlib.util
 import logging
 import os
-import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -49,7 +49,8 @@ from pyspark.sql.datasource import InputPartition
 from controller_client.model import qualified_segment_name
 from pravega_spark.errors import DataLossError, Tier2ReadError
 from segment_store.client import NoSuchSegmentError, SegmentIsTruncatedError
-from segment_store.protocol import ProtocolError
+from segment_store.protocol import HEADER_SIZE, ProtocolError
+from segment_store.protocol.event_frames import find_frames, frame_lengths, invalid_header
 
 _log = logging.getLogger(__name__)
 
@@ -71,13 +72,9 @@ TIMESTAMP_TYPE = ARROW_SCHEMA.field("timestamp").type
 IngestTimes = Callable[[npt.NDArray[np.int64]], "npt.NDArray[np.int64] | None"]
 """Event offsets (ascending) -> their ingestion times (epoch ms), or None where they are not known."""
 
-HEADER_SIZE = 8
-_HEADER = struct.Struct(">ii")
 _MIB = 1024 * 1024
 BATCH_BYTES = 2 * _MIB
 """Segment bytes per record batch (a batch may be larger when one event is)."""
-_RUN_PROBE = 4096
-"""Headers checked per vectorised probe of a run of equally long events."""
 
 
 @dataclass(frozen=True)
@@ -114,65 +111,23 @@ class PackedPartition(InputPartition):
     parts: tuple[SegmentRangePartition, ...]
 
 
-# ---- framing -------------------------------------------------------------------------------------------------
+# ---- framing ----------------------------------------------------------------------------------------------------
 def frame_events(data: Any, limit: int | None = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """Split ``data`` (bytes-like, starting at an event boundary) into events.
 
     Returns ``(starts, lengths, consumed)``: the header positions and payload lengths of the whole events in
     ``data[:limit]``, and the position after the last of them (where a partial event begins). Raises
-    ProtocolError for a header with a type other than 0 or a negative length.
+    ProtocolError for a header with a type other than 0 or a negative length. The scan is the wire codec's
+    (:func:`segment_store.protocol.event_frames.find_frames`).
     """
     view = memoryview(data).cast("B") if not isinstance(data, bytes | bytearray) else data
-    size = len(view) if limit is None else min(limit, len(view))
-    runs: list[npt.NDArray[np.int64]] = []
-    run_lengths: list[npt.NDArray[np.int64]] = []
-    loop_starts: list[int] = []
-    loop_lengths: list[int] = []
-    unpack = _HEADER.unpack_from
-    pos = 0
-    while size - pos >= HEADER_SIZE:
-        kind, length = unpack(view, pos)
-        if kind != 0 or length < 0:
-            raise ProtocolError(f"bad event header (type {kind}, length {length}) at {pos}")
-        stride = HEADER_SIZE + length
-        count = min((size - pos) // stride, _RUN_PROBE)
-        if count >= 8:
-            headers = np.ndarray((count, 2), dtype=">i4", buffer=view, offset=pos, strides=(stride, 4))
-            bad = np.flatnonzero((headers[:, 0] != 0) | (headers[:, 1] != length))
-            run = int(bad[0]) if bad.size else count
-            if run >= 8:
-                if loop_starts:
-                    runs.append(np.array(loop_starts, dtype=np.int64))
-                    run_lengths.append(np.array(loop_lengths, dtype=np.int64))
-                    loop_starts, loop_lengths = [], []
-                runs.append(np.arange(pos, pos + run * stride, stride, dtype=np.int64))
-                run_lengths.append(np.full(run, length, dtype=np.int64))
-                pos += run * stride
-                continue
-        # lengths vary here: step through a few events one by one
-        for _ in range(64):
-            if size - pos < HEADER_SIZE:
-                break
-            kind, length = unpack(view, pos)
-            if kind != 0 or length < 0:
-                raise ProtocolError(f"bad event header (type {kind}, length {length}) at {pos}")
-            after = pos + HEADER_SIZE + length
-            if after > size:
-                break
-            loop_starts.append(pos)
-            loop_lengths.append(length)
-            pos = after
-        else:
-            continue
-        break
-    if loop_starts:
-        runs.append(np.array(loop_starts, dtype=np.int64))
-        run_lengths.append(np.array(loop_lengths, dtype=np.int64))
-    if not runs:
-        return np.empty(0, np.int64), np.empty(0, np.int64), pos
-    if len(runs) == 1:
-        return runs[0], run_lengths[0], pos
-    return np.concatenate(runs), np.concatenate(run_lengths), pos
+    if limit is not None and limit < len(view):
+        view = memoryview(view)[:limit]
+    starts, consumed = find_frames(view)
+    bad = invalid_header(view, consumed)
+    if bad is not None:
+        raise ProtocolError(f"bad event header (type {bad[0]}, length {bad[1]}) at {consumed}")
+    return starts, frame_lengths(starts, consumed), consumed
 
 
 def _constant_strings(value: str, count: int) -> pa.Array:

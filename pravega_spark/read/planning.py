@@ -32,8 +32,8 @@ from typing import NamedTuple, Protocol
 from pravega_spark.connection import StreamConnection
 from pravega_spark.errors import DataLossError, UnreachableEndError
 from pravega_spark.offsets import ReadState
-from pravega_spark.read.partition_reader import HEADER_SIZE, frame_events
-from segment_store.protocol import ProtocolError
+from pravega_spark.read.partition_reader import frame_events
+from segment_store.protocol import HEADER_SIZE, ProtocolError
 
 _log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from segment_store.protocol.event_frames import find_frames, walk_frames
 from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.format import parquet_chunk
-from segment_store.storage.format.event_frames import find_frames, walk_frames
 from segment_store.storage.format.parquet_chunk import (
     SCHEMA,
     ChunkFormatError,

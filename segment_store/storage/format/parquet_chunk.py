@@ -60,8 +60,8 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from segment_store.protocol.event_frames import HEADER_BYTES, find_frames
 from segment_store.storage.chunk_storage import ChunkData, as_buffers
-from segment_store.storage.format.event_frames import HEADER_BYTES, find_frames
 from segstore_shared.chunk_format import FORMAT_VERSION, META_FRAMING, META_LENGTH, META_VERSION, SCHEMA
 from segstore_shared.errors import SegstoreError
 
