@@ -14,9 +14,9 @@ from typing import Any, Literal
 from pravega_spark.errors import OffsetFormatError, SegstoreOptionError, StreamCutTextError
 from pravega_spark.offsets import INITIAL, ReadState, initial_offset
 from pravega_spark.options.common import Options, StreamTarget
+from pravega_spark.options.stream_creation import StreamCreation
 from pravega_spark.options.stream_cut_text import decode_text
-from pravega_spark.read.splitting import SplitOptions
-from pravega_spark.write.stream_creation import StreamCreation
+from pravega_spark.options.tier2_location import Tier2Location
 
 PositionKind = Literal["earliest", "latest", "cut", "timestamp"]
 MetadataMode = Literal["Streams", "StreamInfo"]
@@ -74,6 +74,21 @@ class Position:
             cut = ReadState.from_offset(start.get("cut"), offset.get("scope"), offset.get("stream"), allow_end=True)
             return cls("cut", option, cut=cut)
         return cls(kind, option)
+
+
+@dataclass(frozen=True, slots=True)
+class SplitOptions:
+    """Options ``maxBytesPerPartition`` and ``minPartitions`` (None: not given), by which
+    :mod:`pravega_spark.read.splitting` cuts segment ranges into input partitions."""
+
+    max_bytes_per_partition: int | None = None
+    min_partitions: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_bytes_per_partition is not None and self.max_bytes_per_partition < 1:
+            raise ValueError("maxBytesPerPartition: must be at least 1")
+        if self.min_partitions is not None and self.min_partitions < 1:
+            raise ValueError("minPartitions: must be at least 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,8 +264,4 @@ def parse_cut_option(option: str, text: str, scope: str, stream: str) -> ReadSta
 
 
 def _check_tier2_location(value: str) -> None:
-    try:
-        from pravega_spark.read.tier2_direct import Tier2Location
-    except ImportError:
-        return
     Tier2Location.parse(value, "tier2Location")

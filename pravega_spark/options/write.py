@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from pravega_spark.errors import SegstoreOptionError
 from pravega_spark.options.common import Options, StreamTarget
-from pravega_spark.write.stream_creation import StreamCreation
+from pravega_spark.options.stream_creation import StreamCreation
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 120_000
 MAX_TRANSACTION_TIMEOUT_MS = 600_000

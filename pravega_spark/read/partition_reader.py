@@ -48,6 +48,7 @@ from pyspark.sql.datasource import InputPartition
 
 from controller_client.model import qualified_segment_name
 from pravega_spark.errors import DataLossError, Tier2ReadError
+from pravega_spark.options.tier2_location import Tier2Location
 from segment_store.client import NoSuchSegmentError, SegmentIsTruncatedError
 from segment_store.protocol import HEADER_SIZE, ProtocolError
 from segment_store.protocol.event_frames import find_frames, frame_lengths, invalid_header
@@ -275,7 +276,7 @@ def _from_tier2(partition: SegmentRangePartition, connection: Any, position: lis
     if tier2 is None:
         return
     given = partition.tier2_location
-    location = None if given is None else tier2.Tier2Location.parse(given)
+    location = None if given is None else Tier2Location.parse(given)
     read = tier2.read_range(
         connection, partition.segment_name, position[0], partition.end, location=location, ingest_time=True
     )
