@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from segment_store.storage.format import parquet_chunk
-from segment_store.storage.format.event_frames import find_frames, walk_frames
+from segstore_shared.event_frames import find_frames, walk_frames
 
 MIB = 1 << 20
 COMPRESSIONS = ["none", "snappy", "lz4", "zstd"]

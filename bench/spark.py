@@ -94,7 +94,8 @@ from spark_latency import COLUMNS as LATENCY_COLUMNS  # noqa: E402
 from spark_latency import LatencyCases, verdicts  # noqa: E402
 from spark_sources import SCHEMA_DDL, NumpySource, ProcessMeter, write_rows  # noqa: E402
 
-from pravega_spark.offsets import StreamConnection, tail_cut  # noqa: E402
+from pravega_spark.connection import StreamConnection  # noqa: E402
+from pravega_spark.offsets import tail_cut  # noqa: E402
 
 EVENT_BYTES = 100
 FRAMED_BYTES = EVENT_BYTES + 8

@@ -1,18 +1,32 @@
 """Spark Python data source ``segstore``: batch and streaming reads and writes of segstore streams.
 
-* ``source`` - :class:`SegstoreDataSource` (format name ``segstore``), the batch and streaming readers;
-* ``option_names`` - every option name reads and writes take (the README's table is checked against it);
-* ``read_options`` / ``write_options`` / ``stream_creation`` - the options, parsed once, errors naming the option;
-* ``offsets`` - query offsets as stream cuts and back, head and tail cuts of a stream;
-* ``stream_cut_text`` - stream cuts as the Pravega client's Base64 text (``StreamCut.asText()``);
-* ``metadata`` - option ``metadata``: the streams of a scope, or a stream's head and tail cuts;
-* ``lag`` - bytes behind the tail per segment, from a streaming query's progress;
-* ``planning`` - micro-batch ends (admission control) and segment ranges, following scaling;
-* ``partition_reader`` - executors: one segment range as Arrow record batches;
-* ``sink`` - the writers (exactly-once through transactions);
-* ``kvt_source`` - :class:`SegstoreKvtDataSource` (format name ``segstore-kvt``), a batch read of a key-value table.
+The connector in layers, from the top (a layer imports only the ones below it; the contracts in ``pyproject.toml``
+hold it so):
 
-Register the source on a session with :func:`register` (``spark.dataSource.register`` under the hood)::
+* ``read`` - :class:`SegstoreDataSource` (``read.source``, format name ``segstore``: the batch and streaming
+  readers, and the class Spark asks for writers too, which it takes from ``write.sink``); on the driver,
+  ``read.planning`` (micro-batch ends with admission control, segment ranges following scaling) and
+  ``read.splitting`` (ranges cut at event starts into more input partitions); on the executors,
+  ``read.partition_reader`` (one segment range as Arrow record batches), ``read.tier2_direct`` and
+  ``read.tier2_locations`` (ranges straight from the Tier-2 Parquet chunks); the options ``metadata``
+  (``read.metadata``), ``subscriber`` (``read.subscription``) and ``watermarkColumn`` (``read.watermark_column``);
+  ``read.lag`` (bytes behind the tail, from a streaming query's progress) and ``read.streaming_runner``;
+* ``write`` - the sink (``write.sink``): exactly-once through transactions and a commit log (``write.commit_log``),
+  at-least-once (``write.plain``), rows routed and framed column-wise (``write.framing``), and its controller
+  connections (``write.connection``);
+* ``kvt_source`` - :class:`SegstoreKvtDataSource` (format name ``segstore-kvt``), a batch read of a key-value table;
+* ``options`` - every option, parsed once, errors naming the option: the names reads and writes take
+  (``options.names``, the README's table is checked against it), the case-insensitive view and the stream target
+  (``options.common``), ``options.read`` / ``options.write``, a missing stream created (``options.stream_creation``),
+  ``options.tier2_location``, and stream cuts as the Pravega client's Base64 text (``options.stream_cut_text``);
+* ``offsets`` - query offsets as stream cuts and back; the head, tail and time cuts of a stream;
+* ``connection`` - the blocking connection of the driver and the executors to the controller and the segment
+  stores;
+* ``errors`` - the connector's error classes.
+
+pyspark finds both formats by itself through the top-level modules ``pyspark_segstore`` and
+``pyspark_segstore_kvt``; or register them on a session with :func:`register` (``spark.dataSource.register`` under
+the hood)::
 
     import pravega_spark
     pravega_spark.register(spark)

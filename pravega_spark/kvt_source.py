@@ -24,8 +24,9 @@ from controller_client.kvt.errors import KeyValueTableNotFoundError
 from controller_client.kvt.iterator import KeyValueTableIterator
 from controller_client.kvt.model import KeyValueTableConfiguration, TableEntry, table_segment_stream, validate_kvt_name
 from controller_client.model import InvalidModelError, SegmentRange, validate_scope_name
-from pravega_spark.offsets import StreamConnection
-from pravega_spark.options.common import DEFAULT_CONTROLLER, Options, SegstoreOptionError, StreamTarget
+from pravega_spark.connection import StreamConnection
+from pravega_spark.errors import SegstoreOptionError
+from pravega_spark.options.common import DEFAULT_CONTROLLER, Options, StreamTarget
 
 SCHEMA = StructType(
     [

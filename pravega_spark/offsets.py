@@ -34,53 +34,29 @@ micro-batch reads nothing. A cut that names every offset is its own initial offs
 
 A plain Pravega stream cut (``positions`` only, no ``pending``) is a valid state, so users pass stream cuts
 in the same JSON as ``startingOffsets`` / ``endingOffsets`` (``scope`` and ``stream`` may be left out; offset
--1 means "the segment's current end"). :func:`offset_to_stream_cut` and :func:`stream_cut_to_offset` turn
-states into :class:`~controller_client.model.StreamCut` values and back; a state with ``pending`` becomes the
-cut with the finished predecessors at their ends. :func:`head_cut`, :func:`tail_cut` and
-:func:`cut_at_timestamp` look cuts up; :class:`StreamConnection` is the blocking connection they use.
+-1 means "the segment's current end"; the options are parsed in :mod:`pravega_spark.options.read`).
+:func:`offset_to_stream_cut` and :func:`stream_cut_to_offset` turn states into
+:class:`~controller_client.model.StreamCut` values and back; a state with ``pending`` becomes the cut with the
+finished predecessors at their ends. :func:`head_cut`, :func:`tail_cut` and :func:`cut_at_timestamp` look cuts up
+through a :class:`~pravega_spark.connection.StreamConnection` (the blocking connection to the cluster, in its own
+module); :func:`head_offset` and :func:`tail_offset` connect for one look-up.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from controller_client.controller.api import ControllerClient, ControllerClientConfig
-from controller_client.errors import (
-    ControllerAuthenticationError,
-    ControllerError,
-    ControllerPermissionError,
-    ControllerTlsError,
-    StreamNotFoundError,
-)
-from controller_client.model import StreamCut, qualified_segment_name
-from controller_client.stream_manager import StreamManager, StreamManagerConfig
-from pravega_spark.options.common import SegstoreOptionError, StreamTarget
-from pravega_spark.options.stream_cut_text import StreamCutTextError, decode_text
-from segment_store.client import (
-    ClientClosedError,
-    ClientConfig,
-    ConnectionLostError,
-    NoSuchSegmentError,
-    OperationUnsupportedError,
-    ReaderConfig,
-    SegmentIsTruncatedError,
-    SegmentStatus,
-)
-from segstore_shared.auth.tls import TlsConfigError
-from segstore_shared.loop_thread import LoopThread
+from controller_client.errors import StreamNotFoundError
+from controller_client.model import StreamCut
+from pravega_spark.connection import StreamConnection
+from pravega_spark.errors import OffsetFormatError, SegstoreOptionError
+from segment_store.client import NoSuchSegmentError
 
 _log = logging.getLogger(__name__)
-_T = TypeVar("_T")
-MIB = 1024 * 1024
-
-
-class OffsetFormatError(ValueError):
-    """A JSON offset or stream cut that is not a :class:`ReadState`; the message says what is wrong."""
 
 
 INITIAL = "initial"
@@ -215,204 +191,6 @@ def stream_cut_to_offset(cut: StreamCut) -> dict[str, Any]:
     return ReadState.from_stream_cut(cut).to_offset()
 
 
-def parse_cut_option(option: str, text: str, scope: str, stream: str) -> ReadState:
-    """The value of a stream-cut option: JSON, or the Base64 text of the Pravega client's ``StreamCut.asText()``
-    (:mod:`pravega_spark.options.stream_cut_text`); errors name the option."""
-    try:
-        if text.lstrip()[:1] in ("{", "[", '"'):  # JSON (no Base64 text starts so)
-            return ReadState.from_json(text, scope, stream)
-        try:
-            found_scope, found_stream, positions = decode_text(text)
-        except StreamCutTextError as error:
-            raise OffsetFormatError(f"not JSON, and not a Pravega Base64 stream cut: {error}") from None
-        cut = {"scope": found_scope, "stream": found_stream, "positions": {str(s): o for s, o in positions.items()}}
-        return ReadState.from_offset(cut, scope, stream, allow_end=True)
-    except OffsetFormatError as error:
-        raise SegstoreOptionError(
-            option,
-            f"not a stream cut of {scope}/{stream} ({error}); expected 'earliest', 'latest', 'unbounded', JSON like "
-            '{"positions": {"<segment id>": <offset>}} or the Base64 text of a Pravega StreamCut (asText())',
-        ) from None
-
-
-# ---- the blocking connection -------------------------------------------------------------------------------
-class StreamConnection:
-    """A controller client and a segment client on a private event loop thread, with blocking calls.
-
-    Raises :class:`SegstoreOptionError` naming option ``controller`` when the controller cannot be reached
-    within ``timeout_s``. ``close()`` stops everything (the loop thread is a daemon: a process that exits
-    without closing leaks nothing).
-    """
-
-    def __init__(
-        self,
-        controller_uri: str,
-        timeout_s: float = 30.0,
-        reader: ReaderConfig | None = None,
-        trust_store: str | None = None,
-        credentials: StreamTarget | None = None,
-    ) -> None:
-        """``credentials``: the target whose trust store, user and password or token to use (instead of
-        ``trust_store`` alone)."""
-        self.controller_uri = controller_uri
-        self._runner = LoopThread("segstore-spark", ClientClosedError)
-        timeouts: dict[str, Any] = {"rpc_timeout_s": max(timeout_s, 1.0), "retry_timeout_s": timeout_s}
-        if credentials is not None:
-            config = credentials.controller_config(**timeouts)
-        else:
-            config = ControllerClientConfig(trust_store=trust_store, **timeouts)
-        self._token_auth = config.token is not None
-        self._no_ingest_times = False  # the segment store turned out not to know ReadIngestTimes
-        try:
-            self.controller: ControllerClient = self.run(
-                ControllerClient.connect(controller_uri, config, wait_ready=True)
-            )
-        except TlsConfigError as error:
-            self._runner.stop()
-            raise SegstoreOptionError("trustStore", f"{error.path}: {error.problem}") from None
-        except ControllerTlsError as error:
-            self._runner.stop()
-            raise SegstoreOptionError(
-                "trustStore", f"TLS to the controller at {controller_uri} failed: {error}"
-            ) from None
-        except ControllerAuthenticationError as error:
-            self._runner.stop()
-            option = "token" if config.token is not None else "password"
-            raise SegstoreOptionError(option, f"the controller at {controller_uri} refused it ({error})") from None
-        except ControllerError as error:
-            self._runner.stop()
-            raise SegstoreOptionError(
-                "controller", f"cannot reach the controller at {controller_uri} within {timeout_s:g}s ({error})"
-            ) from None
-        except BaseException:
-            self._runner.stop()
-            raise
-        client = ClientConfig(reader=reader or ReaderConfig(read_request_bytes=MIB, prefetch_bytes=8 * MIB))
-        self.manager: StreamManager = self.run(_make_manager(self.controller, StreamManagerConfig(client=client)))
-
-    def delegation_token(self, scope: str, stream: str, write: bool) -> str:
-        """A token for the executors on the stream (READ, or READ_UPDATE if ``write``)."""
-        return self.run(self.controller.get_delegation_token(scope, stream, write))
-
-    def run(self, coroutine: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
-        return self._runner.run(coroutine, timeout_s)
-
-    def close(self) -> None:
-        """Close the clients and stop the loop thread. Idempotent."""
-        if self._runner.loop.is_closed():
-            return
-        try:
-            self.run(self.manager.close())
-            self.run(self.controller.close())
-        finally:
-            self._runner.stop()
-
-    def __enter__(self) -> StreamConnection:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    # ---- lookups ------------------------------------------------------------------------------------------
-    def require_stream(self, scope: str, stream: str) -> None:
-        """Raise SegstoreOptionError naming option ``stream`` unless ``scope/stream`` exists (``password`` or
-        ``token`` if the controller refuses the credentials, ``username`` if they may not read the stream)."""
-        try:
-            exists = self.run(self.manager.stream_exists(scope, stream))
-        except ControllerAuthenticationError as error:
-            option = "token" if self._token_auth else "password"
-            raise SegstoreOptionError(option, f"the controller at {self.controller_uri} refused it ({error})") from None
-        except ControllerPermissionError as error:
-            option = "token" if self._token_auth else "username"
-            raise SegstoreOptionError(option, f"may not read {scope}/{stream}: {error}") from None
-        if not exists:
-            raise SegstoreOptionError(
-                "stream", f"stream {scope}/{stream} does not exist (controller {self.controller_uri})"
-            )
-
-    def segment_status(self, scope: str, stream: str, segment_id: int) -> SegmentStatus | None:
-        """The segment store's view of a segment; None if the segment no longer exists (truncated away)."""
-        try:
-            status = self.run(self.manager.segment_info(scope, stream, segment_id))
-        except NoSuchSegmentError:
-            return None
-        return status if status.exists and not status.deleted else None
-
-    def successors(self, scope: str, stream: str, segment_id: int) -> dict[int, list[int]]:
-        """Successor id -> predecessor ids (empty while the segment is open, or when the stream is sealed)."""
-        found = self.run(self.controller.get_successors(scope, stream, segment_id))
-        return {r.segment_id: sorted(preds) for r, preds in sorted(found.items(), key=lambda i: i[0].segment_id)}
-
-    def chunks(self, scope: str, stream: str, segment_id: int, start: int, end: int) -> Iterator[bytes]:
-        """The bytes ``[start, end)`` of a segment, as the segment store returns them."""
-        name = qualified_segment_name(scope, stream, segment_id)
-        reader = self.manager.client.reader(name, start, end)
-        try:
-            while chunk := self.run(reader.read()):
-                yield chunk
-        finally:
-            self.run(reader.close())
-
-    def event_starts(self, scope: str, stream: str, segment_id: int, targets: Sequence[int]) -> list[int] | None:
-        """Per offset of ``targets``, an event start of the segment at or after it (the first one, from a segstore
-        segment store; Pravega's ``LocateOffset``, asked for all at once); None (logged) if the segment store does
-        not know the command (it answers so, or closes the connection after the client's read retries: the ranges
-        are then read whole, which is correct, only not parallel)."""
-        name = qualified_segment_name(scope, stream, segment_id)
-        client = self.manager.client
-
-        async def locate() -> list[int]:
-            return list(await asyncio.gather(*(client.locate_offset(name, t) for t in targets)))
-
-        try:
-            return self.run(locate())
-        except OperationUnsupportedError:
-            _log.warning("%s: the segment store does not know LocateOffset; its ranges are read whole", name)
-            return None
-        except ConnectionLostError as error:  # a Pravega segment store older than wire version 17 hangs up on it
-            _log.warning("%s: LocateOffset lost the connection (%s); its ranges are read whole", name, error)
-            return None
-        except (SegmentIsTruncatedError, NoSuchSegmentError) as error:  # meanwhile: the read tells (failOnDataLoss)
-            _log.info("%s: %s; its ranges are read whole", name, error)
-            return None
-
-    def ingest_times(
-        self, scope: str, stream: str, segment_id: int, start: int, end: int
-    ) -> tuple[int, list[tuple[int, int]]] | None:
-        """``(answered_end, runs)``: the ingestion times of the segment's events from ``start`` as ``(offset, ms)``
-        runs (segstore's extension ``ReadIngestTimes``; see ``SegmentClient.ingest_times``). None (logged once per
-        connection) if the segment store does not know it (a Pravega one hangs up on it): timestamps are then
-        null. Raises SegmentIsTruncatedError, NoSuchSegmentError (as a read of the range would)."""
-        if self._no_ingest_times:
-            return None
-        name = qualified_segment_name(scope, stream, segment_id)
-        try:
-            return self.run(self.manager.client.ingest_times(name, start, end))
-        except (OperationUnsupportedError, ConnectionLostError) as error:
-            self._no_ingest_times = True
-            _log.warning(
-                "%s: the segment store does not answer segstore's ReadIngestTimes (%s): the timestamp column "
-                "is null for events read through it",
-                name,
-                error,
-            )
-            return None
-
-    # the blocking segment calls :func:`pravega_spark.read.tier2_direct.read_range` makes (segment names)
-    def get_segment_info(self, segment: str) -> SegmentStatus:
-        return self.run(self.manager.client.get_segment_info(segment))
-
-    def list_storage_chunks(self, segment: str) -> list[Any]:
-        return self.run(self.manager.client.list_storage_chunks(segment))
-
-    def is_valid_cut(self, cut: StreamCut) -> bool:
-        return bool(self.run(self.controller.is_stream_cut_valid(cut)))
-
-
-async def _make_manager(controller: ControllerClient, config: StreamManagerConfig) -> StreamManager:
-    return StreamManager(controller, config=config)
-
-
 # ---- cuts ------------------------------------------------------------------------------------------------------
 def _with_stream_errors(scope: str, stream: str, call: Any) -> Any:
     try:
@@ -457,16 +235,13 @@ def tail_offset(controller_uri: str, scope: str, stream: str) -> dict[str, Any]:
 
 
 __all__ = [
-    "OffsetFormatError",
     "ReadState",
-    "StreamConnection",
     "cut_at_timestamp",
     "head_cut",
     "head_offset",
     "initial_offset",
     "is_initial",
     "offset_to_stream_cut",
-    "parse_cut_option",
     "stream_cut_to_offset",
     "tail_cut",
     "tail_offset",

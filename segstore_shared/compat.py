@@ -70,7 +70,7 @@ MOVED: dict[str, str] = {
     "segment_store.storage.system_journal": "segment_store.storage.journal.system_journal",
     "segment_store.storage.chunk_metadata": "segment_store.storage.journal.chunk_metadata",
     "segment_store.storage.parquet_chunk": "segment_store.storage.format.parquet_chunk",
-    "segment_store.storage.event_frames": "segment_store.storage.format.event_frames",
+    "segment_store.storage.event_frames": "segstore_shared.event_frames",
     # the client library by feature
     "controller_client.controller_api": "controller_client.controller.api",
     "controller_client.controller_channel": "controller_client.controller.channel",

@@ -17,18 +17,11 @@ from typing import Any
 
 from controller_client.controller.channel import ControllerClientConfig
 from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
+from pravega_spark.errors import SegstoreOptionError
 from pravega_spark.options.names import Kind, check_known, is_registered
 from segstore_shared.auth.tls import is_tls_scheme
 
 DEFAULT_CONTROLLER = "tcp://127.0.0.1:9090"
-
-
-class SegstoreOptionError(ValueError):
-    """An option is missing or invalid; the message names it."""
-
-    def __init__(self, option: str, problem: str) -> None:
-        super().__init__(f"option '{option}': {problem}")
-        self.option = option
 
 
 @dataclass(frozen=True, slots=True)

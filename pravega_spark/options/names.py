@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from pravega_spark.errors import SegstoreOptionError
+
 Kind = Literal["read", "write"]
 
 
@@ -124,8 +126,6 @@ def check_known(given: Iterable[str], kind: Kind) -> None:
     """Raise SegstoreOptionError for the first option in ``given`` that ``kind`` does not take: one of the other
     kind, one refused here (why), or an unknown one (with the closest known name). Spark hands a Python data
     source the names in lower case, so an unknown one is named as it came, the others as they are spelled here."""
-    from pravega_spark.options.common import SegstoreOptionError
-
     for key in given:
         lowered = key.lower()
         option = _BY_NAME.get(lowered)

@@ -11,10 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pravega_spark.offsets import INITIAL, OffsetFormatError, ReadState, initial_offset, parse_cut_option
-from pravega_spark.options.common import Options, SegstoreOptionError, StreamTarget
-from pravega_spark.read.splitting import SplitOptions
-from pravega_spark.write.stream_creation import StreamCreation
+from pravega_spark.errors import OffsetFormatError, SegstoreOptionError, StreamCutTextError
+from pravega_spark.offsets import INITIAL, ReadState, initial_offset
+from pravega_spark.options.common import Options, StreamTarget
+from pravega_spark.options.stream_creation import StreamCreation
+from pravega_spark.options.stream_cut_text import decode_text
+from pravega_spark.options.tier2_location import Tier2Location
 
 PositionKind = Literal["earliest", "latest", "cut", "timestamp"]
 MetadataMode = Literal["Streams", "StreamInfo"]
@@ -72,6 +74,21 @@ class Position:
             cut = ReadState.from_offset(start.get("cut"), offset.get("scope"), offset.get("stream"), allow_end=True)
             return cls("cut", option, cut=cut)
         return cls(kind, option)
+
+
+@dataclass(frozen=True, slots=True)
+class SplitOptions:
+    """Options ``maxBytesPerPartition`` and ``minPartitions`` (None: not given), by which
+    :mod:`pravega_spark.read.splitting` cuts segment ranges into input partitions."""
+
+    max_bytes_per_partition: int | None = None
+    min_partitions: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_bytes_per_partition is not None and self.max_bytes_per_partition < 1:
+            raise ValueError("maxBytesPerPartition: must be at least 1")
+        if self.min_partitions is not None and self.min_partitions < 1:
+            raise ValueError("minPartitions: must be at least 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,9 +243,25 @@ def _position(
     return Position("cut", label, cut=parse_cut_option(label, text, target.scope, target.stream))
 
 
-def _check_tier2_location(value: str) -> None:
+def parse_cut_option(option: str, text: str, scope: str, stream: str) -> ReadState:
+    """The value of a stream-cut option: JSON, or the Base64 text of the Pravega client's ``StreamCut.asText()``
+    (:mod:`pravega_spark.options.stream_cut_text`); errors name the option."""
     try:
-        from pravega_spark.read.tier2_direct import Tier2Location
-    except ImportError:
-        return
+        if text.lstrip()[:1] in ("{", "[", '"'):  # JSON (no Base64 text starts so)
+            return ReadState.from_json(text, scope, stream)
+        try:
+            found_scope, found_stream, positions = decode_text(text)
+        except StreamCutTextError as error:
+            raise OffsetFormatError(f"not JSON, and not a Pravega Base64 stream cut: {error}") from None
+        cut = {"scope": found_scope, "stream": found_stream, "positions": {str(s): o for s, o in positions.items()}}
+        return ReadState.from_offset(cut, scope, stream, allow_end=True)
+    except OffsetFormatError as error:
+        raise SegstoreOptionError(
+            option,
+            f"not a stream cut of {scope}/{stream} ({error}); expected 'earliest', 'latest', 'unbounded', JSON like "
+            '{"positions": {"<segment id>": <offset>}} or the Base64 text of a Pravega StreamCut (asText())',
+        ) from None
+
+
+def _check_tier2_location(value: str) -> None:
     Tier2Location.parse(value, "tier2Location")

@@ -27,15 +27,12 @@ import zlib
 from collections.abc import Mapping
 
 from controller_client.model import InvalidModelError, StreamCut
+from pravega_spark.errors import StreamCutTextError
 
 VERSION = "0"
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 """magic, deflate, no flags, mtime 0, no extra flags, OS 255: as Java's GZIPOutputStream (JDK 16 on) writes it."""
 _MAX_TEXT = 16 * 1024 * 1024
-
-
-class StreamCutTextError(ValueError):
-    """Not a stream cut in the Pravega client's text form; the message says what is wrong."""
 
 
 def encode_text(scope: str, stream: str, positions: Mapping[int, int]) -> str:

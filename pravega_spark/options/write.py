@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pravega_spark.options.common import Options, SegstoreOptionError, StreamTarget
-from pravega_spark.write.stream_creation import StreamCreation
+from pravega_spark.errors import SegstoreOptionError
+from pravega_spark.options.common import Options, StreamTarget
+from pravega_spark.options.stream_creation import StreamCreation
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 120_000
 MAX_TRANSACTION_TIMEOUT_MS = 600_000

@@ -20,9 +20,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-
-class LagUnknownError(ValueError):
-    """The progress has no ``latestOffset`` or ``endOffset`` of this source (e.g. not a segstore source)."""
+from pravega_spark.errors import LagUnknownError
 
 
 def _offset(source: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -22,8 +22,9 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from controller_client.controller.api import ControllerClient
 from controller_client.errors import ScopeNotFoundError
-from pravega_spark.offsets import StreamConnection, head_cut, tail_cut
-from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.connection import StreamConnection
+from pravega_spark.errors import SegstoreOptionError
+from pravega_spark.offsets import head_cut, tail_cut
 from pravega_spark.options.read import MetadataMode, ReadOptions
 from pravega_spark.options.stream_cut_text import stream_cut_to_base64
 

@@ -16,16 +16,17 @@ The ``timestamp`` column (ingestion time) comes from the chunks' ``ingest_time_m
 wire extension ``ReadIngestTimes`` in case 2 (:class:`SegmentIngestTimes`); null where the segment store does not
 know the extension (a Pravega one).
 
-Hot path: the segment's bytes are framed into events column-wise. The chain of 8-byte headers (type 0,
-int32 length) is followed with a vectorised check for runs of equally long events (one numpy pass over
-the headers of a run) and a plain loop only where lengths vary; payloads are cut out of the buffer with
-one boolean mask, and every column is built from buffers (no per-row Python objects).
+Hot path: the segment's bytes are framed into events column-wise by the wire codec's scanner
+(:mod:`segstore_shared.event_frames`, shared with the engine's Tier-2 chunk format: vectorised checks of
+runs of equally long events and of chains of small ones, a plain walk only where neither applies); payloads are
+cut out of the buffer with one strided copy or one boolean mask, and every column is built from buffers (no per-row
+Python objects).
 
 Data loss: a range below the segment's start (truncated) or of a deleted segment raises
-:class:`~pravega_spark.read.planning.DataLossError` unless the partition says ``fail_on_data_loss=False``, in
+:class:`~pravega_spark.errors.DataLossError` unless the partition says ``fail_on_data_loss=False``, in
 which case the missing part is skipped and logged.
 
-Executors keep one :class:`~pravega_spark.offsets.StreamConnection` per controller per process (Python
+Executors keep one :class:`~pravega_spark.connection.StreamConnection` per controller per process (Python
 workers are reused across tasks), made on first use after the worker was forked.
 """
 
@@ -35,7 +36,6 @@ import importlib
 import importlib.util
 import logging
 import os
-import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -47,8 +47,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from controller_client.model import qualified_segment_name
+from pravega_spark.errors import DataLossError, Tier2ReadError
+from pravega_spark.options.tier2_location import Tier2Location
 from segment_store.client import NoSuchSegmentError, SegmentIsTruncatedError
-from segment_store.protocol import ProtocolError
+from segment_store.protocol import HEADER_SIZE, ProtocolError
+from segstore_shared.event_frames import find_frames, frame_lengths, invalid_header
 
 _log = logging.getLogger(__name__)
 
@@ -70,13 +73,9 @@ TIMESTAMP_TYPE = ARROW_SCHEMA.field("timestamp").type
 IngestTimes = Callable[[npt.NDArray[np.int64]], "npt.NDArray[np.int64] | None"]
 """Event offsets (ascending) -> their ingestion times (epoch ms), or None where they are not known."""
 
-HEADER_SIZE = 8
-_HEADER = struct.Struct(">ii")
 _MIB = 1024 * 1024
 BATCH_BYTES = 2 * _MIB
 """Segment bytes per record batch (a batch may be larger when one event is)."""
-_RUN_PROBE = 4096
-"""Headers checked per vectorised probe of a run of equally long events."""
 
 
 @dataclass(frozen=True)
@@ -113,65 +112,23 @@ class PackedPartition(InputPartition):
     parts: tuple[SegmentRangePartition, ...]
 
 
-# ---- framing -------------------------------------------------------------------------------------------------
+# ---- framing ----------------------------------------------------------------------------------------------------
 def frame_events(data: Any, limit: int | None = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """Split ``data`` (bytes-like, starting at an event boundary) into events.
 
     Returns ``(starts, lengths, consumed)``: the header positions and payload lengths of the whole events in
     ``data[:limit]``, and the position after the last of them (where a partial event begins). Raises
-    ProtocolError for a header with a type other than 0 or a negative length.
+    ProtocolError for a header with a type other than 0 or a negative length. The scan is the wire codec's
+    (:func:`segstore_shared.event_frames.find_frames`).
     """
     view = memoryview(data).cast("B") if not isinstance(data, bytes | bytearray) else data
-    size = len(view) if limit is None else min(limit, len(view))
-    runs: list[npt.NDArray[np.int64]] = []
-    run_lengths: list[npt.NDArray[np.int64]] = []
-    loop_starts: list[int] = []
-    loop_lengths: list[int] = []
-    unpack = _HEADER.unpack_from
-    pos = 0
-    while size - pos >= HEADER_SIZE:
-        kind, length = unpack(view, pos)
-        if kind != 0 or length < 0:
-            raise ProtocolError(f"bad event header (type {kind}, length {length}) at {pos}")
-        stride = HEADER_SIZE + length
-        count = min((size - pos) // stride, _RUN_PROBE)
-        if count >= 8:
-            headers = np.ndarray((count, 2), dtype=">i4", buffer=view, offset=pos, strides=(stride, 4))
-            bad = np.flatnonzero((headers[:, 0] != 0) | (headers[:, 1] != length))
-            run = int(bad[0]) if bad.size else count
-            if run >= 8:
-                if loop_starts:
-                    runs.append(np.array(loop_starts, dtype=np.int64))
-                    run_lengths.append(np.array(loop_lengths, dtype=np.int64))
-                    loop_starts, loop_lengths = [], []
-                runs.append(np.arange(pos, pos + run * stride, stride, dtype=np.int64))
-                run_lengths.append(np.full(run, length, dtype=np.int64))
-                pos += run * stride
-                continue
-        # lengths vary here: step through a few events one by one
-        for _ in range(64):
-            if size - pos < HEADER_SIZE:
-                break
-            kind, length = unpack(view, pos)
-            if kind != 0 or length < 0:
-                raise ProtocolError(f"bad event header (type {kind}, length {length}) at {pos}")
-            after = pos + HEADER_SIZE + length
-            if after > size:
-                break
-            loop_starts.append(pos)
-            loop_lengths.append(length)
-            pos = after
-        else:
-            continue
-        break
-    if loop_starts:
-        runs.append(np.array(loop_starts, dtype=np.int64))
-        run_lengths.append(np.array(loop_lengths, dtype=np.int64))
-    if not runs:
-        return np.empty(0, np.int64), np.empty(0, np.int64), pos
-    if len(runs) == 1:
-        return runs[0], run_lengths[0], pos
-    return np.concatenate(runs), np.concatenate(run_lengths), pos
+    if limit is not None and limit < len(view):
+        view = memoryview(view)[:limit]
+    starts, consumed = find_frames(view)
+    bad = invalid_header(view, consumed)
+    if bad is not None:
+        raise ProtocolError(f"bad event header (type {bad[0]}, length {bad[1]}) at {consumed}")
+    return starts, frame_lengths(starts, consumed), consumed
 
 
 def _constant_strings(value: str, count: int) -> pa.Array:
@@ -274,7 +231,7 @@ _connections: dict[tuple[int, str, str | None], tuple[str | None, Any]] = {}
 def _connection(controller: str, timeout_s: float, trust_store: str | None = None, token: str | None = None) -> Any:
     """This process's connection to ``controller`` (made after fork, reused by later tasks; made again when the
     driver hands out a new token, as it does for every batch with authentication on)."""
-    from pravega_spark.offsets import StreamConnection
+    from pravega_spark.connection import StreamConnection
     from pravega_spark.options.common import StreamTarget
 
     key = (os.getpid(), controller, trust_store)
@@ -319,7 +276,7 @@ def _from_tier2(partition: SegmentRangePartition, connection: Any, position: lis
     if tier2 is None:
         return
     given = partition.tier2_location
-    location = None if given is None else tier2.Tier2Location.parse(given)
+    location = None if given is None else Tier2Location.parse(given)
     read = tier2.read_range(
         connection, partition.segment_name, position[0], partition.end, location=location, ingest_time=True
     )
@@ -331,7 +288,7 @@ def _from_tier2(partition: SegmentRangePartition, connection: Any, position: lis
                 yield _conform(batch)
                 position[0] = _batch_end(batch)
         position[0] = max(position[0], read.end)
-    except tier2.Tier2ReadError as error:
+    except Tier2ReadError as error:
         _log.info("%s; reading on from the segment store", error)
         position[0] = error.offset
 
@@ -378,8 +335,6 @@ class SegmentIngestTimes:
 
 def read_partition(partition: SegmentRangePartition) -> Iterator[pa.RecordBatch]:
     """The events of ``partition`` as record batches (see the module docstring)."""
-    from pravega_spark.read.planning import DataLossError
-
     position = partition.start
     if position >= partition.end:
         return

@@ -10,7 +10,8 @@ controller's successors, and segment bytes for finding event boundaries):
 * a segment in the *cap* (the end of a batch query, the Trigger.AvailableNow target) is read up to its
   offset there and never finished, so nothing beyond the cap is read;
 * a position below a segment's start (truncated), or a segment that no longer exists, is data loss:
-  :class:`DataLossError` unless ``fail_on_data_loss`` is False, then the lost bytes are skipped and logged.
+  :class:`~pravega_spark.errors.DataLossError` unless ``fail_on_data_loss`` is False, then the lost bytes are
+  skipped and logged.
 
 :func:`advance` answers ``latestOffset(start, limit)``: everything available, or with ``max_bytes`` at most
 that many bytes over all segments (split evenly, what one segment leaves unused goes to the others in the
@@ -28,20 +29,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from pravega_spark.offsets import ReadState, StreamConnection
-from pravega_spark.read.partition_reader import HEADER_SIZE, frame_events
-from segment_store.protocol import ProtocolError
-from segstore_shared.errors import SegstoreError
+from pravega_spark.connection import StreamConnection
+from pravega_spark.errors import DataLossError, UnreachableEndError
+from pravega_spark.offsets import ReadState
+from pravega_spark.read.partition_reader import frame_events
+from segment_store.protocol import HEADER_SIZE, ProtocolError
 
 _log = logging.getLogger(__name__)
-
-
-class DataLossError(SegstoreError):
-    """Data the query has not read yet was truncated away (failOnDataLoss=true)."""
-
-
-class UnreachableEndError(ValueError):
-    """The end state is not after the start state."""
 
 
 class SegmentState(NamedTuple):

@@ -21,16 +21,18 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
-from pravega_spark.offsets import ReadState, StreamConnection, cut_at_timestamp, head_cut, is_initial, tail_cut
-from pravega_spark.options.common import Options, SegstoreOptionError, StreamTarget
+from pravega_spark.connection import StreamConnection
+from pravega_spark.errors import SegstoreOptionError, UnreachableEndError
+from pravega_spark.offsets import ReadState, cut_at_timestamp, head_cut, is_initial, tail_cut
+from pravega_spark.options.common import Options, StreamTarget
 from pravega_spark.options.read import Position, ReadOptions, metadata_mode, watermark_column
+from pravega_spark.options.stream_creation import ensure_stream
 from pravega_spark.read.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
-from pravega_spark.read.planning import LiveCatalog, ReadRange, UnreachableEndError, advance, plan_ranges
+from pravega_spark.read.planning import LiveCatalog, ReadRange, advance, plan_ranges
 from pravega_spark.read.splitting import EventLocator, partition_groups
 from pravega_spark.read.streaming_runner import end_if_spark_hung_up
 from pravega_spark.read.subscription import Subscription
 from pravega_spark.read.watermark_column import ARROW_TYPE, driver_thresholds, thresholds_in_range, with_bound_column
-from pravega_spark.write.stream_creation import ensure_stream
 
 _log = logging.getLogger(__name__)
 

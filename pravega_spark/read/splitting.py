@@ -34,33 +34,19 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
+from pravega_spark.options.read import SplitOptions
 from pravega_spark.read.planning import PACK_BYTES, ReadRange, pack_ranges
 
 
-@dataclass(frozen=True, slots=True)
-class SplitOptions:
-    """Options ``maxBytesPerPartition`` and ``minPartitions`` (None: not given)."""
-
-    max_bytes_per_partition: int | None = None
-    min_partitions: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.max_bytes_per_partition is not None and self.max_bytes_per_partition < 1:
-            raise ValueError("maxBytesPerPartition: must be at least 1")
-        if self.min_partitions is not None and self.min_partitions < 1:
-            raise ValueError("minPartitions: must be at least 1")
-
-    @property
-    def pack_limit_bytes(self) -> int:
-        """Small ranges are packed together up to this many bytes (0: never packed)."""
-        if self.min_partitions is not None:
-            return 0
-        if self.max_bytes_per_partition is not None:
-            return min(PACK_BYTES, self.max_bytes_per_partition)
-        return PACK_BYTES
+def pack_limit_bytes(options: SplitOptions) -> int:
+    """Small ranges are packed together up to this many bytes (0: never packed)."""
+    if options.min_partitions is not None:
+        return 0
+    if options.max_bytes_per_partition is not None:
+        return min(PACK_BYTES, options.max_bytes_per_partition)
+    return PACK_BYTES
 
 
 class EventLocator(Protocol):
@@ -113,7 +99,7 @@ def partition_groups(
     """The input partitions of ``ranges``: each a list of ranges read in turn by one task."""
     counts = piece_counts(ranges, options) if locator is not None else [1] * len(ranges)
     whole = [r for r, n in zip(ranges, counts, strict=True) if n == 1]
-    limit = options.pack_limit_bytes
+    limit = pack_limit_bytes(options)
     groups = pack_ranges(whole, limit) if limit > 0 else [[r] for r in whole]
     for r, n in zip(ranges, counts, strict=True):
         if n > 1:

@@ -20,8 +20,8 @@ from controller_client.model import (
     StreamCut,
     validate_stream_name,
 )
-from pravega_spark.offsets import StreamConnection
-from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.connection import StreamConnection
+from pravega_spark.errors import SegstoreOptionError
 
 
 class Subscription:

@@ -42,23 +42,21 @@ Where the chunks are: the segment store says, through segstore's wire extension
 ``ListStorageChunkLocations`` (:mod:`pravega_spark.read.tier2_locations`: a file path, or an S3 bucket and key
 opened with the endpoint and credentials this executor is given; a segment store without the extension, or
 chunks this executor cannot open, give ``None`` and the segment store serves the range). A
-:class:`Tier2Location` passed by the caller (option ``tier2Location``: the Tier-2 root as seen from the
-executor, the same root and prefix the segment store was started with) overrides that: chunk names from the
-plain ``ListStorageChunks`` then resolve under it, and S3 credentials come from pyarrow's whole chain. A
-client without the extension call (a stand-in implementing only :class:`SegmentLookup`) may give each chunk
-info a ``location`` attribute instead.
+:class:`Tier2Location` passed by the caller (option ``tier2Location``, :mod:`pravega_spark.options.tier2_location`:
+the Tier-2 root as seen from the executor, the same root and prefix the segment store was started with) overrides
+that: chunk names from the plain ``ListStorageChunks`` then resolve under it, and S3 credentials come from pyarrow's
+whole chain. A client without the extension call (a stand-in implementing only :class:`SegmentLookup`) may give
+each chunk info a ``location`` attribute instead.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol, TypeAlias
 
 import numpy as np
@@ -67,11 +65,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from controller_client.model import parse_segment_name
-from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.errors import Tier2ReadError
+from pravega_spark.options.tier2_location import Tier2Location
 from pravega_spark.read.tier2_locations import note_unopenable, reported_chunks, speaks_extension
 from segment_store.client import BlockingClient, ReplyError, SegmentStatus
 from segstore_shared.chunk_format import META_FRAMING, META_LENGTH
-from segstore_shared.errors import SegstoreError
 
 HEADER_BYTES = 8
 """The Pravega event header (int32 type, int32 length) that the chunks strip from each event."""
@@ -98,20 +96,11 @@ def arrow_schema(ingest_time: bool = False) -> pa.Schema:
     return pa.schema([*_BASE_FIELDS, INGEST_TIME_FIELD]) if ingest_time else SCHEMA
 
 
-class Tier2ReadError(SegstoreError):
-    """Tier-2 stopped serving a range midway; rows before ``offset`` were yielded, read the rest elsewhere."""
-
-    def __init__(self, segment: str, offset: int, reason: str) -> None:
-        super().__init__(f"{segment}: direct Tier-2 read stopped at offset {offset}: {reason}")
-        self.segment = segment
-        self.offset = offset
-
-
 class SegmentLookup(Protocol):
     """The blocking segment store calls :func:`read_range` makes (``ReplyError`` subclasses for failure replies).
 
     Without a ``tier2Location``, a client that also has ``list_storage_chunk_locations(segment, start, end)`` (as
-    :class:`BlockingClient` does; ``pravega_spark.offsets.StreamConnection`` through its segment client) is asked
+    :class:`BlockingClient` does; ``pravega_spark.connection.StreamConnection`` through its segment client) is asked
     where the chunks are instead (:mod:`pravega_spark.read.tier2_locations`)."""
 
     def get_segment_info(self, segment: str) -> SegmentStatus: ...
@@ -126,59 +115,6 @@ Client: TypeAlias = "SegmentLookup | BlockingClient"
 
 
 # -- where chunks are ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Tier2Location:
-    """The Tier-2 root as an executor sees it; chunk names resolve under it like the chunk storages do.
-
-    ``file`` root: ``<root>/<chunk name>`` (:class:`~segment_store.storage.backends.filesystem.FsChunkStorage`);
-    ``s3``: ``s3://<bucket>/<prefix><chunk name>`` plus the query (endpoint override, scheme), as
-    :meth:`~segment_store.storage.backends.s3.S3ChunkStorage.location` builds it.
-    """
-
-    scheme: str
-    """``file`` or ``s3``."""
-    root: str
-    """``file``: the absolute directory; ``s3``: the bucket."""
-    prefix: str = ""
-    """``s3``: key prefix, ``""`` or ending in ``/``."""
-    query: str = ""
-    """``s3``: pyarrow's URI options, encoded as the S3 storage does: ``endpoint_override=h%3A9000&scheme=http``."""
-
-    @classmethod
-    def parse(cls, text: str, option: str = "tier2Location") -> Tier2Location:
-        """Parse an absolute path, ``file:///dir`` or ``s3://bucket[/prefix][?endpoint_override=...]``.
-
-        Raises:
-            SegstoreOptionError: naming ``option``, for anything else.
-        """
-        value = text.strip()
-        parts = urllib.parse.urlsplit(value)
-        if parts.scheme == "s3":
-            if not parts.netloc:
-                raise SegstoreOptionError(option, f"s3 location needs a bucket: {text!r}")
-            prefix = urllib.parse.unquote(parts.path).lstrip("/")
-            if prefix and not prefix.endswith("/"):
-                prefix += "/"
-            query = urllib.parse.urlencode(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
-            return cls("s3", parts.netloc, prefix, query)
-        if parts.scheme == "file":
-            if parts.netloc not in ("", "localhost"):
-                raise SegstoreOptionError(option, f"file location must be file:///absolute/dir: {text!r}")
-            value = urllib.request.url2pathname(parts.path)
-        elif parts.scheme:
-            raise SegstoreOptionError(option, f"must be an absolute path, file:/// or s3:// URI, got {text!r}")
-        if not os.path.isabs(value):
-            raise SegstoreOptionError(option, f"must be an absolute path, file:/// or s3:// URI, got {text!r}")
-        return cls("file", os.path.normpath(value))
-
-    def chunk_uri(self, chunk_name: str) -> str:
-        """The URI of chunk ``chunk_name`` (what the segment store's chunk storage reports)."""
-        if self.scheme == "file":
-            return Path(self.root).joinpath(*chunk_name.split("/")).as_uri()
-        uri = f"s3://{self.root}/{urllib.parse.quote(self.prefix + chunk_name, safe='/')}"
-        return f"{uri}?{self.query}" if self.query else uri
 
 
 @dataclass(frozen=True, slots=True)

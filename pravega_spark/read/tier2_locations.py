@@ -91,7 +91,7 @@ def refused_stores() -> set[tuple[str, str]]:
 
 
 def _locations_call(client: Any) -> _Call | None:
-    """The blocking extension call of ``client``: a BlockingClient's, ``pravega_spark.offsets.StreamConnection``'s
+    """The blocking extension call of ``client``: a BlockingClient's, ``pravega_spark.connection.StreamConnection``'s
     (through its segment client), a stand-in's ``list_storage_chunk_locations``; None if it has none."""
     call: _Call | None = getattr(client, "list_storage_chunk_locations", None)
     if call is not None:

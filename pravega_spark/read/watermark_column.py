@@ -128,8 +128,8 @@ def driver_thresholds(
     connection: object, scope: str, stream: str, segment_ids: Sequence[int], known: dict[int, SegmentWithRange]
 ) -> dict[int, Thresholds]:
     """The thresholds of each segment from the stream's watermarks, read now (driver side, once per planning):
-    ``connection`` is a :class:`~pravega_spark.offsets.StreamConnection`, ``known`` a cache of key ranges."""
-    from pravega_spark.offsets import StreamConnection
+    ``connection`` is a :class:`~pravega_spark.connection.StreamConnection`, ``known`` a cache of key ranges."""
+    from pravega_spark.connection import StreamConnection
 
     assert isinstance(connection, StreamConnection)
     if not segment_ids:

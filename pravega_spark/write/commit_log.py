@@ -50,6 +50,7 @@ from typing import TypeVar
 from controller_client.errors import TxnFailedError, TxnNotFoundError
 from controller_client.model import TxnState
 from controller_client.ports import ControllerApi
+from pravega_spark.errors import CommitLogError
 from segment_store.client import (
     NOT_EXISTS,
     RetryPolicy,
@@ -59,7 +60,6 @@ from segment_store.client import (
     TableKeyDoesNotExistReplyError,
     WrongHostError,
 )
-from segstore_shared.errors import SegstoreError
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -72,10 +72,6 @@ RETAIN_BATCHES = 100
 CrashHook = Callable[[str, int], None]
 """Called with ``("recorded", batch_id)`` after the pending record is written, and ``("committed", batch_id)``
 once the record is marked done and the transactions are committed; tests stop the driver at those points."""
-
-
-class CommitLogError(SegstoreError):
-    """A batch cannot be committed exactly once; the message says which batch and why."""
 
 
 def commit_table_name(scope: str, stream: str) -> str:

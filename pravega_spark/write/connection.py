@@ -13,9 +13,9 @@ from controller_client.errors import (
     ControllerUnavailableError,
     InvalidArgumentError,
 )
-from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.errors import SegstoreOptionError
+from pravega_spark.options import stream_creation
 from pravega_spark.options.write import WriteOptions
-from pravega_spark.write import stream_creation
 from segstore_shared.auth.tls import TlsConfigError
 
 _log = logging.getLogger("pravega_spark.write.sink")

@@ -71,9 +71,9 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from controller_client.stream_manager import StreamManager
 from controller_client.writers.event_writer import session_writer_id
 from controller_client.writers.txn_writer import Transaction, TransactionalEventStreamWriter, TxnWriterConfig
-from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.errors import CommitLogError, SegstoreOptionError, SegstoreSchemaError
 from pravega_spark.options.write import WriteOptions
-from pravega_spark.write.commit_log import BatchCommitter, CommitLog, CommitLogError, CommitOutcome, CrashHook
+from pravega_spark.write.commit_log import BatchCommitter, CommitLog, CommitOutcome, CrashHook
 from pravega_spark.write.connection import connect, ensure_stream, token_for_executors
 from pravega_spark.write.framing import Router, framed_blocks
 from pravega_spark.write.plain import PlainTaskWriter
@@ -92,14 +92,6 @@ point of :class:`~pravega_spark.write.commit_log.BatchCommitter` (SIGKILL of ``C
 group if set, then ``os._exit``)."""
 CRASH_PGID_ENV = "SEGSTORE_SPARK_SINK_CRASH_PGID"
 WRITER_ID_NAMESPACE = uuid.UUID("6f1d3c1e-4a59-4d0e-9a3c-5e3f2b7d9a10")
-
-
-class SegstoreSchemaError(ValueError):
-    """The DataFrame's columns do not fit the sink; the message names the column."""
-
-    def __init__(self, column: str, problem: str) -> None:
-        super().__init__(f"column '{column}': {problem}")
-        self.column = column
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ start and its length, its storage length and every Tier-2 chunk's start (chunks 
 row of a Tier-2 chunk, and where recent appends and merged transactions start (:class:`IngestTimeIndex`), since
 appends and transactions hold whole events. :func:`walk_to_event_start` walks the chain from the closest of them
 to the event start asked for, reading only what lies between: the frames of whole buffers at once
-(:func:`~segment_store.storage.format.event_frames.find_frames`), then one header per event that crosses the end of a
+(:func:`~segstore_shared.event_frames.find_frames`), then one header per event that crosses the end of a
 buffer.
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from segment_store.storage.format.event_frames import HEADER, HEADER_BYTES, find_frames
 from segstore_shared.contracts import InvalidOffsetError
+from segstore_shared.event_frames import HEADER, HEADER_BYTES, find_frames
 
 ReadAt = Callable[[int, int], Awaitable[bytes]]
 """``read(offset, length)``: up to ``length`` bytes of the segment at ``offset`` (at least one byte below its

@@ -17,7 +17,7 @@ import pytest
 from standalone_process import StandaloneProcess
 
 from controller_client import BlockingStreamManager, ScalingPolicy, StreamConfiguration, StreamCut
-from pravega_spark.offsets import StreamConnection
+from pravega_spark.connection import StreamConnection
 
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

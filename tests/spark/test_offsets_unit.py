@@ -13,16 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller_client.model import StreamCut
+from pravega_spark.errors import DataLossError, OffsetFormatError, SegstoreOptionError, UnreachableEndError
 from pravega_spark.offsets import (
-    OffsetFormatError,
     ReadState,
     is_initial,
     offset_to_stream_cut,
-    parse_cut_option,
     stream_cut_to_offset,
 )
-from pravega_spark.options.common import SegstoreOptionError
-from pravega_spark.options.read import Position, ReadOptions
+from pravega_spark.options.read import Position, ReadOptions, parse_cut_option
 from pravega_spark.read.partition_reader import (
     SegmentIngestTimes,
     SegmentRangePartition,
@@ -30,10 +28,8 @@ from pravega_spark.read.partition_reader import (
     frame_events,
 )
 from pravega_spark.read.planning import (
-    DataLossError,
     ReadRange,
     SegmentState,
-    UnreachableEndError,
     advance,
     pack_ranges,
     plan_ranges,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pravega_spark.options.common import DEFAULT_CONTROLLER, Options, SegstoreOptionError, StreamTarget
+from pravega_spark.errors import SegstoreOptionError
+from pravega_spark.options.common import DEFAULT_CONTROLLER, Options, StreamTarget
 
 
 def test_lookup_is_case_insensitive_and_accepts_aliases() -> None:

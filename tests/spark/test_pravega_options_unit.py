@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from controller_client.model import RetentionPolicy, ScalingPolicy, StreamConfiguration
-from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.errors import SegstoreOptionError
 from pravega_spark.options.read import ReadOptions
 from pravega_spark.options.stream_cut_text import encode_text
 from pravega_spark.options.write import WriteOptions

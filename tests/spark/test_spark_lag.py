@@ -11,7 +11,8 @@ import pytest
 from conftest import Streams
 
 import pravega_spark
-from pravega_spark.read.lag import LagUnknownError, lag_bytes, total_lag_bytes
+from pravega_spark.errors import LagUnknownError
+from pravega_spark.read.lag import lag_bytes, total_lag_bytes
 
 HEADER = 8
 

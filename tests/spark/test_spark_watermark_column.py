@@ -14,7 +14,7 @@ import pytest
 from standalone_process import StandaloneProcess
 
 from controller_client import ScalingPolicy, StreamConfiguration
-from pravega_spark.offsets import StreamConnection
+from pravega_spark.connection import StreamConnection
 
 pytestmark = pytest.mark.slow
 

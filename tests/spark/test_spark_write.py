@@ -16,7 +16,7 @@ import pytest
 from standalone_process import StandaloneProcess
 
 from controller_client import BlockingStreamManager, ControllerClient, StreamManager, TxnState
-from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.errors import SegstoreOptionError
 from pravega_spark.write import connection as sink_connection
 from pravega_spark.write.commit_log import DONE, BatchRecord, CommitLog
 from pravega_spark.write.sink import SegstoreBatchWriter

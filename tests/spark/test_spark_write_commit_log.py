@@ -18,13 +18,13 @@ from standalone_process import StandaloneProcess
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager, TxnState
 from controller_client.writers.routing import KeyHasher, hash_to_range
 from controller_client.writers.txn_writer import Transaction, TxnWriterConfig
+from pravega_spark.errors import CommitLogError
 from pravega_spark.write.commit_log import (
     DONE,
     PENDING,
     BatchCommitter,
     BatchRecord,
     CommitLog,
-    CommitLogError,
     CommitOutcome,
     commit_table_name,
 )

@@ -20,10 +20,11 @@ from controller_client import ControllerClient, ScalingPolicy, StreamConfigurati
 from controller_client.model import TxnState, qualified_segment_name
 from controller_client.ports import ControllerApi
 from controller_client.writers.txn_writer import Transaction
+from pravega_spark.errors import SegstoreSchemaError
 from pravega_spark.options.write import WriteOptions
 from pravega_spark.write.commit_log import BatchCommitter
 from pravega_spark.write.plain import chunk_writer_id
-from pravega_spark.write.sink import SegstoreSchemaError, SinkColumns, _TaskInfo, _write_task
+from pravega_spark.write.sink import SinkColumns, _TaskInfo, _write_task
 from segment_store.protocol import encode_events
 
 SCOPE = "sinktask"

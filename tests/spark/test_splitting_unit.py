@@ -9,11 +9,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from pravega_spark.options.common import SegstoreOptionError
-from pravega_spark.options.read import ReadOptions
+from pravega_spark.errors import SegstoreOptionError
+from pravega_spark.options.read import ReadOptions, SplitOptions
 from pravega_spark.read.partition_reader import batches_from_chunks
 from pravega_spark.read.planning import ReadRange
-from pravega_spark.read.splitting import SplitOptions, cut, partition_groups, piece_counts
+from pravega_spark.read.splitting import cut, partition_groups, piece_counts
 from segment_store.protocol import encode_events
 
 

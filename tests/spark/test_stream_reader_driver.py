@@ -11,7 +11,7 @@ import pytest
 from conftest import Streams
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.errors import SegstoreOptionError
 from pravega_spark.options.read import ReadOptions
 from pravega_spark.read.partition_reader import PackedPartition, SegmentRangePartition
 from pravega_spark.read.source import SCHEMA, SegstoreStreamReader

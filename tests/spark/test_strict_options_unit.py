@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pravega_spark.options.common import SegstoreOptionError
+from pravega_spark.errors import SegstoreOptionError
 from pravega_spark.options.read import ReadOptions
 from pravega_spark.options.write import WriteOptions
 

@@ -18,8 +18,9 @@ import pyarrow as pa
 import pytest
 from s3_fixtures import CREDENTIALS, MotoServer, new_s3_storage, s3_server_fixture  # noqa: F401 (a fixture)
 
-from pravega_spark.options.common import SegstoreOptionError
-from pravega_spark.read.tier2_direct import SCHEMA, Tier2Location, Tier2Read, Tier2ReadError, arrow_schema, read_range
+from pravega_spark.errors import SegstoreOptionError, Tier2ReadError
+from pravega_spark.options.tier2_location import Tier2Location
+from pravega_spark.read.tier2_direct import SCHEMA, Tier2Read, arrow_schema, read_range
 from segment_store.client import BlockingClient
 from segment_store.server.config import ServerConfig
 from segment_store.server.service import SegmentStoreService, ServiceConfig

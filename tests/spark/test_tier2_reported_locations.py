@@ -33,8 +33,10 @@ from test_tier2_direct import (
     _store_events,
 )
 
+from pravega_spark.errors import Tier2ReadError
+from pravega_spark.options.tier2_location import Tier2Location
 from pravega_spark.read import tier2_direct, tier2_locations
-from pravega_spark.read.tier2_direct import Tier2Location, Tier2ReadError, read_range
+from pravega_spark.read.tier2_direct import read_range
 from pravega_spark.read.tier2_locations import s3_credentials_given, s3_uri
 from segment_store.client import BlockingClient, ConnectionLostError, StorageChunkLocations
 from segment_store.protocol import TIER2_FILE, TIER2_S3

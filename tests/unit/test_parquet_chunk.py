@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.format import parquet_chunk
-from segment_store.storage.format.event_frames import find_frames, walk_frames
 from segment_store.storage.format.parquet_chunk import (
     SCHEMA,
     ChunkFormatError,
@@ -26,6 +25,7 @@ from segment_store.storage.format.parquet_chunk import (
     encode,
     read_events,
 )
+from segstore_shared.event_frames import find_frames, walk_frames
 
 HEADER = struct.Struct(">ii")
 MIB = 1 << 20

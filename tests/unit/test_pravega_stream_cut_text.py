@@ -15,8 +15,8 @@ import gzip
 import pytest
 
 from controller_client.model import StreamCut
+from pravega_spark.errors import StreamCutTextError
 from pravega_spark.options.stream_cut_text import (
-    StreamCutTextError,
     decode_text,
     encode_text,
     stream_cut_from_base64,

@@ -61,9 +61,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from segment_store.storage.chunk_storage import ChunkData, as_buffers
-from segment_store.storage.format.event_frames import HEADER_BYTES, find_frames
 from segstore_shared.chunk_format import FORMAT_VERSION, META_FRAMING, META_LENGTH, META_VERSION, SCHEMA
 from segstore_shared.errors import SegstoreError
+from segstore_shared.event_frames import HEADER_BYTES, find_frames
 
 MAX_CHUNK_BYTES = 1 << 31
 """Chunks must be smaller (``binary`` columns use int32 offsets); Tier-2 chunks are MiBs."""

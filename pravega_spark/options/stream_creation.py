@@ -22,7 +22,8 @@ from controller_client.errors import (
     ScopeNotFoundError,
 )
 from controller_client.model import RetentionPolicy, ScalingPolicy, StreamConfiguration
-from pravega_spark.options.common import Options, SegstoreOptionError, StreamTarget
+from pravega_spark.errors import SegstoreOptionError
+from pravega_spark.options.common import Options, StreamTarget
 
 _SEGMENTS = ("defaultNumSegments", ("default_num_segments",))
 _FACTOR = ("defaultScaleFactor", ("default_scale_factor",))
