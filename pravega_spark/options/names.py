@@ -2,9 +2,9 @@
 
 :class:`~pravega_spark.options.common.Options` looks options up only under names listed here (a lookup of another
 name is a bug: AssertionError), and before parsing it refuses every option given that is not listed for the query's
-kind, with an error naming it and the closest known name (:func:`check_known`). The README's Spark section documents
-each option once, in one table; ``tests/spark/test_option_table.py`` checks that table against :data:`OPTIONS` and
-that the parsers look up exactly these names.
+kind, with an error naming it and the closest known name (:func:`check_known`). The Spark page of the docs
+(``docs/spark.md``) documents each option once, in one table; ``tests/pravega_spark/options/test_option_table.py``
+checks that table against :data:`OPTIONS` and that the parsers look up exactly these names.
 
 Spark passes some options on its own (:attr:`OptionName.spark`), found by recording what reaches a Python data
 source in Spark 4: ``path`` (``load(path)``, ``save(path)``, ``start(path)``), ``paths`` (``load(p1, p2)``, as a JSON

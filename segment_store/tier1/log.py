@@ -4,7 +4,7 @@ After Pravega's ``DurableDataLog``: the durable log of a segment container write
 data frames here and reads them back only for recovery, right after acquiring the log.
 Implementations: :class:`segment_store.tier1.memory_log.InMemoryDurableDataLog` (tests)
 and :class:`segment_store.tier1.file.ledger_log.FileLedgerLog` (files + coordination
-store, after DistributedLog/BookKeeper). Both pass ``tests/contracts/test_durable_data_log.py``.
+store, after DistributedLog/BookKeeper). Both pass ``tests/segment_store/tier1/test_durable_data_log.py``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   metadata store, leader election and bucket ownership use it.
 - :mod:`~segstore_shared.coordination.kazoo_store`: the port over real ZooKeeper through kazoo (every run mode).
 - :mod:`~segstore_shared.coordination.memory_store`: the port in process, with simulated sessions (unit tests only).
-  Both pass one contract suite (``tests/contracts/test_coordination_*.py``).
+  Both pass one contract suite (``tests/segstore_shared/coordination/test_coordination_*.py``).
 - :mod:`~segstore_shared.coordination.watches`: ``StoreWatches``, the watches, session listener and task one object
   keeps on a store, started and stopped together; its docstring says when and where callbacks run, and what happens
   on session loss and on stop.

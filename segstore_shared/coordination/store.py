@@ -2,7 +2,7 @@
 
 Used by the Tier-1 log metadata (:mod:`segment_store.tier1`), and later by the
 controller's metadata store and cluster membership. Two implementations pass
-one contract suite (``tests/contracts/test_coordination_store.py``):
+one contract suite (``tests/segstore_shared/coordination/test_coordination_store.py``):
 
 - :class:`segstore_shared.coordination.kazoo_store.KazooCoordinationStore` - real
   ZooKeeper through kazoo; every run mode uses it.

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from standalone_process import StandaloneProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
 CHECK_SCRIPT = Path(__file__).with_name("spark_check.py")

@@ -1,0 +1,89 @@
+"""The permission table of the controller's RPCs (Pravega's): every RPC has a rule, and the rules name the
+resource and permission Pravega's ControllerServiceImpl checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.rpc.authorization import RULES, needs
+from controller_client.model import InvalidModelError
+from controller_client.proto import Controller_pb2 as pb
+from segstore_shared.auth.acl import Acl, Permission
+
+pytestmark = pytest.mark.unit
+
+SERVICE = pb.DESCRIPTOR.services_by_name["ControllerService"]
+R, RU = Permission.READ, Permission.READ_UPDATE
+ACCESS = pb.StreamInfo.AccessOperation
+KVT = "prn::/scope:s/key-value-table:k"
+
+
+def info(scope: str = "s", stream: str = "t", access: int = ACCESS.UNSPECIFIED) -> pb.StreamInfo:
+    return pb.StreamInfo(scope=scope, stream=stream, accessOperation=access)
+
+
+def test_every_rpc_of_the_service_has_a_rule() -> None:
+    assert {m.name for m in SERVICE.methods} == set(RULES)
+
+
+@pytest.mark.parametrize(
+    ("rpc", "request_", "expected"),
+    [
+        ("createScope", pb.ScopeInfo(scope="s"), [("prn::/", RU)]),
+        ("listScopes", pb.ScopesRequest(), [("prn::/", R)]),
+        ("checkScopeExists", pb.ScopeInfo(scope="s"), [("prn::/scope:s", R)]),
+        ("listStreamsInScope", pb.StreamsInScopeRequest(scope=pb.ScopeInfo(scope="s")), [("prn::/scope:s", R)]),
+        ("createStream", pb.StreamConfig(streamInfo=info()), [("prn::/scope:s", RU)]),
+        (
+            "createStream",
+            pb.StreamConfig(streamInfo=info(stream="_RGgroup")),
+            [("prn::/scope:s/reader-group:group", R)],
+        ),
+        ("createStream", pb.StreamConfig(streamInfo=info(stream="_MARKt")), [("prn::/scope:s/stream:t", R)]),
+        ("sealStream", info(), [("prn::/scope:s/stream:t", RU)]),
+        ("truncateStream", pb.StreamCut(streamInfo=info()), [("prn::/scope:s/stream:t", RU)]),
+        ("createTransaction", pb.CreateTxnRequest(streamInfo=info()), [("prn::/scope:s/stream:t", RU)]),
+        ("getURI", pb.SegmentId(streamInfo=info()), [("prn::/scope:s/stream:t", R)]),
+        ("getCurrentSegments", info(), [("prn::/scope:s/stream:t", RU)]),
+        ("getCurrentSegments", info(access=ACCESS.NONE), [("prn::/scope:s/stream:t", R)]),
+        ("getSegments", pb.GetSegmentsRequest(streamInfo=info(access=ACCESS.NONE)), [("prn::/scope:s/stream:t", R)]),
+        ("getDelegationToken", info(access=ACCESS.READ), [("prn::/scope:s/stream:t", R)]),
+        ("getDelegationToken", info(), [("prn::/scope:s/stream:t", RU)]),
+        ("getDelegationToken", info(stream="_RGg", access=ACCESS.READ), [("prn::/scope:s/reader-group:g", R)]),
+        (
+            "noteTimestampFromWriter",
+            pb.TimestampFromWriter(position=pb.StreamCut(streamInfo=info())),
+            [("prn::/scope:s/stream:t", RU)],
+        ),
+        ("createReaderGroup", pb.ReaderGroupConfiguration(scope="s"), [("prn::/scope:s", R)]),
+        (
+            "getKeyValueTableConfiguration",
+            pb.KeyValueTableInfo(scope="s", kvtName="k"),
+            [("prn::/scope:s/key-value-table:k", R)],
+        ),
+        ("getControllerServerList", pb.ServerRequest(), []),
+    ],
+)
+def test_rules_name_pravegas_resources_and_permissions(rpc: str, request_: object, expected: list) -> None:
+    assert needs(rpc, request_) == expected
+
+
+def test_a_token_for_any_access_is_refused_as_invalid() -> None:
+    with pytest.raises(InvalidModelError, match="ANY"):
+        needs("getDelegationToken", info(access=ACCESS.ANY))
+
+
+def test_a_reader_of_scope_a_may_read_its_streams_but_not_write_nor_read_b() -> None:
+    reader = Acl.parse("prn::/scope:a,READ;prn::/scope:a/*,READ")
+
+    def allowed(rpc: str, request_: object) -> bool:
+        return all(reader.allows(resource, permission) for resource, permission in needs(rpc, request_))
+
+    assert allowed("getURI", pb.SegmentId(streamInfo=info("a")))
+    assert allowed("getCurrentSegments", info("a", access=ACCESS.NONE))
+    assert not allowed("getCurrentSegments", info("a"))  # a writer's view needs READ_UPDATE
+    assert not allowed("createTransaction", pb.CreateTxnRequest(streamInfo=info("a")))
+    assert not allowed("getDelegationToken", info("a", access=ACCESS.WRITE))
+    assert allowed("getDelegationToken", info("a", access=ACCESS.READ))
+    assert not allowed("getURI", pb.SegmentId(streamInfo=info("b")))
+    assert not allowed("createScope", pb.ScopeInfo(scope="c"))

@@ -1,0 +1,195 @@
+"""StreamReader: between cuts, across scale events (split and merge), tail following, byte ranges."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+import pytest
+from fake_controller import FakeController
+
+from controller_client.model import ScalingPolicy, StreamConfiguration, StreamCut
+from controller_client.readers.stream_reader import StreamEvent, StreamReader, StreamReaderConfig
+from controller_client.stream_manager import StreamManager
+from controller_client.writers.event_writer import EventStreamWriter
+from segment_store.client import SegmentIsTruncatedError
+
+pytestmark = pytest.mark.integration
+
+SCOPE = "rd"
+KEYS = [f"key{i}" for i in range(16)]
+
+
+async def _stream(manager: StreamManager, name: str, segments: int) -> None:
+    await manager.create_scope(SCOPE)
+    await manager.create_stream(SCOPE, name, StreamConfiguration(ScalingPolicy.fixed(segments)))
+
+
+async def _write(writer: EventStreamWriter, tag: str, count: int, counters: dict[str, int]) -> list[bytes]:
+    """Write ``count`` events ``key:n:tag`` over KEYS and wait for them; return their payloads."""
+    payloads = []
+    for i in range(count):
+        key = KEYS[i % len(KEYS)]
+        payload = f"{key}:{counters[key]}:{tag}".encode()
+        counters[key] += 1
+        payloads.append(payload)
+        await writer.write_event(payload, key)
+    await writer.flush()
+    return payloads
+
+
+def _per_key_in_order(events: list[StreamEvent]) -> bool:
+    last: dict[str, int] = {}
+    for event in events:
+        key, number, _ = event.data.decode().split(":")
+        if int(number) <= last.get(key, -1):
+            return False
+        last[key] = int(number)
+    return True
+
+
+async def _read(
+    manager: StreamManager, stream: str, start: StreamCut | None, end: StreamCut | None
+) -> list[StreamEvent]:
+    async with manager.create_reader(SCOPE, stream, start, end) as reader:
+        return [event async for event in reader]
+
+
+async def test_read_between_cuts_across_a_split(manager: StreamManager, controller: FakeController) -> None:
+    await _stream(manager, "split", 2)
+    counters: dict[str, int] = defaultdict(int)
+    writer = await manager.create_writer(SCOPE, "split")
+    before = await _write(writer, "A", 200, counters)
+    cut1 = await manager.tail_cut(SCOPE, "split")
+    middle = await _write(writer, "B", 200, counters)
+    original = await manager.current_segments(SCOPE, "split")
+    await controller.scale(SCOPE, "split", [original[1].segment_id], [(0.5, 0.7), (0.7, 1.0)])
+    middle += await _write(writer, "C", 300, counters)
+    cut2 = await manager.tail_cut(SCOPE, "split")
+    after = await _write(writer, "D", 100, counters)
+    await writer.close()
+
+    events = await _read(manager, "split", cut1, cut2)
+    assert sorted(e.data for e in events) == sorted(middle)
+    assert _per_key_in_order(events)
+    assert set(cut2.positions) == {s.segment_id for s in await manager.current_segments(SCOPE, "split")}
+
+    everything = await _read(manager, "split", None, cut2)
+    assert sorted(e.data for e in everything) == sorted(before + middle)
+    rest = await _read(manager, "split", cut2, await manager.tail_cut(SCOPE, "split"))
+    assert sorted(e.data for e in rest) == sorted(after)
+    assert _per_key_in_order(everything + rest)
+
+
+async def test_read_across_a_merge_waits_for_every_predecessor(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    await _stream(manager, "merge", 2)
+    counters: dict[str, int] = defaultdict(int)
+    writer = await manager.create_writer(SCOPE, "merge")
+    first = await _write(writer, "A", 300, counters)
+    s0, s1 = await manager.current_segments(SCOPE, "merge")
+    [merged] = await controller.scale(SCOPE, "merge", [s0.segment_id, s1.segment_id], [(0.0, 1.0)])
+    second = await _write(writer, "B", 300, counters)
+    await writer.close()
+    assert {s.segment_id for s in writer.current_segments()} == {merged.segment_id}
+
+    end = await manager.tail_cut(SCOPE, "merge")
+    # A one-event buffer makes the segment readers take turns, so an early successor would interleave.
+    async with manager.create_reader(
+        SCOPE, "merge", end=end, config=StreamReaderConfig(max_buffered_events=1)
+    ) as reader:
+        events = [event async for event in reader]
+        assert reader.segments_read[-1] == merged.segment_id
+        assert reader.segments_read.count(merged.segment_id) == 1
+    assert sorted(e.data for e in events) == sorted(first + second)
+    assert _per_key_in_order(events)
+    positions = [i for i, e in enumerate(events) if e.segment_id == merged.segment_id]
+    assert positions and min(positions) == len(first)  # nothing of the successor before both predecessors end
+
+
+async def test_read_events_have_their_segment_offsets(manager: StreamManager) -> None:
+    await _stream(manager, "offsets", 1)
+    writer = await manager.create_writer(SCOPE, "offsets")
+    payloads = [b"x" * n for n in (1, 10, 100)]
+    for payload in payloads:
+        await writer.write_event(payload, "k")
+    await writer.close()
+    events = await _read(manager, "offsets", None, await manager.tail_cut(SCOPE, "offsets"))
+    assert [(e.offset, e.data) for e in events] == [(0, payloads[0]), (9, payloads[1]), (27, payloads[2])]
+    segment = events[0].segment_id
+    raw = await manager.read_segment_range(SCOPE, "offsets", segment, 9, 27)
+    assert raw[8:] == payloads[1] and len(raw) == 18
+    whole = await manager.read_segment_range(SCOPE, "offsets", segment)
+    assert len(whole) == 27 + 8 + 100
+    with pytest.raises(ValueError):
+        await manager.read_segment_range(SCOPE, "offsets", segment, 50, 10)
+
+
+async def test_read_in_tail_mode_follows_writes_and_a_scale_until_sealed(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    await _stream(manager, "tail", 2)
+    counters: dict[str, int] = defaultdict(int)
+    writer = await manager.create_writer(SCOPE, "tail")
+    reader = manager.create_reader(SCOPE, "tail")  # head to unbounded
+    with pytest.raises(TimeoutError):
+        await reader.next_event(timeout_s=0.2)
+    written = await _write(writer, "A", 50, counters)
+    got = [await reader.next_event(timeout_s=5) for _ in range(50)]
+    assert sorted(e.data for e in got if e is not None) == sorted(written)
+
+    s0, _ = await manager.current_segments(SCOPE, "tail")
+    await controller.scale(SCOPE, "tail", [s0.segment_id], [(0.0, 0.2), (0.2, 0.5)])
+    written += await _write(writer, "B", 100, counters)
+    await manager.seal_stream(SCOPE, "tail")
+    rest = [event async for event in reader]  # ends: the stream is sealed and read to its end
+    await reader.close()
+    assert sorted(e.data for e in got + rest if e is not None) == sorted(written)
+    assert _per_key_in_order([e for e in got if e is not None] + rest)
+    assert len(reader.segments_read) == 4
+
+
+async def test_read_with_start_at_segment_end_and_truncated_start(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    await _stream(manager, "cuts", 1)
+    counters: dict[str, int] = defaultdict(int)
+    writer = await manager.create_writer(SCOPE, "cuts")
+    await _write(writer, "A", 20, counters)
+    [segment] = await manager.current_segments(SCOPE, "cuts")
+    at_end = StreamCut(SCOPE, "cuts", {segment.segment_id: -1})
+    later = await _write(writer, "B", 5, counters)
+    await writer.close()
+    tail = await manager.tail_cut(SCOPE, "cuts")
+    # -1 resolves when the reader starts: by then the B events are in, so nothing is left to read.
+    assert await _read(manager, "cuts", at_end, tail) == []
+
+    middle = tail.positions[segment.segment_id] - sum(8 + len(p) for p in later)
+    await manager.truncate(StreamCut(SCOPE, "cuts", {segment.segment_id: middle}))
+    head = await manager.head_cut(SCOPE, "cuts")
+    assert head.positions == {segment.segment_id: middle}
+    assert [e.data for e in await _read(manager, "cuts", None, tail)] == later
+    with pytest.raises(SegmentIsTruncatedError):
+        await _read(manager, "cuts", StreamCut(SCOPE, "cuts", {segment.segment_id: 0}), tail)
+
+
+async def test_reader_rejects_a_cut_of_another_stream(manager: StreamManager, controller: FakeController) -> None:
+    other = StreamCut(SCOPE, "other", {0: 0})
+    with pytest.raises(ValueError, match="start"):
+        StreamReader(controller, manager.client, SCOPE, "mine", start=other)
+
+
+async def test_reader_in_tail_mode_is_bounded_by_its_buffer(manager: StreamManager) -> None:
+    await _stream(manager, "buffer", 1)
+    writer = await manager.create_writer(SCOPE, "buffer")
+    for i in range(500):
+        await writer.write_event(b"%d" % i, "k")
+    await writer.close()
+    reader = manager.create_reader(SCOPE, "buffer", config=StreamReaderConfig(max_buffered_events=10))
+    first = await reader.next_event(timeout_s=5)
+    await asyncio.sleep(0.1)
+    assert first is not None and reader._queue.qsize() <= 10
+    rest = [await reader.next_event(timeout_s=5) for _ in range(499)]
+    await reader.close()
+    assert [e.data for e in [first, *rest] if e is not None] == [b"%d" % i for i in range(500)]

@@ -1,0 +1,68 @@
+"""Cluster membership over real ZooKeeper: a segment store's session expires (forced the way kazoo's own tests
+do it), it stops its containers, registers again on its new session and resumes following the assignment."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from cluster_env import wait_until
+from container_env import ContainerEnv
+from kazoo.client import KazooClient
+
+from controller.cluster.cluster_manager import ClusterManager
+from segment_store.cluster.follower import ContainerAssignmentFollower
+from segment_store.containers.registry import ContainerRegistry
+from segstore_shared.cluster.layout import HostInfo
+from segstore_shared.cluster.registration import HostRegistration
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+
+pytestmark = pytest.mark.integration
+
+
+def expire_session(store: KazooCoordinationStore, hosts: str) -> None:
+    other = KazooClient(hosts=hosts, client_id=store.client.client_id, timeout=5)
+    other.start(timeout=15)
+    other.stop()
+    other.close()
+
+
+async def test_segment_store_with_expired_session_stops_reregisters_and_resumes(zk_chroot: str) -> None:
+    controller_store = await KazooCoordinationStore.connect(zk_chroot)
+    store = await KazooCoordinationStore.connect(zk_chroot, session_timeout_s=4.0)
+    manager = ClusterManager(controller_store, 4, identity="c", settle_delay_s=1.0)
+    env = ContainerEnv()
+    stopped: list[int] = []
+    follower: ContainerAssignmentFollower | None = None
+
+    async def stop_container(container_id: int) -> None:
+        stopped.append(container_id)
+        await ContainerRegistry.stop_container(registry, container_id)
+
+    registry = ContainerRegistry(4, env.tier1, env.storage, env.config, should_run=lambda c: follower is not None
+                                 and follower.should_run(c))  # fmt: skip
+    registry.stop_container = stop_container  # type: ignore[method-assign]
+    registration = HostRegistration(store, "127.0.0.1", 4000)
+    follower = ContainerAssignmentFollower(store, registry, registration.host_id, 4)
+    try:
+        await manager.start()
+        await follower.start()
+        await registration.start()
+        await wait_until(lambda: registry.running == [0, 1, 2, 3], timeout_s=20)
+        first = HostInfo.decode((await controller_store.get(registration.path)).data)
+        assert first == registration.info
+
+        await asyncio.to_thread(expire_session, store, zk_chroot)
+        await wait_until(lambda: sorted(stopped) == [0, 1, 2, 3], timeout_s=20, what="containers stopped on expiry")
+        await wait_until(lambda: registration.registrations == 2, timeout_s=20, what="registered again")
+        assert HostInfo.decode((await controller_store.get(registration.path)).data) == registration.info
+        await wait_until(lambda: registry.running == [0, 1, 2, 3], timeout_s=20, what="containers running again")
+        assert manager.host_store.endpoint_of_container(2) == ("127.0.0.1", 4000)
+    finally:
+        await follower.stop()
+        await registration.stop()
+        await registry.close()
+        await manager.stop()
+        await store.close()
+        await controller_store.close()
+        await env.close()

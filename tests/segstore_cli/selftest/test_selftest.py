@@ -1,0 +1,57 @@
+"""``segstore selftest`` as a user runs it: two minutes of faults on a real cluster end with no violation, and a
+run that loses data on purpose is caught (so a clean report means something)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from segstore_cli.main import main
+
+pytestmark = pytest.mark.integration
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def run_selftest(tmp_path: Path, *args: str, timeout_s: float) -> tuple[subprocess.CompletedProcess[str], dict]:
+    report = tmp_path / "report.json"
+    process = subprocess.run(
+        [sys.executable, "-m", "segstore_cli", "selftest", "--data-dir", str(tmp_path / "cluster"),
+         "--report", str(report), *args],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s,
+    )  # fmt: skip
+    assert report.exists(), f"no report; exit {process.returncode}\n{process.stdout[-3000:]}\n{process.stderr[-3000:]}"
+    return process, json.loads(report.read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_two_minutes_of_faults_lose_nothing(tmp_path: Path) -> None:
+    process, report = run_selftest(tmp_path, "--duration", "120", "--tier1", "jetstream", timeout_s=540)
+    summary = f"seed {report['seed']}; {report['counts']}; faults {report['fault_log']}; failure {report['failure']}"
+    assert process.returncode == 0 and report["ok"], f"{summary}\n{report['examples']}\n{report['crashes']}"
+    counts = report["counts"]
+    assert sum(report["faults"].values()) >= 6, summary
+    assert counts["acked"] >= 5_000 and counts["read"] == counts["acked"], summary
+    assert counts["read_txn"] > 0 and report["load"]["tail_read"] > 0, summary
+    assert "PASSED" in process.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_run_that_loses_acknowledged_events_fails(tmp_path: Path) -> None:
+    process, report = run_selftest(
+        tmp_path, "--duration", "25", "--tier2", "fs", "--faults", "lose_data", timeout_s=240
+    )  # fmt: skip
+    assert process.returncode == 1
+    assert not report["ok"] and report["counts"]["lost"] > 0, report["counts"]
+    assert "FAILED" in process.stdout and "was acknowledged and is not in the stream" in process.stdout
+
+
+def test_an_unknown_fault_is_refused_by_name(capfd: pytest.CaptureFixture[str]) -> None:
+    assert main(["selftest", "--faults", "kill_segmentstore,kill_everything"]) == 2
+    assert "faults: unknown kill_everything" in capfd.readouterr().err

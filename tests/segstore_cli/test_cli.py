@@ -1,0 +1,87 @@
+"""The console script answers --help and --version without starting anything."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from segment_store import __version__
+from segstore_cli.main import main
+
+pytestmark = pytest.mark.unit
+
+
+def test_version_with_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"segstore {__version__}"
+
+
+def test_help_with_no_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "usage: segstore" in out and "zookeeper" in out
+
+
+def test_unknown_command_with_error_exit() -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["no-such-command"])
+    assert exit_info.value.code == 2
+
+
+def test_console_script_with_help() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "segstore_cli", "--help"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert "segstore" in out and "demo" in out
+
+
+def test_segment_store_that_crashes_in_c_leaves_its_python_stacks_in_its_log(tmp_path: Path) -> None:
+    from segstore_shared.coordination.zookeeper_server import free_port
+
+    log = tmp_path / "segmentstore.log"
+    with open(log, "wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "segstore_cli", "segmentstore", "--in-memory", "--port", str(free_port())],
+            stdout=subprocess.PIPE, stderr=stderr, text=True,
+        )  # fmt: skip
+        try:
+            assert process.stdout is not None
+            assert "ready" in process.stdout.readline()
+            process.send_signal(signal.SIGABRT)  # what a failed check in C code does
+            assert process.wait(timeout=30) == -signal.SIGABRT
+        finally:
+            process.kill()
+            process.wait()
+    text = log.read_text()
+    assert "Fatal Python error: Aborted" in text and 'File "' in text, text[-2000:]
+
+
+def test_segment_store_cache_size_is_the_process_budget_and_must_be_positive(tmp_path: Path) -> None:
+    from segstore_shared.coordination.zookeeper_server import free_port
+
+    command = [sys.executable, "-m", "segstore_cli", "segmentstore", "--in-memory", "--port", str(free_port())]
+    process = subprocess.Popen([*command, "--cache-size-mb", "64"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "ready" in line and "cache 64 MiB" in line, line
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+        process.wait()
+    refused = subprocess.run([*command, "--cache-size-mb", "0"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--cache-size-mb: must be a positive integer, not 0" in refused.stderr
+
+
+def test_standalone_refuses_a_cache_size_that_is_not_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["standalone", "--cache-size-mb", "-5"])
+    assert exit_info.value.code == 2
+    assert "--cache-size-mb: must be a positive integer, not -5" in capsys.readouterr().err

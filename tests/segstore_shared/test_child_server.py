@@ -1,0 +1,132 @@
+"""The launch loop every embedded server shares (:class:`segstore_shared.processes.ChildServer`), with a small Python
+child: ready once it wrote a file; start errors carry the log's tail and leave no process; stop is SIGTERM, then
+SIGKILL; a cluster start stops every member when one fails."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from segstore_shared.processes import ChildServer, free_port, port_is_free, start_together
+
+pytestmark = pytest.mark.unit
+
+
+class ChildStartError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class ChildConfig:
+    data_dir: Path
+    script: str
+    port: int
+    host: str = "127.0.0.1"
+    start_timeout_s: float = 20.0
+    stop_grace_s: float = 2.0
+
+
+class PythonChild(ChildServer[ChildConfig]):
+    log_name = "child.log"
+    pid_name = "child.pid"
+    start_error = ChildStartError
+    poll_interval_s = 0.02
+
+    @property
+    def ready_path(self) -> Path:
+        return self.config.data_dir / "ready"
+
+    def describe(self) -> str:
+        return f"child in {self.config.data_dir.name}"
+
+    def _prepare(self) -> list[str]:
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self._check_ports_free([("port", self.config.port)])
+        return [sys.executable, "-c", self.config.script, str(self.ready_path)]
+
+    def is_ready(self) -> bool:
+        return self.ready_path.exists()
+
+
+SERVE = "import pathlib, sys, time; print('serving', flush=True); pathlib.Path(sys.argv[1]).touch(); time.sleep(60)"
+STUBBORN = (
+    "import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "pathlib.Path(sys.argv[1]).touch(); time.sleep(60)"
+)
+FAIL = "import sys; print('cannot bind', flush=True); sys.exit(3)"
+
+
+def child(tmp_path: Path, name: str, script: str, **settings: float) -> PythonChild:
+    return PythonChild(ChildConfig(tmp_path / name, script, free_port(), **settings))  # type: ignore[arg-type]
+
+
+def test_start_with_ready_child_then_stop(tmp_path: Path) -> None:
+    with child(tmp_path, "a", SERVE) as server:
+        process = server._process
+        assert process is not None and server.pid == process.pid
+        assert (tmp_path / "a" / "child.pid").read_text() == str(server.pid)
+        server.start()  # started already: nothing to do
+        assert server._process is process
+    assert server.pid is None and process.returncode is not None
+    assert "serving" in server.log_path.read_text()
+    server.stop()  # idempotent
+
+
+def test_stop_with_child_ignoring_sigterm_kills_it(tmp_path: Path) -> None:
+    server = child(tmp_path, "a", STUBBORN, stop_grace_s=0.5)
+    server.start()
+    process = server._process
+    assert process is not None
+    server.stop()
+    assert process.returncode == -9
+
+
+def test_start_with_child_that_exits_raises_with_log_tail_and_leaves_nothing(tmp_path: Path) -> None:
+    server = child(tmp_path, "a", FAIL)
+    with pytest.raises(ChildStartError, match=r"child in a did not start; log tail:\ncannot bind"):
+        server.start()
+    assert server.pid is None
+
+
+def test_start_with_child_never_ready_raises_at_the_deadline(tmp_path: Path) -> None:
+    server = child(tmp_path, "a", "import time; time.sleep(60)", start_timeout_s=0.5)
+    with pytest.raises(ChildStartError, match="did not start"):
+        server.start()
+    assert server.pid is None
+
+
+def test_wait_ready_without_launch_raises(tmp_path: Path) -> None:
+    with pytest.raises(ChildStartError, match="child in a was not started"):
+        child(tmp_path, "a", SERVE).wait_ready(0.0)
+
+
+def test_launch_with_port_in_use_names_it(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert not port_is_free("127.0.0.1", port)
+        server = PythonChild(ChildConfig(tmp_path / "a", SERVE, port))
+        with pytest.raises(ChildStartError, match=f"port 127.0.0.1:{port} is already in use"):
+            server.launch()
+        assert server.pid is None
+
+
+def test_start_together_with_one_failing_stops_them_all(tmp_path: Path) -> None:
+    good, bad = child(tmp_path, "good", SERVE), child(tmp_path, "bad", FAIL)
+    with pytest.raises(ChildStartError, match="child in bad"):
+        start_together([good, bad])
+    assert good.pid is None and bad.pid is None
+
+
+def test_kill_is_a_crash(tmp_path: Path) -> None:
+    server = child(tmp_path, "a", SERVE)
+    server.start()
+    process = server._process
+    assert process is not None
+    server.kill()
+    assert process.returncode == -9 and server.pid is None
