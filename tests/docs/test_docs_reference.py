@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_metrics_compose import exported_series
+from exported_metrics import exported_series
 
 from segstore_cli.main import build_parser
 

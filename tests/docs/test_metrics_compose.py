@@ -7,29 +7,17 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
-
-from controller.metrics import ControllerMetricsRegistry
-from segment_store.metrics import SegmentStoreMetrics
-from segment_store.server.service import SegmentStoreService, ServiceConfig
-from segment_store.storage.backends.memory import MemoryChunkStorage
-from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
+from exported_metrics import exported_series
 
 pytestmark = pytest.mark.unit
-
-if TYPE_CHECKING:
-    from controller.service import ControllerService
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "grafana" / "dashboards" / "segstore.json"
 METRIC = re.compile(r"segstore_[a-z0-9_]+")
-EXPOSED_SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
-"""The series Prometheus stores for a family of each type (``_created`` left out: no panel needs it)."""
 
 
 def services() -> dict[str, Any]:
@@ -91,30 +79,6 @@ def dashboard_queries() -> list[str]:
             assert target["datasource"]["uid"] == "prometheus", panel["title"]
             queries.append(target["expr"])
     return queries
-
-
-def exported_series() -> set[str]:
-    """The names Prometheus stores from both processes' registries (no server: the metrics classes as the
-    processes build them, their scrape-time levels over a service that is not started)."""
-    store = SegmentStoreMetrics()
-    store.watch(
-        SegmentStoreService(
-            ServiceConfig(container_count=1), InMemoryDurableDataLogFactory(), MemoryChunkStorage(), metrics=store
-        )
-    )
-    controller = ControllerMetricsRegistry()
-    idle = SimpleNamespace(
-        leader=False,
-        ready=lambda: False,
-        core=SimpleNamespace(work_scope=SimpleNamespace(owned_buckets=set), background=SimpleNamespace(runs={})),
-    )
-    controller.watch(cast("ControllerService", idle))
-    series: set[str] = set()
-    for registry in (store.registry, controller.registry):
-        assert isinstance(registry, CollectorRegistry)
-        for family in registry.collect():
-            series.update(family.name + suffix for suffix in EXPOSED_SUFFIXES[family.type])
-    return series
 
 
 def test_dashboard_queries_only_exported_metrics() -> None:
