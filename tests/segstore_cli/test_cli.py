@@ -12,7 +12,7 @@ import pytest
 from segment_store import __version__
 from segstore_cli.main import main
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.integration
 
 
 def test_version_with_flag(capsys: pytest.CaptureFixture[str]) -> None:
@@ -85,3 +85,11 @@ def test_standalone_refuses_a_cache_size_that_is_not_positive(capsys: pytest.Cap
         main(["standalone", "--cache-size-mb", "-5"])
     assert exit_info.value.code == 2
     assert "--cache-size-mb: must be a positive integer, not -5" in capsys.readouterr().err
+
+
+def test_python_m_old_cli_path_runs_the_segstore_command() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "segment_store.cli", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("segstore ")

@@ -29,7 +29,7 @@ from segstore_shared.auth.tls import (
     trust_from_cli,
 )
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ import pytest
 
 from segstore_shared.processes import PARENT_PID_ENV, die_with_parent_env
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = (

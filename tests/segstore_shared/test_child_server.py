@@ -13,7 +13,7 @@ import pytest
 
 from segstore_shared.processes import ChildServer, free_port, port_is_free, start_together
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.integration
 
 
 class ChildStartError(Exception):

@@ -28,7 +28,7 @@ from controller.metadata.codec import CodecError
 from controller.metadata.errors import ScopeNotFoundError, WriteConflictError
 from controller_client.kvt.model import KeyValueTableConfiguration
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.contract
 
 CONFIG = KeyValueTableConfiguration(2, 16, 4, rollover_size_bytes=1 << 20)
 

@@ -16,7 +16,7 @@ from pravega_spark.options.read import ReadOptions
 from pravega_spark.read.partition_reader import PackedPartition, SegmentRangePartition
 from pravega_spark.read.source import SCHEMA, SegstoreStreamReader
 
-pytestmark = [pytest.mark.unit, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _reader(streams: Streams, scope: str, stream: str, **options: str) -> SegstoreStreamReader:
