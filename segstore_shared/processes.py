@@ -287,6 +287,17 @@ class ChildServer(abc.ABC, Generic[SettingsT]):
         """Kill the server a crashed owner left running on this data dir, if ``is_ours(its command line)``."""
         kill_orphan(self._pid_path, is_ours, self.config.stop_grace_s)
 
+    def _is_our_server(self, cmdline: Sequence[bytes]) -> bool:
+        """Whether the process a crashed owner left running on this data dir (its pid file) is this server's, to be
+        killed before a start (two servers on one data dir corrupt it). Default: never."""
+        return False
+
+    def kill_orphan(self) -> None:
+        """Kill the server a crashed owner left running on this data dir, if any: it holds the data dir and the
+        ports (a command checking its ports first calls this before). :meth:`launch` does it too."""
+        if self._process is None:
+            self._kill_orphan(self._is_our_server)
+
     def start(self) -> None:
         """Start the server and wait until it is ready."""
         self.launch()

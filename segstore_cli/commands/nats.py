@@ -76,12 +76,14 @@ def run(args: argparse.Namespace) -> int:
 
     data_dir = Path(args.data_dir).resolve()
     ports = _choose_ports(args)
-    check_ports(COMMAND, ports.claims)
     try:
         cluster = _nats_cluster(args, data_dir, ports)
     except ValueError as exc:
         fail(COMMAND, str(exc))
         return 2
+    for node in cluster.nodes:
+        node.kill_orphan()  # a server a killed `segstore nats` left on this data dir holds its ports
+    check_ports(COMMAND, ports.claims)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

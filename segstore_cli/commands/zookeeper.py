@@ -35,17 +35,18 @@ def run(args: argparse.Namespace) -> int:
     )
 
     claims = [PortClaim("--port", args.host, args.port)]
-    check_ports("zookeeper", claims)
     try:
         port = args.port or free_port(args.host)
         config = ZooKeeperConfig(data_dir=Path(args.data_dir), host=args.host, port=port)
     except ValueError as error:
         fail("zookeeper", str(error))
         return 2
+    server = EmbeddedZooKeeper(config)
+    server.kill_orphan()  # a server a killed `segstore zookeeper` left on this data dir holds the port
+    check_ports("zookeeper", claims)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    server = EmbeddedZooKeeper(config)
     try:
         server.start()
     except PortInUseError as error:  # taken since the check
