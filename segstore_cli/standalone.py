@@ -38,21 +38,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from controller.config import AuthConfig, ControllerConfig
 from segstore_shared.auth.settings import SIGNING_KEY_ENV
 from segstore_shared.auth.tls import TlsConfig, TrustConfig
 from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 from segstore_shared.ports import IN_USE, PortClaim, PortInUseError, in_use_line, unavailable
-from segstore_shared.processes import die_with_parent_env, read_status, status_file_env
+from segstore_shared.processes import die_with_parent_env, kill_orphan, read_status, status_file_env
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +122,11 @@ class StandaloneError(RuntimeError):
     """The standalone system could not start."""
 
 
-class StandalonePortError(StandaloneError):
+class StandaloneInUseError(StandaloneError):
+    """The standalone system could not start: what it was told to use is in use (the message names the flag)."""
+
+
+class StandalonePortError(StandaloneInUseError):
     """The standalone system could not start: a port it was told to listen on is taken (the message names the flag
     and the port: ``--controller-port 9090: address already in use``)."""
 
@@ -137,6 +143,8 @@ class Standalone:
         """The segment store process's ports, by its flag (``--port``, ``--metrics-port``), once it listened."""
         self._supervisor: asyncio.Task[None] | None = None
         self._stopping = False
+        self._lock: IO[str] | None = None
+        """The data dir's lock, held while this system runs (another standalone on the dir stops at once)."""
 
     @property
     def controller_uri(self) -> str:
@@ -194,11 +202,15 @@ class Standalone:
         from controller.service import ControllerService
 
         cfg = self.config
+        self._lock_data_dir()
+        await asyncio.to_thread(self._kill_orphans)
         problem = unavailable(self.port_claims)
         if problem is not None:
+            self._unlock_data_dir()
             claim, why = problem
             raise StandalonePortError(claim.line(why))
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_data_dir()
         zk_port = cfg.zookeeper_port or free_port()
         self.zookeeper = EmbeddedZooKeeper(ZooKeeperConfig(data_dir=cfg.data_dir / "zookeeper", port=zk_port))
         try:
@@ -282,6 +294,10 @@ class Standalone:
     def _status_path(self) -> Path:
         return self.config.data_dir / "segmentstore.status"
 
+    @property
+    def _pid_path(self) -> Path:
+        return self.config.data_dir / "segmentstore.pid"
+
     async def _start_segmentstore(self) -> None:
         with open(self._log_path, "ab") as log_file:
             env = status_file_env(self._status_path, die_with_parent_env())
@@ -290,7 +306,40 @@ class Standalone:
             self._segmentstore = await asyncio.create_subprocess_exec(
                 *self._segmentstore_command(), stdout=log_file, stderr=log_file, env=env
             )
+        self._pid_path.write_text(str(self._segmentstore.pid))
+        self._pid_path.with_suffix(".parent").write_text(str(os.getpid()))
         log.info("segment store process %d started (log %s)", self._segmentstore.pid, self._log_path)
+
+    def _lock_data_dir(self) -> None:
+        """Hold the data dir's lock (if the dir exists: a new one has no other user) for the life of this system;
+        StandaloneInUseError if another standalone holds it (it must not lose its ZooKeeper as an "orphan")."""
+        if self._lock is not None or not self.config.data_dir.is_dir():
+            return
+        lock = open(self.config.data_dir / "standalone.lock", "a")  # noqa: SIM115 - held until stop()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            message = f"--data-dir {self.config.data_dir}: in use by another segstore standalone"
+            raise StandaloneInUseError(message) from None
+        self._lock = lock
+
+    def _unlock_data_dir(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.close()  # the lock goes with the file description
+
+    def _kill_orphans(self) -> None:
+        """What a standalone killed on this data dir left running holds its ports (and its data): its ZooKeeper
+        server, and its segment store process while that still closes (it got SIGTERM as its parent died). Both
+        are killed before the ports are checked; a segment store whose standalone still runs is left alone."""
+        EmbeddedZooKeeper(ZooKeeperConfig(data_dir=self.config.data_dir / "zookeeper")).kill_orphan()
+        data_dir = str(self.config.data_dir).encode()
+
+        def is_orphan(cmdline: Sequence[bytes]) -> bool:
+            return b"segmentstore" in cmdline and data_dir in cmdline and not _parent_runs(self._pid_path)
+
+        kill_orphan(self._pid_path, is_orphan, 10.0)
 
     async def _await_listening(self) -> None:
         """Wait until the segment store process listens and learn its ports (restarts keep them); if it exits first,
@@ -363,6 +412,19 @@ class Standalone:
         if self.zookeeper is not None:
             await asyncio.to_thread(self.zookeeper.stop)
             self.zookeeper = None
+        self._unlock_data_dir()
+
+
+def _parent_runs(pid_path: Path) -> bool:
+    """Whether the process named in ``pid_path`` is still the child of the process that started it (named in the
+    ``.parent`` file next to it): an orphan has another parent (init, or a subreaper)."""
+    try:
+        pid = int(pid_path.read_text().strip())
+        started_by = int(pid_path.with_suffix(".parent").read_text().strip())
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return False
+    return parent == started_by
 
 
 async def run_standalone(config: StandaloneConfig) -> int:
@@ -374,7 +436,7 @@ async def run_standalone(config: StandaloneConfig) -> int:
     system = Standalone(config)
     try:
         await system.start()
-    except StandalonePortError as error:  # one line naming the flag and the port: exit code 2
+    except StandaloneInUseError as error:  # one line naming the flag (and the port): exit code 2
         print(f"segstore standalone: {error}", file=sys.stderr, flush=True)
         return 2
     except Exception as error:  # reported to the user: exit code 1
