@@ -33,7 +33,7 @@ def add_parser(sub: Subparsers) -> None:
         "container-to-segment-store mapping live in ZooKeeper; several controllers may run (one leads).",
     )
     ct.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    ct.add_argument("--port", type=int, default=9090, help="gRPC port (default 9090)")
+    ct.add_argument("--port", type=int, default=9090, help="gRPC port (default 9090; 0: a free one)")
     ct.add_argument("--advertise-host", help="host name clients use for this controller (default --host)")
     ct.add_argument("--zookeeper", required=True, help="ZooKeeper connect string, e.g. zk1:2181,zk2:2181")
     ct.add_argument("--container-count", type=int, default=4, help="segment containers in the cluster (default 4)")

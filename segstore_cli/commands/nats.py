@@ -47,6 +47,7 @@ def add_parser(sub: Subparsers) -> None:
         "--monitor-port",
         "--http-port",
         dest="http_port",
+        metavar="PORT",
         type=int,
         default=None,
         help=f"monitoring port (/healthz, /varz) of the first node, the others follow (default {MONITOR_PORT}, or a "
@@ -54,6 +55,7 @@ def add_parser(sub: Subparsers) -> None:
     )
     nats.add_argument(
         "--cluster-port",
+        metavar="PORT",
         type=int,
         default=None,
         help=f"route port of the first node with --nodes above 1, the others follow (default {CLUSTER_PORT}, or a free "

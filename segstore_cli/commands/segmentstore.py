@@ -51,7 +51,7 @@ def add_parser(sub: Subparsers) -> None:
         description="Serve the Pravega wire protocol on --port until SIGINT or SIGTERM.",
     )
     ss.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    ss.add_argument("--port", type=int, default=12345, help="wire protocol port (default 12345)")
+    ss.add_argument("--port", type=int, default=12345, help="wire protocol port (default 12345; 0: a free one)")
     ss.add_argument("--data-dir", default="segstore-data", help="Tier-1 and Tier-2 data (default ./segstore-data)")
     ss.add_argument("--zookeeper", help="ZooKeeper connect string (default: an embedded one under --data-dir)")
     ss.add_argument("--in-memory", action="store_true", help="keep everything in memory (lost at exit)")
