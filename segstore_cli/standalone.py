@@ -20,6 +20,9 @@ and the one after it) is checked before anything starts; a taken one stops the s
 :class:`StandalonePortError`, whose message names the flag and the port. A server that fails to listen anyway
 (the port was taken since) does the same: the controller here, the segment store process by exiting before it
 listens (it reports why: :func:`~segstore_shared.processes.report_status`), which stops the start at once.
+Before the check, what a standalone killed on the same data dir left running (its ZooKeeper server, its segment
+store process still closing) is killed: it holds the ports. A standalone holds its data dir's lock while it runs:
+a second one on the same dir stops at once (:class:`StandaloneInUseError`), killing nothing.
 
 TLS (``tls``): the controller's gRPC port and the segment store's wire port both serve it, with the same
 certificate; the controller reaches its segment store over TLS, trusting ``segment_store_tls`` (by default
@@ -198,7 +201,8 @@ class Standalone:
 
     async def start(self) -> None:
         """Start everything; StandalonePortError (before anything starts, if it can) naming a taken port's flag,
-        StandaloneError if the segment store process exits before it listens."""
+        StandaloneInUseError if another standalone runs on the data dir, StandaloneError if the segment store process
+        exits before it listens (with what it said)."""
         from controller.service import ControllerService
 
         cfg = self.config
