@@ -305,20 +305,33 @@ def test_restart_after_kill_9_on_the_same_ports_starts(tmp_path: Path) -> None:
     data = tmp_path / "data"
     args = segstore("standalone", "--data-dir", str(data), "--container-count", "1")
     crashed = start_server([*args, "--controller-port", "0", "--segmentstore-port", "0"], STANDALONE_READY_NO_METRICS)
-    ports = crashed.ports
-    assert admin(ports["controller"], "scope", "create", "kept").returncode == 0
-    crashed.process.kill()  # kill -9 of the standalone alone: its children live on a while
-    crashed.process.wait()
-    flags = {f"--{name}-port": str(port) for name, port in ports.items()}
-    restarted = start_server([*args, *flat(flags)], STANDALONE_READY_NO_METRICS)
     try:
-        assert restarted.ports == ports
-        listed = admin(ports["controller"], "scope", "list")
-        assert listed.returncode == 0 and "kept" in listed.stdout, listed
+        ports = crashed.ports
+        assert admin(ports["controller"], "scope", "create", "kept").returncode == 0
+        crashed.process.kill()  # kill -9 of the standalone alone: its children live on a while
+        crashed.process.wait()
+        flags = {f"--{name}-port": str(port) for name, port in ports.items()}
+        restarted = start_server([*args, *flat(flags)], STANDALONE_READY_NO_METRICS)
+        try:
+            assert restarted.ports == ports
+            listed = admin(ports["controller"], "scope", "list")
+            assert listed.returncode == 0 and "kept" in listed.stdout, listed
+        finally:
+            assert restarted.stop() == 0
+        assert using(data) == []
     finally:
-        assert restarted.stop() == 0
-    left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(data) in " ".join(p.info["cmdline"] or [])]
-    assert left == []
+        for process in using(data):  # the test's own leftovers, whatever failed
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+
+
+def using(data: Path) -> list[psutil.Process]:
+    """The processes whose command line names ``data``."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if str(data) in " ".join(process.info["cmdline"] or []):
+            found.append(process)
+    return found
 
 
 def start_nats(data: Path) -> Server:
