@@ -3,7 +3,8 @@
 The flags: ``--log-level`` (and the logging it sets up), ``--cache-size-mb``, ``--metrics-port``/``--metrics-host``,
 the Tier-1 and Tier-2 flags, the TLS and authentication flags, the controller's periodic work. The readers turn the
 TLS and authentication flags of a controller process (``controller``, ``standalone``) into its settings, or exit 2
-naming what is wrong.
+naming what is wrong. The ports a command listens on are checked before it starts anything (:func:`check_ports`,
+exit 2 naming the flag and the port).
 
 Imported by the command modules (:mod:`segstore_cli.commands`) only; it imports no command.
 """
@@ -14,6 +15,7 @@ import argparse
 import logging
 import secrets
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from controller.config import ControllerConfig
@@ -22,6 +24,8 @@ from segment_store.tier1.config import add_cli_arguments as add_tier1_arguments
 from segstore_shared.auth.settings import add_cli_arguments as add_auth_arguments
 from segstore_shared.auth.tls import TlsConfig, TlsConfigError, TrustConfig, is_ip_literal, trust_from_cli
 from segstore_shared.auth.tls import add_cli_arguments as add_tls_arguments
+from segstore_shared.ports import IN_USE, PortClaim, PortInUseError, claim_of, unavailable
+from segstore_shared.processes import report_status
 
 if TYPE_CHECKING:
     from controller.config import AuthConfig
@@ -161,6 +165,35 @@ def controller_auth(command: str, args: argparse.Namespace, make_key: bool) -> A
         print(f"segstore {command}: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     return config
+
+
+def check_ports(command: str, claims: Sequence[PortClaim]) -> None:
+    """Before anything starts: if a fixed port of ``claims`` cannot be listened on (taken, or given twice), say so in
+    one line on stderr naming its flag and the port (``segstore controller: --port 9090: address already in use``)
+    and exit 2. A supervisor that started this process learns it too (:func:`report_status`)."""
+    problem = unavailable(claims)
+    if problem is not None:
+        claim, why = problem
+        fail(command, claim.line(why), flag=claim.flag, port=claim.port, why=why)
+        raise SystemExit(2)
+
+
+def port_in_use(command: str, claims: Sequence[PortClaim], error: PortInUseError) -> int:
+    """A server of this process could not listen after all (another process took the port since the check): the
+    same one line as :func:`check_ports`; returns exit code 2."""
+    claim = claim_of(claims, error)
+    if claim is None:
+        fail(command, str(error))
+    else:
+        fail(command, claim.line(IN_USE), flag=claim.flag, port=claim.port, why=IN_USE)
+    return 2
+
+
+def fail(command: str, line: str, **details: object) -> None:
+    """Say ``segstore <command>: <line>`` on stderr, and to a supervisor that started this process (the line and
+    ``details``: ``flag``, ``port`` and ``why`` for a port)."""
+    print(f"segstore {command}: {line}", file=sys.stderr, flush=True)
+    report_status({"state": "failed", "line": line, **details})
 
 
 def warn_ip_literal(command: str, host: str) -> None:

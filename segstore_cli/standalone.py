@@ -9,10 +9,20 @@ It runs, under ``--data-dir``:
 - the controller, in this process (gRPC on ``--controller-port``).
 
 Invariants: the ready line is printed only once the controller serves and every container is
-running on the segment store (a request for any segment is answered, not ``WrongHost``); SIGTERM or
-SIGINT stops the controller, then the segment store (SIGTERM, so it closes its logs cleanly), then
-ZooKeeper; a restart on the same data dir finds every stream and event. If the segment store process
-dies, it is started again (with backoff), as a supervisor would.
+running on the segment store (a request for any segment is answered, not ``WrongHost``), and it names the
+ports really listened on (port 0: the free one each server got); SIGTERM or SIGINT stops the controller, then
+the segment store (SIGTERM, so it closes its logs cleanly), then ZooKeeper; a restart on the same data dir
+finds every stream and event. If the segment store process dies once it listened, it is started again (with
+backoff, on the same ports), as a supervisor would.
+
+Ports: every fixed port (``--controller-port``, ``--segmentstore-port``, ``--zookeeper-port``, ``--metrics-port``
+and the one after it) is checked before anything starts; a taken one stops the start with
+:class:`StandalonePortError`, whose message names the flag and the port. A server that fails to listen anyway
+(the port was taken since) does the same: the controller here, the segment store process by exiting before it
+listens (it reports why: :func:`~segstore_shared.processes.report_status`), which stops the start at once.
+Before the check, what a standalone killed on the same data dir left running (its ZooKeeper server, its segment
+store process still closing) is killed: it holds the ports. A standalone holds its data dir's lock while it runs:
+a second one on the same dir stops at once (:class:`StandaloneInUseError`), killing nothing.
 
 TLS (``tls``): the controller's gRPC port and the segment store's wire port both serve it, with the same
 certificate; the controller reaches its segment store over TLS, trusting ``segment_store_tls`` (by default
@@ -31,22 +41,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from controller.config import AuthConfig, ControllerConfig
 from segstore_shared.auth.settings import SIGNING_KEY_ENV
 from segstore_shared.auth.tls import TlsConfig, TrustConfig
 from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
-from segstore_shared.processes import die_with_parent_env
+from segstore_shared.ports import IN_USE, PortClaim, PortInUseError, in_use_line, unavailable
+from segstore_shared.processes import die_with_parent_env, kill_orphan, read_status, status_file_env
 
 log = logging.getLogger(__name__)
+
+WHAT_METRICS = "the segment store's metrics"
+"""The port after ``--metrics-port``, in messages."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +92,8 @@ class StandaloneConfig:
     environment, never on its command line); None = off."""
     metrics_port: int | None = None
     """The controller's ``/metrics``, ``/healthz`` and ``/readyz`` on this port, the segment store's on the next
-    one; None = no metrics (the default: two more fixed ports would keep a second standalone from starting)."""
+    one (0: each a free one); None = no metrics (the default: two more fixed ports would keep a second standalone
+    from starting)."""
     metrics_host: str = "127.0.0.1"
     """The address both metrics ports bind."""
     periodic: Mapping[str, float] = field(default_factory=dict)
@@ -108,6 +125,15 @@ class StandaloneError(RuntimeError):
     """The standalone system could not start."""
 
 
+class StandaloneInUseError(StandaloneError):
+    """The standalone system could not start: what it was told to use is in use (the message names the flag)."""
+
+
+class StandalonePortError(StandaloneInUseError):
+    """The standalone system could not start: a port it was told to listen on is taken (the message names the flag
+    and the port: ``--controller-port 9090: address already in use``)."""
+
+
 class Standalone:
     """The running system; :meth:`start` then :meth:`stop` (or ``async with``)."""
 
@@ -116,8 +142,12 @@ class Standalone:
         self.zookeeper: EmbeddedZooKeeper | None = None
         self.controller: object | None = None
         self._segmentstore: asyncio.subprocess.Process | None = None
+        self._segmentstore_ports: dict[str, int] = {}
+        """The segment store process's ports, by its flag (``--port``, ``--metrics-port``), once it listened."""
         self._supervisor: asyncio.Task[None] | None = None
         self._stopping = False
+        self._lock: IO[str] | None = None
+        """The data dir's lock, held while this system runs (another standalone on the dir stops at once)."""
 
     @property
     def controller_uri(self) -> str:
@@ -134,8 +164,33 @@ class Standalone:
 
     @property
     def segmentstore_endpoint(self) -> tuple[str, int]:
-        """Where clients reach the segment store (the advertised host)."""
-        return self.config.advertised_host, self.config.segmentstore_port
+        """Where clients reach the segment store (the advertised host; the port it listens on, once it does)."""
+        return self.config.advertised_host, self._segmentstore_ports.get("--port", self.config.segmentstore_port)
+
+    @property
+    def controller_metrics_port(self) -> int | None:
+        """The port of the controller's ``/metrics`` (None: no metrics, or not started)."""
+        from controller.service import ControllerService
+
+        if not isinstance(self.controller, ControllerService) or self.controller.metrics_endpoint is None:
+            return None
+        return self.controller.metrics_endpoint[1]
+
+    @property
+    def port_claims(self) -> list[PortClaim]:
+        """The ports the flags name, checked before anything starts (port 0: a free one, nothing to check)."""
+        cfg = self.config
+        claims = [
+            PortClaim("--controller-port", cfg.host, cfg.controller_port),
+            PortClaim("--segmentstore-port", cfg.host, cfg.segmentstore_port),
+            PortClaim("--zookeeper-port", "127.0.0.1", cfg.zookeeper_port),
+        ]
+        if cfg.metrics_port:
+            claims.append(PortClaim("--metrics-port", cfg.metrics_host, cfg.metrics_port))
+            claims.append(
+                PortClaim("--metrics-port", cfg.metrics_host, cfg.metrics_port + 1, cfg.metrics_port, WHAT_METRICS)
+            )
+        return claims
 
     async def __aenter__(self) -> Standalone:
         await self.start()
@@ -145,10 +200,21 @@ class Standalone:
         await self.stop()
 
     async def start(self) -> None:
+        """Start everything; StandalonePortError (before anything starts, if it can) naming a taken port's flag,
+        StandaloneInUseError if another standalone runs on the data dir, StandaloneError if the segment store process
+        exits before it listens (with what it said)."""
         from controller.service import ControllerService
 
         cfg = self.config
+        self._lock_data_dir()
+        await asyncio.to_thread(self._kill_orphans)
+        problem = unavailable(self.port_claims)
+        if problem is not None:
+            self._unlock_data_dir()
+            claim, why = problem
+            raise StandalonePortError(claim.line(why))
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_data_dir()
         zk_port = cfg.zookeeper_port or free_port()
         self.zookeeper = EmbeddedZooKeeper(ZooKeeperConfig(data_dir=cfg.data_dir / "zookeeper", port=zk_port))
         try:
@@ -166,8 +232,12 @@ class Standalone:
             )
             self.controller = await ControllerService.start(controller_config, cfg.metrics_port, cfg.metrics_host)
             await self._start_segmentstore()
+            await self._await_listening()
             self._supervisor = asyncio.create_task(self._supervise(), name="segmentstore-supervisor")
             await self.controller.wait_for_containers(cfg.ready_timeout_s)
+        except PortInUseError as error:  # taken since the check (ZooKeeper, the controller's ports)
+            await self.stop()
+            raise StandalonePortError(in_use_line(self.port_claims, error)) from None
         except BaseException:
             await self.stop()
             raise
@@ -189,7 +259,7 @@ class Standalone:
             "--host",
             cfg.host,
             "--port",
-            str(cfg.segmentstore_port),
+            str(self.segmentstore_endpoint[1]),
             "--advertise-host",
             cfg.advertised_host,
             *tls,
@@ -212,19 +282,97 @@ class Standalone:
 
     @property
     def segmentstore_metrics_port(self) -> int | None:
-        """The segment store process's metrics port: the one after the controller's."""
-        return None if self.config.metrics_port is None else self.config.metrics_port + 1
+        """The segment store process's metrics port: the one after the controller's (with ``metrics_port`` 0, a free
+        one: 0 until it listens); None without metrics."""
+        learned = self._segmentstore_ports.get("--metrics-port")
+        if learned is not None:
+            return learned
+        port = self.config.metrics_port
+        return None if port is None else port + 1 if port else 0
+
+    @property
+    def _log_path(self) -> Path:
+        return self.config.data_dir / "segmentstore.log"
+
+    @property
+    def _status_path(self) -> Path:
+        return self.config.data_dir / "segmentstore.status"
+
+    @property
+    def _pid_path(self) -> Path:
+        return self.config.data_dir / "segmentstore.pid"
 
     async def _start_segmentstore(self) -> None:
-        log_path = self.config.data_dir / "segmentstore.log"
-        with open(log_path, "ab") as log_file:
-            env = die_with_parent_env()
+        with open(self._log_path, "ab") as log_file:
+            env = status_file_env(self._status_path, die_with_parent_env())
             if self.config.auth is not None:
                 env[SIGNING_KEY_ENV] = self.config.auth.token_signing_key
             self._segmentstore = await asyncio.create_subprocess_exec(
                 *self._segmentstore_command(), stdout=log_file, stderr=log_file, env=env
             )
-        log.info("segment store process %d started (log %s)", self._segmentstore.pid, log_path)
+        self._pid_path.write_text(str(self._segmentstore.pid))
+        self._pid_path.with_suffix(".parent").write_text(str(os.getpid()))
+        log.info("segment store process %d started (log %s)", self._segmentstore.pid, self._log_path)
+
+    def _lock_data_dir(self) -> None:
+        """Hold the data dir's lock (if the dir exists: a new one has no other user) for the life of this system;
+        StandaloneInUseError if another standalone holds it (it must not lose its ZooKeeper as an "orphan")."""
+        if self._lock is not None or not self.config.data_dir.is_dir():
+            return
+        lock = open(self.config.data_dir / "standalone.lock", "a")  # noqa: SIM115 - held until stop()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            message = f"--data-dir {self.config.data_dir}: in use by another segstore standalone"
+            raise StandaloneInUseError(message) from None
+        self._lock = lock
+
+    def _unlock_data_dir(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.close()  # the lock goes with the file description
+
+    def _kill_orphans(self) -> None:
+        """What a standalone killed on this data dir left running holds its ports (and its data): its ZooKeeper
+        server, and its segment store process while that still closes (it got SIGTERM as its parent died). Both
+        are killed before the ports are checked; a segment store whose standalone still runs is left alone."""
+        EmbeddedZooKeeper(ZooKeeperConfig(data_dir=self.config.data_dir / "zookeeper")).kill_orphan()
+        data_dir = str(self.config.data_dir).encode()
+
+        def is_orphan(cmdline: Sequence[bytes]) -> bool:
+            return b"segmentstore" in cmdline and data_dir in cmdline and not _parent_runs(self._pid_path)
+
+        kill_orphan(self._pid_path, is_orphan, 10.0)
+
+    async def _await_listening(self) -> None:
+        """Wait until the segment store process listens and learn its ports (restarts keep them); if it exits first,
+        raise what it said (StandalonePortError naming the standalone's flag for a port it could not listen on)."""
+        process = self._segmentstore
+        assert process is not None
+        timeout_s = self.config.ready_timeout_s
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = read_status(self._status_path)
+            if status is not None and status.get("state") == "serving":
+                self._segmentstore_ports = {str(flag): int(port) for flag, port in status["ports"].items()}
+                return
+            if process.returncode is not None:
+                raise self._exit_error(process.returncode, status)
+            if time.monotonic() > deadline:
+                raise StandaloneError(f"segment store process not listening after {timeout_s} s (log {self._log_path})")
+            await asyncio.sleep(0.05)
+
+    def _exit_error(self, code: int, status: Mapping[str, object] | None) -> StandaloneError:
+        """The error of a segment store process that exited with ``code`` before it listened, from its ``status``."""
+        failed = status if status is not None and status.get("state") == "failed" else {}
+        said, port = failed.get("line"), failed.get("port")
+        claim = next((claim for claim in self.port_claims if claim.port and claim.port == port), None)
+        if claim is not None:
+            return StandalonePortError(claim.line(str(failed.get("why", IN_USE))))
+        if said is not None:
+            return StandaloneError(f"segment store process exited with {code}: {said} (log {self._log_path})")
+        return StandaloneError(f"segment store process exited with {code} before it listened (log {self._log_path})")
 
     async def _supervise(self) -> None:
         delay = 1.0
@@ -235,7 +383,9 @@ class Standalone:
             code = await process.wait()
             if self._stopping:
                 return
-            log.error("segment store process %d exited with %s; restarting in %.0f s", process.pid, code, delay)
+            status = read_status(self._status_path)
+            said = f" ({status['line']})" if status is not None and status.get("state") == "failed" else ""
+            log.error("segment store process %d exited with %s%s; restarting in %.0f s", process.pid, code, said, delay)
             await asyncio.sleep(delay)
             delay = 1.0 if time.monotonic() - started > 60 else min(delay * 2, 30.0)
             if not self._stopping:
@@ -264,6 +414,19 @@ class Standalone:
         if self.zookeeper is not None:
             await asyncio.to_thread(self.zookeeper.stop)
             self.zookeeper = None
+        self._unlock_data_dir()
+
+
+def _parent_runs(pid_path: Path) -> bool:
+    """Whether the process named in ``pid_path`` is still the child of the process that started it (named in the
+    ``.parent`` file next to it): an orphan has another parent (init, or a subreaper)."""
+    try:
+        pid = int(pid_path.read_text().strip())
+        started_by = int(pid_path.with_suffix(".parent").read_text().strip())
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return False
+    return parent == started_by
 
 
 async def run_standalone(config: StandaloneConfig) -> int:
@@ -275,6 +438,9 @@ async def run_standalone(config: StandaloneConfig) -> int:
     system = Standalone(config)
     try:
         await system.start()
+    except StandaloneInUseError as error:  # one line naming the flag (and the port): exit code 2
+        print(f"segstore standalone: {error}", file=sys.stderr, flush=True)
+        return 2
     except Exception as error:  # reported to the user: exit code 1
         print(f"segstore standalone: failed to start: {error}", file=sys.stderr, flush=True)
         return 1
@@ -283,7 +449,7 @@ async def run_standalone(config: StandaloneConfig) -> int:
     tls = " (TLS)" if config.tls is not None else ""
     tls += ", authentication on" if config.auth is not None else ""
     if config.metrics_port is not None:
-        tls += f", metrics http://{config.metrics_host}:{config.metrics_port}/metrics (controller) and :"
+        tls += f", metrics http://{config.metrics_host}:{system.controller_metrics_port}/metrics (controller) and :"
         tls += f"{system.segmentstore_metrics_port} (segment store)"
     print(
         f"segstore standalone ready: controller {system.controller_uri}, segment store {host}:{port}{tls}, "

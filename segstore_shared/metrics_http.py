@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from segstore_shared.ports import PortInUseError, is_address_in_use
+
 log = logging.getLogger(__name__)
 
 _REQUEST_TIMEOUT_S = 10.0
@@ -44,7 +46,13 @@ class MetricsServer:
         self._handlers: set[asyncio.Task[None]] = set()
 
     async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._serve, host, port, limit=_MAX_HEAD_BYTES)
+        """Listen on ``host:port`` (exclusively: no ``SO_REUSEPORT``); PortInUseError if something else does."""
+        try:
+            self._server = await asyncio.start_server(self._serve, host, port, limit=_MAX_HEAD_BYTES, reuse_port=False)
+        except OSError as error:
+            if is_address_in_use(error):
+                raise PortInUseError("metrics port", host, port) from None
+            raise
 
     @property
     def endpoint(self) -> tuple[str, int]:

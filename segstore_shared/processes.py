@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -23,6 +24,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
+
+from segstore_shared.ports import PortInUseError, bind_error
 
 PARENT_PID_ENV = "SEGSTORE_DIE_WITH_PARENT"
 """Set by a supervisor (standalone, selftest) in a child's environment: its own pid (:func:`die_with_parent_env`)."""
@@ -52,6 +55,38 @@ def honour_parent_death() -> None:
         libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
     if str(os.getppid()) != expected:
         raise SystemExit(f"segstore: the process that started this one ({expected}) is gone")
+
+
+STATUS_FILE_ENV = "SEGSTORE_STATUS_FILE"
+"""Set by a supervisor (standalone) in a child's environment: where the child says how its start went
+(:func:`report_status`): the ports it listens on once it serves, or why it stops."""
+
+
+def status_file_env(path: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a child that reports its start to ``path`` (removed now: a status there is the child's)."""
+    path.unlink(missing_ok=True)
+    return {**env, STATUS_FILE_ENV: str(path)}
+
+
+def report_status(status: Mapping[str, object]) -> None:
+    """In a child started with :func:`status_file_env`: write ``status`` there as JSON, whole (written aside,
+    then renamed); elsewhere nothing."""
+    path = os.environ.get(STATUS_FILE_ENV)
+    if not path:
+        return
+    aside = f"{path}.{os.getpid()}.tmp"
+    with open(aside, "w") as file:
+        json.dump(dict(status), file)
+    os.replace(aside, path)
+
+
+def read_status(path: Path) -> dict[str, Any] | None:
+    """What the child last reported to ``path`` (None: nothing yet)."""
+    try:
+        status = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return status if isinstance(status, dict) else None
 
 
 class Freezable:
@@ -134,14 +169,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def port_is_free(host: str, port: int) -> bool:
-    """True when nothing listens on ``host:port`` (so a ``ruok`` answer would be from our server)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ignore TIME_WAIT leftovers
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
+    """True when nothing listens on ``host:port`` (so a ``ruok`` answer would be from our server); TIME_WAIT
+    leftovers do not count (:func:`segstore_shared.ports.bind_error`)."""
+    return bind_error(host, port) is None
 
 
 def spawn(
@@ -194,20 +224,27 @@ SettingsT = TypeVar("SettingsT", bound=ServerSettings)
 class ChildServer(abc.ABC, Generic[SettingsT]):
     """A server process owned by this object: launched, waited for until ready, stopped by its pid.
 
-    A subclass names its files (``log_name``, ``pid_name``, under ``config.data_dir``), its ``start_error``, and
-    gives :meth:`_prepare` (check and write what the server needs; return its command line), :meth:`is_ready` and
-    :meth:`describe`. Use from one thread.
+    A subclass names its files (``log_name``, ``pid_name``, under ``config.data_dir``), its ``start_error`` (and
+    ``port_in_use_error``: both that and a :class:`~segstore_shared.ports.PortInUseError`), and gives
+    :meth:`_prepare` (check and write what the server needs, its ports with :meth:`_check_ports_free`; return its
+    command line), :meth:`is_ready` and :meth:`describe`. Use from one thread.
+
+    A taken port raises ``port_in_use_error`` before the process starts; if the process exits before it is ready
+    and one of its ports is taken then (another process bound it in between), the same.
     """
 
     log_name: ClassVar[str]
     pid_name: ClassVar[str]
     start_error: ClassVar[type[Exception]]
+    port_in_use_error: ClassVar[type[PortInUseError] | None] = None
+    """A subclass of ``start_error`` and :class:`PortInUseError`; None: ``start_error`` with the same words."""
     poll_interval_s: ClassVar[float] = 0.1
     """How often :meth:`wait_ready` asks :meth:`is_ready`."""
 
     def __init__(self, config: SettingsT) -> None:
         self.config = config
         self._process: subprocess.Popen[bytes] | None = None
+        self._ports: list[tuple[str, int]] = []
 
     @property
     def pid(self) -> int | None:
@@ -234,14 +271,32 @@ class ChildServer(abc.ABC, Generic[SettingsT]):
         """Check and write what the server needs (ports, configuration, an orphan to kill); its command line."""
 
     def _check_ports_free(self, ports: Iterable[tuple[str, int]]) -> None:
-        """Raise the start error naming the first ``(what, port)`` something already listens on."""
-        for what, port in ports:
+        """Raise the port error naming the first ``(what, port)`` something already listens on; remember the ports
+        (a process that exits before it is ready is checked for a port taken in between)."""
+        self._ports = list(ports)
+        for what, port in self._ports:
             if not port_is_free(self.config.host, port):
-                raise self.start_error(f"{what} {self.config.host}:{port} is already in use")
+                raise self._port_in_use(what, port)
+
+    def _port_in_use(self, what: str, port: int) -> Exception:
+        if self.port_in_use_error is not None:
+            return self.port_in_use_error(what, self.config.host, port)
+        return self.start_error(f"{what} {self.config.host}:{port} is already in use")
 
     def _kill_orphan(self, is_ours: Callable[[Sequence[bytes]], bool]) -> None:
         """Kill the server a crashed owner left running on this data dir, if ``is_ours(its command line)``."""
         kill_orphan(self._pid_path, is_ours, self.config.stop_grace_s)
+
+    def _is_our_server(self, cmdline: Sequence[bytes]) -> bool:
+        """Whether the process a crashed owner left running on this data dir (its pid file) is this server's, to be
+        killed before a start (two servers on one data dir corrupt it). Default: never."""
+        return False
+
+    def kill_orphan(self) -> None:
+        """Kill the server a crashed owner left running on this data dir, if any: it holds the data dir and the
+        ports (a command checking its ports first calls this before). :meth:`launch` does it too."""
+        if self._process is None:
+            self._kill_orphan(self._is_our_server)
 
     def start(self) -> None:
         """Start the server and wait until it is ready."""
@@ -266,8 +321,13 @@ class ChildServer(abc.ABC, Generic[SettingsT]):
             if self.is_ready():
                 return
             time.sleep(self.poll_interval_s)
+        exited = process.poll() is not None
         tail = self._log_tail()
         self.stop()
+        if exited:  # before it was ready: a port taken since the check is the likely cause
+            taken = next(((what, port) for what, port in self._ports if not port_is_free(self.config.host, port)), None)
+            if taken is not None:
+                raise self._port_in_use(*taken)
         raise self.start_error(f"{self.describe()} did not start; log tail:\n{tail}")
 
     def _log_tail(self, lines: int = 30) -> str:

@@ -45,6 +45,7 @@ from segstore_shared.cluster.layout import ClusterError
 from segstore_shared.cluster.registration import HostRegistration
 from segstore_shared.coordination.store import CoordinationStore
 from segstore_shared.metrics_http import MetricsServer
+from segstore_shared.ports import PortInUseError, is_address_in_use
 
 log = logging.getLogger(__name__)
 
@@ -237,9 +238,7 @@ class SegmentStoreService:
                 )
                 for container_id in ids:
                     await self.registry.start_container(container_id)
-            loop = asyncio.get_running_loop()
-            factory = self._new_connection if self._tls is None else self._new_tls_connection
-            self._server = await loop.create_server(factory, cfg.host, cfg.port, backlog=256)
+            self._server = await self._listen()
         except BaseException:
             if self._metrics_server is not None:
                 await self._metrics_server.stop()
@@ -258,6 +257,20 @@ class SegmentStoreService:
             log.info("segment store serving %s on %s:%s", self.registry.running, *self.endpoint)
         if cfg.tls is not None:
             log.info("wire protocol over %s (certificate %s)", cfg.tls.describe(), cfg.tls.cert_path)
+
+    async def _listen(self) -> asyncio.Server:
+        """The wire server, listening exclusively (no ``SO_REUSEPORT``: a second process on the port fails instead
+        of sharing it); PortInUseError if something else listens there."""
+        cfg = self.config.server
+        factory = self._new_connection if self._tls is None else self._new_tls_connection
+        try:
+            return await asyncio.get_running_loop().create_server(
+                factory, cfg.host, cfg.port, backlog=256, reuse_port=False
+            )
+        except OSError as error:
+            if is_address_in_use(error):
+                raise PortInUseError("wire port", cfg.host, cfg.port) from None
+            raise
 
     async def _start_metrics(self) -> None:
         """The metrics port comes up first, so ``/healthz`` answers and ``/readyz`` says 503 during recovery."""

@@ -14,11 +14,14 @@ from segstore_cli.arguments import (
     add_metrics_arguments,
     add_periodic_arguments,
     add_security_arguments,
+    check_ports,
     controller_auth,
     controller_tls,
+    port_in_use,
     setup_logging,
     warn_ip_literal,
 )
+from segstore_shared.ports import PortClaim, PortInUseError
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -30,7 +33,7 @@ def add_parser(sub: Subparsers) -> None:
         "container-to-segment-store mapping live in ZooKeeper; several controllers may run (one leads).",
     )
     ct.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    ct.add_argument("--port", type=int, default=9090, help="gRPC port (default 9090)")
+    ct.add_argument("--port", type=int, default=9090, help="gRPC port (default 9090; 0: a free one)")
     ct.add_argument("--advertise-host", help="host name clients use for this controller (default --host)")
     ct.add_argument("--zookeeper", required=True, help="ZooKeeper connect string, e.g. zk1:2181,zk2:2181")
     ct.add_argument("--container-count", type=int, default=4, help="segment containers in the cluster (default 4)")
@@ -48,7 +51,8 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run a controller in the foreground until SIGINT/SIGTERM; exit 2 naming a bad TLS or authentication setting."""
+    """Run a controller in the foreground until SIGINT/SIGTERM; exit 2 naming a bad TLS or authentication setting,
+    or a port something else listens on (checked before anything starts)."""
     setup_logging(args.log_level)
     tls, trust = controller_tls("controller", args, own_trust=False)
     auth = controller_auth("controller", args, make_key=False)
@@ -67,17 +71,25 @@ def run(args: argparse.Namespace) -> int:
     )
     if tls is not None:
         warn_ip_literal("controller", config.advertised_host)
-    return asyncio.run(_serve(config, args.metrics_port, args.metrics_host))
+    claims = [
+        PortClaim("--port", args.host, args.port),
+        PortClaim("--metrics-port", args.metrics_host, args.metrics_port or 0),
+    ]
+    check_ports("controller", claims)
+    return asyncio.run(_serve(config, args.metrics_port, args.metrics_host, claims))
 
 
-async def _serve(config: ControllerConfig, metrics_port: int | None, metrics_host: str) -> int:
+async def _serve(config: ControllerConfig, metrics_port: int | None, metrics_host: str, claims: list[PortClaim]) -> int:
     from controller.service import ControllerService
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    service = await ControllerService.start(config, metrics_port, metrics_host)
+    try:
+        service = await ControllerService.start(config, metrics_port, metrics_host)
+    except PortInUseError as error:  # taken since the check
+        return port_in_use("controller", claims, error)
     host, port = service.endpoint
     tls = f", TLS, segment stores: {config.segment_store_tls.describe()}" if config.segment_store_tls else ""
     tls += ", authentication on" if config.auth is not None else ""

@@ -1,7 +1,10 @@
 """``segstore segmentstore``: a segment store process (wire server and containers) in the foreground.
 
-Its steps: read and check the flags (:func:`_settings`; exit 2 naming a bad one), start the service in memory or
-durable (:func:`_start`; exit 1 if a dependency refuses it), print one ready line, serve until SIGINT or SIGTERM.
+Its steps: read and check the flags (:func:`_settings`; exit 2 naming a bad one) and its ports (exit 2 naming the
+flag of one something else listens on), start the service in memory or durable (:func:`_start`; exit 1 if a
+dependency refuses it), print one ready line, serve until SIGINT or SIGTERM. Started by ``segstore standalone``, it
+reports how its start went to the standalone (:func:`~segstore_shared.processes.report_status`): the ports it listens
+on, or the line it printed on stderr.
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ import argparse
 import asyncio
 import contextlib
 import signal
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,9 +24,14 @@ from segstore_cli.arguments import (
     add_metrics_arguments,
     add_security_arguments,
     add_storage_arguments,
+    check_ports,
+    fail,
+    port_in_use,
     setup_logging,
     warn_ip_literal,
 )
+from segstore_shared.ports import PortClaim, PortInUseError
+from segstore_shared.processes import report_status
 
 if TYPE_CHECKING:
     from segment_store.containers.config import ContainerConfig
@@ -33,7 +40,7 @@ if TYPE_CHECKING:
     from segment_store.tier1.config import Tier1Config
     from segstore_shared.auth.tls import TlsConfig
 
-PROG = "segstore segmentstore"
+COMMAND = "segmentstore"
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -44,7 +51,7 @@ def add_parser(sub: Subparsers) -> None:
         description="Serve the Pravega wire protocol on --port until SIGINT or SIGTERM.",
     )
     ss.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    ss.add_argument("--port", type=int, default=12345, help="wire protocol port (default 12345)")
+    ss.add_argument("--port", type=int, default=12345, help="wire protocol port (default 12345; 0: a free one)")
     ss.add_argument("--data-dir", default="segstore-data", help="Tier-1 and Tier-2 data (default ./segstore-data)")
     ss.add_argument("--zookeeper", help="ZooKeeper connect string (default: an embedded one under --data-dir)")
     ss.add_argument("--in-memory", action="store_true", help="keep everything in memory (lost at exit)")
@@ -94,16 +101,27 @@ async def _serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if settings is None:
         return 2
+    claims = [
+        PortClaim("--port", args.host, args.port),
+        PortClaim("--metrics-port", args.metrics_host, args.metrics_port or 0),
+    ]
+    check_ports(COMMAND, claims)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     with contextlib.ExitStack() as stack:
-        started = await _start(args, settings, stack)
+        try:
+            started = await _start(args, settings, stack)
+        except PortInUseError as error:  # taken since the check
+            return port_in_use(COMMAND, claims, error)
         if started is None:
             return 1
         service, config = started
         settle_after_start()  # the process's own: see gc_policy
+        metrics = service.metrics_endpoint
+        ports = {"--port": service.endpoint[1], **({"--metrics-port": metrics[1]} if metrics else {})}
+        report_status({"state": "serving", "ports": ports})
         print(_ready_line(args, settings, service, config), flush=True)
         await stop.wait()
         await service.stop()
@@ -118,27 +136,27 @@ def _settings(args: argparse.Namespace) -> _Settings | None:
 
     run = tuple(int(c) for c in args.run_containers.split(",")) if args.run_containers else None
     if args.cluster and (args.zookeeper is None or args.in_memory or run is not None):
-        print(f"{PROG}: --cluster needs --zookeeper and excludes --in-memory and --run-containers", file=sys.stderr)
+        fail(COMMAND, "--cluster needs --zookeeper and excludes --in-memory and --run-containers")
         return None
     try:
         tier1 = Tier1Config.from_cli(args)
     except ValueError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        fail(COMMAND, str(exc))
         return None
     if args.in_memory and tier1.backend != "file":
-        print(f"{PROG}: --in-memory keeps Tier-1 in memory; it excludes --tier1 jetstream", file=sys.stderr)
+        fail(COMMAND, "--in-memory keeps Tier-1 in memory; it excludes --tier1 jetstream")
         return None
     try:
         tls = TlsConfig.from_cli(args)
         if tls is not None:
             tls.check()
     except TlsConfigError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        fail(COMMAND, str(exc))
         return None
     try:
         key = signing_key(args)
     except AuthSettingsError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        fail(COMMAND, str(exc))
         return None
     return _Settings(run=run, tier1=tier1, tls=tls, key=key)
 
@@ -177,7 +195,7 @@ async def _start(
     try:
         service = await SegmentStoreService.start_durable(config)
     except SegstoreError as exc:  # a dependency is unreachable or refuses us: say which, exit 1
-        print(f"{PROG}: cannot start: {type(exc).__name__}: {exc}", file=sys.stderr)
+        fail(COMMAND, f"cannot start: {type(exc).__name__}: {exc}")
         return None
     return service, config
 

@@ -37,8 +37,8 @@ def add_parser(sub: Subparsers) -> None:
     )
     st.add_argument("--data-dir", default="segstore-data", help="all state lives here (default ./segstore-data)")
     st.add_argument("--host", default="127.0.0.1", help="address every server binds (default 127.0.0.1)")
-    st.add_argument("--controller-port", type=int, default=9090, help="controller gRPC port (default 9090)")
-    st.add_argument("--segmentstore-port", type=int, default=12345, help="segment store port (default 12345)")
+    st.add_argument("--controller-port", type=int, default=9090, help="controller gRPC port (default 9090; 0: free)")
+    st.add_argument("--segmentstore-port", type=int, default=12345, help="segment store port (default 12345; 0: free)")
     st.add_argument("--zookeeper-port", type=int, default=0, help="ZooKeeper client port (default: a free one)")
     st.add_argument("--container-count", type=int, default=4, help="segment containers (default 4; fixed per data)")
     st.add_argument(
@@ -51,7 +51,7 @@ def add_parser(sub: Subparsers) -> None:
     add_metrics_arguments(
         st,
         "the controller's /metrics, /healthz and /readyz on this port, the segment store's on "
-        "the next one (default: no metrics)",
+        "the next one (0: a free one each; default: no metrics)",
     )
     add_storage_arguments(st)
     add_security_arguments(st, controller=True)

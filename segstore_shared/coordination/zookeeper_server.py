@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from segstore_shared.errors import SegstoreError
+from segstore_shared.ports import PortInUseError
 from segstore_shared.processes import ChildServer, free_port, port_is_free, start_together
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "QuorumPeer",
     "ZooKeeperConfig",
     "ZooKeeperEnsemble",
+    "ZooKeeperPortInUseError",
     "ZooKeeperStartError",
     "find_zookeeper_classpath",
     "four_letter_word",
@@ -55,6 +57,10 @@ _QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 class ZooKeeperStartError(SegstoreError):
     """The ZooKeeper server did not come up."""
+
+
+class ZooKeeperPortInUseError(ZooKeeperStartError, PortInUseError):
+    """The ZooKeeper server did not come up: one of its ports is taken."""
 
 
 def find_zookeeper_classpath() -> str:
@@ -170,6 +176,7 @@ class EmbeddedZooKeeper(ChildServer[ZooKeeperConfig]):
     log_name = "zookeeper.log"
     pid_name = "zookeeper.pid"
     start_error = ZooKeeperStartError
+    port_in_use_error = ZooKeeperPortInUseError
 
     @property
     def connect_string(self) -> str:

@@ -9,12 +9,16 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from segment_store.metrics import SegmentStoreMetrics, StoreMetrics
+from segment_store.server.config import ServerConfig
 from segment_store.server.service import SegmentStoreService, ServiceConfig
 from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.tier1.log import DurableDataLog
 from segment_store.tier1.memory_log import InMemoryDurableDataLogFactory
 
 pytestmark = pytest.mark.unit
+
+FREE_PORT = ServerConfig(port=0)
+"""The wire server on a free port (the default, 12345, is a standalone's running on this machine)."""
 
 FAMILIES = {
     "segstore_appends": "counter",
@@ -75,7 +79,10 @@ class HeldRecoveryFactory(InMemoryDurableDataLogFactory):
 async def test_families_with_load_move() -> None:
     metrics = SegmentStoreMetrics()
     service = SegmentStoreService(
-        ServiceConfig(container_count=2), InMemoryDurableDataLogFactory(), MemoryChunkStorage(), metrics=metrics
+        ServiceConfig(server=FREE_PORT, container_count=2),
+        InMemoryDurableDataLogFactory(),
+        MemoryChunkStorage(),
+        metrics=metrics,
     )
     await service.start()
     try:
@@ -110,7 +117,7 @@ async def test_families_with_load_move() -> None:
 async def test_ready_with_recovery_in_progress() -> None:
     logs = HeldRecoveryFactory()
     service = SegmentStoreService(
-        ServiceConfig(container_count=1), logs, MemoryChunkStorage(), metrics=SegmentStoreMetrics()
+        ServiceConfig(server=FREE_PORT, container_count=1), logs, MemoryChunkStorage(), metrics=SegmentStoreMetrics()
     )
     starting = asyncio.create_task(service.start())
     await logs.entered.wait()

@@ -5,51 +5,14 @@ SIGKILL; a cluster start stops every member when one fails."""
 from __future__ import annotations
 
 import socket
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from python_child import ChildConfig, ChildStartError, PythonChild
 
-from segstore_shared.processes import ChildServer, free_port, port_is_free, start_together
+from segstore_shared.processes import free_port, port_is_free, start_together
 
 pytestmark = pytest.mark.integration
-
-
-class ChildStartError(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class ChildConfig:
-    data_dir: Path
-    script: str
-    port: int
-    host: str = "127.0.0.1"
-    start_timeout_s: float = 20.0
-    stop_grace_s: float = 2.0
-
-
-class PythonChild(ChildServer[ChildConfig]):
-    log_name = "child.log"
-    pid_name = "child.pid"
-    start_error = ChildStartError
-    poll_interval_s = 0.02
-
-    @property
-    def ready_path(self) -> Path:
-        return self.config.data_dir / "ready"
-
-    def describe(self) -> str:
-        return f"child in {self.config.data_dir.name}"
-
-    def _prepare(self) -> list[str]:
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
-        self._check_ports_free([("port", self.config.port)])
-        return [sys.executable, "-c", self.config.script, str(self.ready_path)]
-
-    def is_ready(self) -> bool:
-        return self.ready_path.exists()
 
 
 SERVE = "import pathlib, sys, time; print('serving', flush=True); pathlib.Path(sys.argv[1]).touch(); time.sleep(60)"

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from segstore_shared.errors import SegstoreError
+from segstore_shared.ports import PortInUseError
 from segstore_shared.processes import ChildServer, free_port, start_together
 
 MIB = 1024 * 1024
@@ -42,6 +43,10 @@ SYNC_ALWAYS = "always"
 
 class NatsStartError(SegstoreError):
     """The NATS server did not come up."""
+
+
+class NatsPortInUseError(NatsStartError, PortInUseError):
+    """The NATS server did not come up: one of its ports is taken."""
 
 
 def find_nats_server() -> str:
@@ -137,6 +142,7 @@ class EmbeddedNatsServer(ChildServer[NatsServerConfig]):
     log_name = "nats.log"
     pid_name = "nats.pid"
     start_error = NatsStartError
+    port_in_use_error = NatsPortInUseError
     poll_interval_s = 0.05
 
     @property
@@ -154,7 +160,10 @@ class EmbeddedNatsServer(ChildServer[NatsServerConfig]):
         executable = self.config.executable or find_nats_server()
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self._kill_orphan(self._is_our_server)
-        self._check_ports_free([("port", self.config.port), ("http_port", self.config.http_port)])
+        ports = [("port", self.config.port), ("http_port", self.config.http_port)]
+        if self.config.cluster_port is not None:
+            ports.append(("cluster_port", self.config.cluster_port))
+        self._check_ports_free(ports)
         self._config_path.write_text(render_config(self.config))
         return [executable, "-c", str(self._config_path)]
 
