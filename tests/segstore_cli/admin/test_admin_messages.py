@@ -5,13 +5,25 @@ and the reader group listing with and without the controller's admin extension."
 from __future__ import annotations
 
 import argparse
+import io
 import json
 
 import pytest
+from rich.console import Console
 
-from controller_client.errors import ControllerTlsError, ReaderGroupNotFoundError, ScopeNotFoundError
+from controller_client.errors import (
+    ControllerFailureError,
+    ControllerTlsError,
+    ReaderGroupNotFoundError,
+    ScopeNotEmptyError,
+    ScopeNotFoundError,
+)
 from segstore_cli.admin import render
-from segstore_cli.admin.errors import message_for, plain
+from segstore_cli.admin.connection import Session
+from segstore_cli.admin.errors import AdminError, message_for, plain
+from segstore_cli.admin.groups import list_groups
+from segstore_cli.admin.progress import Activity
+from segstore_cli.admin.streams import delete_scope
 from segstore_cli.admin.views import ACTIVE, SEALED, ReaderGroupEntry, ReaderGroupList, SegmentInfoView, segment_state
 from segstore_cli.main import build_parser
 from segstore_shared.auth.tls import TlsConfigError
@@ -102,3 +114,38 @@ def test_the_reader_group_listing_with_every_group_shows_their_retention() -> No
     assert document["reader_groups"][0] == {"scope": "shop", "name": "audit", "streams": ["shop/orders"],
                                             "retention": "NONE"}  # fmt: skip
     assert render.to_text(ReaderGroupList("shop", (), complete=True)) == "no reader groups in scope shop"
+
+
+class PravegaController:
+    """A controller without segstore's admin extension (it answers UNIMPLEMENTED), one scope ``shop`` holding the
+    stream ``orders`` with the subscriber ``shop/billing``."""
+
+    async def admin_call(self, method: str, request: dict[str, object], **kwargs: object) -> object:
+        raise ControllerFailureError(f"admin{method}: UNIMPLEMENTED: Method not found")
+
+    async def list_subscribers(self, scope: str, stream: str) -> list[str]:
+        return ["shop/billing"]
+
+    async def scope_exists(self, scope: str) -> bool:
+        return True
+
+    async def delete_scope(self, scope: str) -> None:
+        raise ScopeNotEmptyError(scope)
+
+
+class Streams:
+    async def list_streams(self, scope: str) -> list[str]:
+        return ["orders"]
+
+
+async def test_without_the_admin_extension_the_listing_and_the_refusal_say_less() -> None:
+    session = Session(PravegaController(), Streams())  # type: ignore[arg-type]
+    listing = await list_groups(session, argparse.Namespace(scope="shop"), Activity(Console(file=io.StringIO())))
+    assert listing == ReaderGroupList("shop", (ReaderGroupEntry("shop", "billing", ("shop/orders",)),))
+    assert "this controller has no call listing every reader group" in render.to_text(listing)
+    with pytest.raises(AdminError) as refused:
+        await delete_scope(session, argparse.Namespace(scope="shop"), Activity(Console(file=io.StringIO())))
+    assert str(refused.value) == (
+        "scope shop is not empty: delete its streams, reader groups and key-value tables first"
+    )
+    assert refused.value.exit_code == 1
