@@ -11,23 +11,32 @@ needs no generated code; errors, authentication and authorization are the contro
 - ``OpenTransactions`` ``{"scope": S, "stream": T}`` -> ``{"transactions": [{"id", "status", "epoch",
   "created_ms", "lease_expiry_ms", "max_execution_expiry_ms", "writer_id"}]}``: the stream's active transactions
   (open, committing, aborting); needs READ on the stream.
+- ``ScopeContents`` ``{"scope": S}`` -> ``{"streams": [...], "reader_groups": [...], "key_value_tables": [...],
+  "hidden": {"streams": N, "reader_groups": N, "key_value_tables": N}}``: everything the scope holds, sorted, what
+  ``deleteScope`` waits for: every stream (also internal ones, ``_RG<group>`` of Java clients, and those being
+  created or deleted), every reader group registered with the controller (subscribed to its streams or not:
+  ``Controller.proto`` lists none), every key-value table. Needs READ on the scope; names the caller may not READ
+  are left out and counted in ``hidden``. ``NOT_FOUND`` for a missing scope.
 
 One of the RPC groups of :mod:`controller.rpc`: imports :mod:`controller.rpc.handling`, the request codec
-:mod:`controller.rpc.admin_requests`, the controller's errors, and for types only
-:mod:`controller.rpc.authentication`, the domain API (:mod:`controller.core`) and the metrics; no other RPC group.
+:mod:`controller.rpc.admin_requests`, the controller's errors, :func:`controller.rpc.authentication.visible` (the
+per-item filter of listings) and for types only the domain API (:mod:`controller.core`) and the metrics; no other
+RPC group.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from controller.errors import from_metadata
-from controller.rpc.admin_requests import decode_request, encode, stream_of
+from controller.rpc.admin_requests import decode_request, encode, scope_of, stream_of
+from controller.rpc.authentication import visible
 from controller.rpc.handling import rpc
 from controller_client.controller.transport import ADMIN_SERVICE
+from segstore_shared.auth import acl
 
 if TYPE_CHECKING:
     from controller.core import ControllerCore
@@ -35,6 +44,7 @@ if TYPE_CHECKING:
     from controller.rpc.authentication import ControllerAuth
 
 SERVICE = ADMIN_SERVICE
+LIST_PAGE = 1000
 
 
 class AdminRpcs:
@@ -73,6 +83,34 @@ class AdminRpcs:
         ]
         return encode({"transactions": transactions})
 
+    @rpc
+    async def adminScopeContents(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        scope = scope_of(decode_request(request))
+        store = self._core.store
+        with from_metadata(scope):
+            streams = await _every(lambda token: store.list_streams(scope, token, LIST_PAGE))
+            groups = await _every(lambda token: store.list_reader_groups(scope, token, LIST_PAGE))
+        tables = await _every(lambda token: self._core.list_key_value_tables(scope, token, LIST_PAGE))
+        found = {"streams": streams, "reader_groups": groups, "key_value_tables": tables}
+        shown = {
+            "streams": visible(streams, lambda name: acl.stream(scope, name)),
+            "reader_groups": visible(groups, lambda name: acl.reader_group(scope, name)),
+            "key_value_tables": visible(tables, lambda name: acl.key_value_table(scope, name)),
+        }
+        hidden = {kind: len(found[kind]) - len(names) for kind, names in shown.items()}
+        return encode({**shown, "hidden": hidden})
+
+
+async def _every(page: Callable[[str], Awaitable[tuple[list[str], str]]]) -> list[str]:
+    """Every name of a paged listing (``page(token)`` -> the names after ``token`` and the next token), sorted."""
+    names: list[str] = []
+    token = ""
+    while True:
+        found, token = await page(token)
+        if not found:
+            return names
+        names.extend(found)
+
 
 def admin_handler(rpcs: AdminRpcs) -> grpc.GenericRpcHandler:
     """The generic handler that serves ``rpcs`` as ``segstore.admin.v1.Admin``."""
@@ -85,5 +123,6 @@ def admin_handler(rpcs: AdminRpcs) -> grpc.GenericRpcHandler:
         {
             "ContainerAssignment": method(rpcs.adminContainerAssignment),
             "OpenTransactions": method(rpcs.adminOpenTransactions),
+            "ScopeContents": method(rpcs.adminScopeContents),
         },
     )

@@ -33,3 +33,10 @@ def stream_of(request: dict[str, Any]) -> tuple[str, str]:
     if not isinstance(scope, str) or not isinstance(stream, str):
         raise InvalidModelError("admin request: 'scope' and 'stream' must be strings")
     return validate_scope_name(scope), validate_stream_name(stream)
+
+
+def scope_of(request: dict[str, Any]) -> str:
+    scope = request.get("scope")
+    if not isinstance(scope, str):
+        raise InvalidModelError("admin request: 'scope' must be a string")
+    return validate_scope_name(scope)

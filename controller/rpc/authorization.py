@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from controller.rpc.admin_requests import decode_request, stream_of
+from controller.rpc.admin_requests import decode_request, scope_of, stream_of
 from controller_client.kvt.model import kvt_of_stream
 from controller_client.model import InvalidModelError
 from controller_client.proto import Controller_pb2 as pb
@@ -171,9 +171,15 @@ def _admin_stream(request: Any) -> list[Need]:
     return [(acl.stream(*stream_of(decode_request(request))), READ)]
 
 
+def _admin_scope(request: Any) -> list[Need]:
+    """segstore's admin extension: the scope its JSON request names (a listing: READ, filtered per item)."""
+    return [(acl.scope(scope_of(decode_request(request))), READ)]
+
+
 ADMIN_RULES: dict[str, Callable[[Any], list[Need]]] = {
     "adminContainerAssignment": _root(READ),
     "adminOpenTransactions": _admin_stream,
+    "adminScopeContents": _admin_scope,
 }
 """The rules of segstore's admin extension (not Controller.proto's, so kept apart from :data:`RULES`)."""
 

@@ -13,7 +13,13 @@ Modules, each one concern:
   ranges, stream cuts) and the labels shown for segments;
 * ``views`` - what each command found, as plain frozen dataclasses (what is rendered, as a table or as JSON);
 * ``streams`` (scopes and streams), ``describe`` (a stream in detail), ``groups`` (reader groups), ``segments``
-  (one segment, the controllers) - the commands;
+  (one segment, the controllers), ``cluster`` (containers, open transactions) - the commands;
+* ``extension`` - calls of segstore's admin extension of the controller (what ``Controller.proto`` cannot answer:
+  everything a scope holds, the container assignment, open transactions);
 * ``render`` - views as ``rich`` tables or JSON; ``progress`` - a spinner for long operations on a terminal;
-* ``errors`` - exit codes and the mapping of errors to them.
+* ``errors`` - exit codes and the mapping of errors to them, and to one line in the admin's words.
+
+One vocabulary everywhere: a segment (and a stream) is ``active`` or ``sealed``, as Pravega says; names appear
+without quotes (``stream shop/orders does not exist``); settings are named by the flags users type
+(``--client-key``, not ``client_key``).
 """

@@ -26,6 +26,8 @@ _EXAMPLES = """examples:
   segstore admin stream create shop/orders --segments 4 --retention-time 7d
   segstore admin stream describe shop/orders
   segstore admin stream scale shop/orders --to 8
+  segstore admin reader-group list shop
+  segstore admin reader-group delete shop/billing
   segstore admin --controller tls://ctl.example:9090 --trust-store ca.pem --username admin scope list
 """
 
@@ -34,7 +36,9 @@ class AdminParser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line on stderr (exit code 2)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        from segstore_cli.admin.errors import plain
+
+        self.exit(EXIT_USAGE, f"{self.prog}: {plain(message)} (see {self.prog} --help)\n")
 
 
 def _timestamp(text: str) -> int:
@@ -45,9 +49,9 @@ def _positive(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text}") from None
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be positive")
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
     return value
 
 
@@ -70,14 +74,39 @@ def _command(
     return parser
 
 
+def _noun(
+    nouns: argparse._SubParsersAction[AdminParser], name: str, help_text: str, description: str
+) -> argparse._SubParsersAction[AdminParser]:
+    """An object (``scope``, ``stream``, ...) whose actions are added to what this returns."""
+    parser = nouns.add_parser(
+        name,
+        help=help_text,
+        description=description,
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser.add_subparsers(dest="admin_action", metavar="ACTION", required=True)
+
+
 def _scope_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
-    verbs = nouns.add_parser("scope", help="list, create and delete scopes").add_subparsers(
-        dest="admin_action", metavar="ACTION", required=True
+    verbs = _noun(
+        nouns,
+        "scope",
+        "list, create and delete scopes",
+        "Scopes hold streams, reader groups and key-value tables. List them, create one, delete an empty one\n"
+        "(when it is not empty, the refusal names what it still holds and how to delete that).",
     )
     _command(verbs, "list", "streams:list_scopes", "list the scopes")
     create = _command(verbs, "create", "streams:create_scope", "create a scope (nothing changes if it exists)")
     create.add_argument("scope", type=parsing.scope_name, help="the scope")
-    delete = _command(verbs, "delete", "streams:delete_scope", "delete an empty scope")
+    delete = _command(
+        verbs,
+        "delete",
+        "streams:delete_scope",
+        "delete an empty scope",
+        description="Delete a scope that holds no streams, reader groups or key-value tables; otherwise say which\n"
+        "it holds (exit code 1).",
+    )
     delete.add_argument("scope", type=parsing.scope_name, help="the scope")
 
 
@@ -85,8 +114,13 @@ _STREAM_HELP = "the stream, as SCOPE/STREAM"
 
 
 def _stream_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
-    verbs = nouns.add_parser("stream", help="list, create, describe, scale, seal, truncate, delete streams")
-    actions = verbs.add_subparsers(dest="admin_action", metavar="ACTION", required=True)
+    actions = _noun(
+        nouns,
+        "stream",
+        "list, create, describe, scale, seal, truncate, delete streams",
+        "The streams of a scope: list and create them; describe one (configuration, segments and their state,\n"
+        "head and tail cuts, size, subscribers, scale history); scale, seal, truncate or delete it.",
+    )
     listing = _command(actions, "list", "streams:list_streams", "list the streams of a scope")
     listing.add_argument("scope", type=parsing.scope_name, help="the scope")
     listing.add_argument("--tag", help="only the streams with this tag")
@@ -180,15 +214,36 @@ def _stream_truncate(actions: argparse._SubParsersAction[AdminParser]) -> None:
 
 
 def _other_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
-    groups = nouns.add_parser("reader-group", help="reader groups: list, describe")
-    actions = groups.add_subparsers(dest="admin_action", metavar="ACTION", required=True)
-    listing = _command(actions, "list", "groups:list_groups", "the reader groups subscribed to a scope's streams")
+    actions = _noun(
+        nouns,
+        "reader-group",
+        "reader groups: list, describe, delete",
+        "The reader groups the controller knows: list those of a scope (subscribed to its streams or not), describe\n"
+        "one (configuration, streams, readers' positions and lag), delete one (its state and controller record).",
+    )
+    listing = _command(
+        actions, "list", "groups:list_groups", "every reader group of a scope, with its retention and streams"
+    )
     listing.add_argument("scope", type=parsing.scope_name, help="the scope")
     describe = _command(actions, "describe", "groups:describe_group", "a reader group's configuration and streams")
     describe.add_argument("group", type=parsing.scoped_name, help="the reader group, as SCOPE/GROUP")
+    delete = _command(
+        actions,
+        "delete",
+        "groups:delete_group",
+        "delete a reader group: its state and its controller record",
+        description="Delete a reader group: its state (readers go offline), its controller record and its\n"
+        "subscriptions (retention no longer waits for it), and a Java client's _RG<GROUP> state stream.",
+    )
+    delete.add_argument("group", type=parsing.scoped_name, help="the reader group, as SCOPE/GROUP")
 
-    segment = nouns.add_parser("segment", help="one segment by its name")
-    actions = segment.add_subparsers(dest="admin_action", metavar="ACTION", required=True)
+    actions = _noun(
+        nouns,
+        "segment",
+        "one segment by its name",
+        "One segment by its qualified name, SCOPE/STREAM/NUMBER[.#epoch.EPOCH]: where its data starts and ends,\n"
+        "its state (active or sealed, as stream describe says), its key range and its segment store.",
+    )
     info = _command(actions, "info", "segments:segment_info", "a segment's start, length, state and segment store")
     info.add_argument("segment", type=parsing.qualified_segment, help="SCOPE/STREAM/NUMBER[.#epoch.EPOCH]")
 
@@ -202,15 +257,20 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     """Add ``admin`` and its commands to the ``segstore`` command line."""
     from segstore_cli.admin.connection import add_connection_arguments
 
-    admin = sub.add_parser(
-        "admin",
-        help="inspect and change scopes, streams, reader groups and segments through a controller",
-        description="Administer a running system through its controller (Controller.proto) and segment stores:\n"
-        "tables on a terminal, --json for scripts. The controller and security options go before or after\n"
-        "the command.",
-        epilog=f"{_EXAMPLES}\n{EXIT_CODES_HELP}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser_class = sub._parser_class
+    sub._parser_class = AdminParser  # its usage errors too are one line in the admin's words
+    try:
+        admin = sub.add_parser(
+            "admin",
+            help="inspect and change scopes, streams, reader groups and segments through a controller",
+            description="Administer a running system through its controller (Controller.proto) and segment stores:\n"
+            "tables on a terminal, --json for scripts. The controller and security options go before or after\n"
+            "the command.",
+            epilog=f"{_EXAMPLES}\n{EXIT_CODES_HELP}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    finally:
+        sub._parser_class = parser_class
     add_connection_arguments(admin, suppress=False)
     nouns = admin.add_subparsers(dest="admin_object", metavar="OBJECT", required=True, parser_class=AdminParser)
     _scope_commands(nouns)

@@ -1,6 +1,6 @@
 """``containers`` (which segment store runs which container) and ``transactions SCOPE/STREAM`` (its open ones):
-answered by segstore's admin extension of the controller (``controller.rpc.admin``), which Pravega's controller does
-not have (it answers UNIMPLEMENTED: the command then says so)."""
+answered by segstore's admin extension of the controller (:mod:`.extension`), which Pravega's controller does not
+have (it answers UNIMPLEMENTED: the command then says so)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 from rich.console import RenderableType
 from rich.text import Text
 
-from controller_client.errors import ControllerFailureError, StreamNotFoundError
+from controller_client.errors import StreamNotFoundError
 from segstore_cli.admin.connection import Session
-from segstore_cli.admin.errors import AdminError
+from segstore_cli.admin.extension import admin_extension
 from segstore_cli.admin.progress import Activity
 from segstore_cli.admin.render import _table, to_human, to_json
 
@@ -31,18 +31,9 @@ class TransactionsView:
     transactions: list[dict[str, Any]]
 
 
-async def _admin(session: Session, method: str, request: dict[str, Any], **kwargs: Any) -> Any:
-    try:
-        return await session.controller.admin_call(method, request, **kwargs)
-    except ControllerFailureError as error:
-        if "UNIMPLEMENTED" in str(error):
-            raise AdminError("this controller has no segstore admin extension (a Pravega controller?)") from None
-        raise
-
-
 async def list_containers(session: Session, args: argparse.Namespace, activity: Activity) -> ContainersView:
     """The container assignment the controllers follow."""
-    found = await _admin(session, "ContainerAssignment", {})
+    found = await admin_extension(session, "ContainerAssignment", {})
     return ContainersView(int(found["container_count"]), {h: list(ids) for h, ids in found["hosts"].items()})
 
 
@@ -50,7 +41,7 @@ async def list_transactions(session: Session, args: argparse.Namespace, activity
     """The stream's active transactions (open, committing, aborting)."""
     scope, stream = args.stream
     request = {"scope": scope, "stream": stream}
-    found = await _admin(session, "OpenTransactions", request, not_found=StreamNotFoundError(scope, stream))
+    found = await admin_extension(session, "OpenTransactions", request, not_found=StreamNotFoundError(scope, stream))
     return TransactionsView(scope, stream, list(found["transactions"]))
 
 

@@ -13,6 +13,8 @@ code   meaning
 
 from __future__ import annotations
 
+import re
+
 from controller_client.errors import (
     ControllerAuthenticationError,
     ControllerPermissionError,
@@ -36,7 +38,25 @@ EXIT_CODES_HELP = """exit codes:
   3  the controller cannot be reached (down, wrong address, no answer in time, TLS that does not fit)
   4  authentication or permission refused"""
 
-_TLS_FLAGS = {"trust_store": "--trust-store", "client_cert": "--client-cert", "client_key": "--client-key"}
+_TLS_FLAGS = {
+    "trust_store": "--trust-store",
+    "client_cert": "--client-cert",
+    "client_key": "--client-key",
+    "cert_path": "--client-cert",
+    "key_path": "--client-key",
+    "tls_cert": "--tls-cert",
+    "tls_key": "--tls-key",
+    "tls_ca": "--tls-ca",
+    "tls_trust_store": "--tls-trust-store",
+}
+"""The TLS settings' field names in the errors of the libraries below (``segstore_shared.auth.tls``, the controller
+client), and the flags users type for them."""
+_TLS_FIELD = re.compile(
+    r"(?<![\w/.-])(" + "|".join(sorted(_TLS_FLAGS, key=len, reverse=True)) + r")(?![\w/-]|\.\w)"
+)  # a whole word, not part of a path or file name
+_QUOTED = re.compile(r"(?<![\w'])'([^'\s]+)'(?![\w'])")
+"""A name in quotes (``'shop'``, as Python's repr writes it): shown without them, as every admin message shows
+names (a value holding spaces keeps its quotes)."""
 
 
 class AdminError(SegstoreError):
@@ -62,7 +82,8 @@ def exit_code_for(error: SegstoreError | ValueError) -> int:
 
 
 def message_for(error: SegstoreError | ValueError) -> str:
-    """The one line that says what was wrong (a TLS file problem names the command line flag)."""
+    """The one line that says what was wrong: TLS settings named by their flags (``--client-key``, not
+    ``client_key``), names without quotes (:func:`plain`)."""
     if isinstance(error, TlsConfigError):
         flag = _TLS_FLAGS.get(error.option, error.option)
         text = f"{flag} {error.path}: {error.problem}" if error.path is not None else f"{flag}: {error.problem}"
@@ -70,4 +91,12 @@ def message_for(error: SegstoreError | ValueError) -> str:
         text = f"cannot reach the controller: {error}"
     else:
         text = str(error) or type(error).__name__
-    return " ".join(text.split())  # one line, whatever the message held
+    if isinstance(error, TlsConfigError | ControllerTlsError):
+        text = _TLS_FIELD.sub(lambda found: _TLS_FLAGS[found[1]], text)
+    return plain(text)
+
+
+def plain(text: str) -> str:
+    """``text`` on one line, names in it without quotes: ``scope 'shop' does not exist`` -> ``scope shop does not
+    exist``, as the admin's own messages write names (``stream shop/orders does not exist``)."""
+    return _QUOTED.sub(r"\1", " ".join(text.split()))

@@ -1,4 +1,4 @@
-"""``reader-group list|describe``: what the controller knows of reader groups.
+"""``reader-group list|describe|delete``: what the controller knows of reader groups.
 
 The controller holds a reader group's configuration (its streams with start and end cuts, checkpoint
 settings, retention type, generation) and, for a group whose retention type is not NONE, a subscriber record
@@ -7,10 +7,16 @@ them in the group's state, a table segment in its own format (``controller_clien
 ``reader-group describe`` reads to show each segment's reader, offset and lag in bytes behind the tail (a group no
 such reader ever joined has no state; Java readers keep theirs elsewhere).
 
-Listing: ``Controller.proto`` has no call that lists reader groups. Pravega's clients list the ``_RG<group>``
-streams of a scope; segstore's controller leaves names starting with ``_`` out of ``listStreamsInScope``. So
-``reader-group list`` shows the groups the controller names as subscribers of the scope's streams (those with
-retention MANUAL or AUTOMATIC) and says so; ``reader-group describe`` finds any group by name.
+Listing: ``Controller.proto`` has no call that lists reader groups (Pravega's clients list the ``_RG<group>``
+streams of a scope). ``reader-group list`` asks segstore's admin extension (``ScopeContents``: every group
+registered with the controller, subscribed or not) and each group's configuration; from a controller without the
+extension it shows the groups the controller names as subscribers of the scope's streams (retention MANUAL or
+AUTOMATIC) and says so. ``reader-group describe`` finds any group by name.
+
+Deleting: ``reader-group delete`` deletes the group's state and its controller record through the client library
+(``StreamManager.delete_reader_group``); a group with a controller record and no state (created through the
+controller alone, or by a Java client) loses its record, and a Java client's ``_RG<group>`` state stream is
+sealed and deleted, so that neither keeps the scope from being deleted.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import argparse
 import asyncio
 from collections import defaultdict
 
+from controller_client.controller.api import ReaderGroupConfig
 from controller_client.errors import ReaderGroupNotFoundError, StreamNotFoundError
 from controller_client.model import ReaderGroupRetention
 from controller_client.reader_groups.format import (
@@ -28,10 +35,22 @@ from controller_client.reader_groups.format import (
     state_from_entries,
     table_segment_name,
 )
+from controller_client.reader_groups.group import ReaderGroupNotInitializedError
 from segment_store.client import NoSuchSegmentError
 from segstore_cli.admin.connection import Session
+from segstore_cli.admin.extension import NoAdminExtensionError, scope_contents
 from segstore_cli.admin.progress import Activity
-from segstore_cli.admin.views import GroupStream, ReaderGroupEntry, ReaderGroupList, ReaderGroupView, ReaderPosition
+from segstore_cli.admin.views import (
+    GroupStream,
+    Outcome,
+    ReaderGroupEntry,
+    ReaderGroupList,
+    ReaderGroupView,
+    ReaderPosition,
+)
+
+JAVA_STATE_PREFIX = "_RG"
+"""A Java client's reader group ``G`` keeps its state in the stream ``_RG<G>`` of the group's scope."""
 
 
 async def _subscribers(session: Session, scope: str, stream: str) -> list[str]:
@@ -43,9 +62,38 @@ async def _subscribers(session: Session, scope: str, stream: str) -> list[str]:
 
 
 async def list_groups(session: Session, args: argparse.Namespace, activity: Activity) -> ReaderGroupList:
-    """The reader groups subscribed to the streams of ``args.scope`` (module docstring). Raises
-    ScopeNotFoundError."""
+    """Every reader group registered in ``args.scope``, with its retention and streams (module docstring).
+    Raises ScopeNotFoundError."""
     scope = args.scope
+    try:
+        contents = await scope_contents(session, scope)
+    except NoAdminExtensionError:
+        return await _subscribed_groups(session, scope)
+    configs = await asyncio.gather(*(_config(session, scope, name) for name in contents.reader_groups))
+    entries = tuple(
+        ReaderGroupEntry(
+            scope,
+            name,
+            tuple(sorted(f"{cut.scope}/{cut.stream}" for cut in config.starting_stream_cuts)),
+            ReaderGroupRetention(config.retention_type).name,
+        )
+        for name, config in zip(contents.reader_groups, configs, strict=True)
+        if config is not None
+    )
+    return ReaderGroupList(scope, entries, complete=True, hidden=contents.hidden.get("reader_groups", 0))
+
+
+async def _config(session: Session, scope: str, name: str) -> ReaderGroupConfig | None:
+    """The group's configuration; None when it was deleted meanwhile."""
+    try:
+        return await session.controller.get_reader_group_config(scope, name)
+    except ReaderGroupNotFoundError:
+        return None
+
+
+async def _subscribed_groups(session: Session, scope: str) -> ReaderGroupList:
+    """The reader groups subscribed to the streams of ``scope``: all a controller without segstore's admin
+    extension tells."""
     streams = await session.manager.list_streams(scope)
     found = await asyncio.gather(*(_subscribers(session, scope, stream) for stream in streams))
     groups: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
@@ -55,6 +103,34 @@ async def list_groups(session: Session, args: argparse.Namespace, activity: Acti
             groups[(group_scope, name)].append(f"{scope}/{stream}")
     entries = (ReaderGroupEntry(s, n, tuple(sorted(streams))) for (s, n), streams in sorted(groups.items()))
     return ReaderGroupList(scope, tuple(entries))
+
+
+async def delete_group(session: Session, args: argparse.Namespace, activity: Activity) -> Outcome:
+    """Delete a reader group: its state, its controller record, a Java client's ``_RG`` state stream (module
+    docstring). Raises ReaderGroupNotFoundError when there is none of them."""
+    scope, name = args.group
+    java_state = JAVA_STATE_PREFIX + name
+    with activity.step(f"deleting reader group {scope}/{name}"):
+        try:
+            await session.manager.delete_reader_group(scope, name)
+            found = True
+        except ReaderGroupNotInitializedError:  # no state in the client library's format: the record alone
+            found = await _delete_record(session, scope, name)
+        if await session.controller.stream_exists(scope, java_state):
+            await session.manager.seal_stream(scope, java_state)
+            await session.manager.delete_stream(scope, java_state)
+            found = True
+    if not found:
+        raise ReaderGroupNotFoundError(scope, name)
+    return Outcome("deleted", f"reader group {scope}/{name}")
+
+
+async def _delete_record(session: Session, scope: str, name: str) -> bool:
+    """Delete the group's controller record; False if there is none."""
+    config = await _config(session, scope, name)
+    if config is None:
+        return False
+    return await session.controller.delete_reader_group(scope, name, config.reader_group_id)
 
 
 async def describe_group(session: Session, args: argparse.Namespace, activity: Activity) -> ReaderGroupView:

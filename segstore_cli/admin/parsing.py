@@ -1,7 +1,8 @@
 """Parsers of what users type on the admin command line, and the labels shown for segments.
 
 Pure functions: each takes text and returns a value or raises ``argparse.ArgumentTypeError`` with a message
-that says what was expected (argparse turns it into a usage error, exit code 2).
+that says what was expected (argparse turns it into a usage error, exit code 2). Messages show what was typed as
+it was typed, without quotes, as every admin message shows names.
 
 Segments are shown and typed as the last part of their qualified name: ``3`` is segment number 3 of epoch 0,
 ``3.#epoch.1`` number 3 created in epoch 1 (``scope/stream/3.#epoch.1`` is the segment's whole name, as in
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import re
+from collections.abc import Callable
 
 from controller_client.model import (
     EPOCH_DELIMITER,
@@ -41,27 +43,35 @@ _SIZE_FACTOR = {
 }
 
 
+NAME_CHARACTERS = "letters, digits, . - and _ only"
+
+
 def _bad(what: str, text: str, expected: str) -> argparse.ArgumentTypeError:
-    return argparse.ArgumentTypeError(f"{what} {text!r}: expected {expected}")
+    if not text:
+        return argparse.ArgumentTypeError(f"{what}: empty, expected {expected}")
+    return argparse.ArgumentTypeError(f"{what} {text}: expected {expected}")
+
+
+def _valid(text: str, validate: Callable[[str], str], what: str) -> str:
+    try:
+        return validate(text)
+    except InvalidModelError:
+        raise argparse.ArgumentTypeError(f"{what}: not a valid name ({NAME_CHARACTERS})") from None
 
 
 def scope_name(text: str) -> str:
     """A scope name (letters, digits, ``.``, ``-``, ``_``)."""
-    try:
-        return validate_scope_name(text)
-    except InvalidModelError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("scope: ")) from None
+    if not text:
+        raise argparse.ArgumentTypeError("scope: empty, expected a name")
+    return _valid(text, validate_scope_name, f"scope {text}")
 
 
 def scoped_name(text: str) -> tuple[str, str]:
     """``scope/name`` (a stream or a reader group) -> ``(scope, name)``."""
     scope, sep, name = text.partition("/")
-    if not sep or "/" in name:
+    if not sep or "/" in name or not scope or not name:
         raise _bad("name", text, "SCOPE/NAME, e.g. shop/orders")
-    try:
-        return validate_scope_name(scope), validate_stream_name(name)
-    except InvalidModelError as e:
-        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
+    return _valid(scope, validate_scope_name, f"name {text}"), _valid(name, validate_stream_name, f"name {text}")
 
 
 def segment_label(segment_id: int) -> str:
@@ -90,7 +100,7 @@ def segment_refs(text: str) -> list[int]:
     if not ids:
         raise _bad("segments", text, "one or more segments separated by commas, e.g. 0,1")
     if len(set(ids)) != len(ids):
-        raise argparse.ArgumentTypeError(f"segments {text!r}: a segment is named twice")
+        raise argparse.ArgumentTypeError(f"segments {text}: a segment is named twice")
     return ids
 
 
@@ -117,7 +127,7 @@ def key_ranges(text: str) -> list[tuple[float, float]]:
         if not sep or not 0.0 <= start < end <= 1.0:
             raise _bad("key range", part.strip(), "START-END with 0 <= START < END <= 1")
         if ranges and ranges[-1][1] != start:
-            raise argparse.ArgumentTypeError(f"key ranges {text!r}: each range must start where the one before ends")
+            raise argparse.ArgumentTypeError(f"key ranges {text}: each range must start where the one before ends")
         ranges.append((start, end))
     return ranges
 
@@ -131,7 +141,7 @@ def stream_cut(text: str) -> dict[int, int]:
             raise _bad("stream cut", text, "SEGMENT=OFFSET pairs separated by commas, e.g. 0=512,1=0")
         segment_id = segment_ref(segment)
         if segment_id in positions:
-            raise argparse.ArgumentTypeError(f"stream cut {text!r}: segment {segment.strip()} is named twice")
+            raise argparse.ArgumentTypeError(f"stream cut {text}: segment {segment.strip()} is named twice")
         positions[segment_id] = int(offset)
     return positions
 

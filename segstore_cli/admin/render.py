@@ -27,6 +27,8 @@ from controller_client.model import (
 )
 from segstore_cli.admin.parsing import segment_label
 from segstore_cli.admin.views import (
+    ACTIVE,
+    SEALED,
     ControllersView,
     Cut,
     EpochView,
@@ -37,6 +39,7 @@ from segstore_cli.admin.views import (
     SegmentInfoView,
     SegmentView,
     StreamView,
+    segment_state,
 )
 
 READER_POSITIONS_NOTE = (
@@ -44,8 +47,9 @@ READER_POSITIONS_NOTE = (
     "Java readers keep theirs elsewhere)"
 )
 GROUP_LISTING_NOTE = (
-    "only reader groups subscribed to a stream (retention MANUAL or AUTOMATIC) are listed: the controller has "
-    "no call listing every reader group; reader-group describe SCOPE/GROUP finds any group"
+    "only reader groups subscribed to a stream (retention MANUAL or AUTOMATIC) are listed: this controller has "
+    "no call listing every reader group (no segstore admin extension); reader-group describe SCOPE/GROUP finds any "
+    "group"
 )
 _UNITS_MS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000))
 _UNITS_BYTES = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
@@ -187,7 +191,7 @@ def _segment_view_json(scope: str, stream: str, view: SegmentView, active: bool)
     return {
         **segment_json(scope, stream, view.segment_id),
         "key_range": list(view.key_range) if view.key_range is not None else None,
-        "state": "active" if active else "sealed",
+        "state": segment_state(active, sealed=False),
         "start_offset": view.start_offset,
         "length": view.length,
         "retained_bytes": view.retained_bytes,
@@ -242,6 +246,7 @@ def _(view: StreamView) -> object:
     return {
         "scope": scope,
         "stream": stream,
+        "state": SEALED if view.sealed else ACTIVE,
         "sealed": view.sealed,
         "epoch": view.current_epoch,
         "config": config_json(view.config),
@@ -257,8 +262,13 @@ def _(view: StreamView) -> object:
 
 @to_json.register
 def _(view: ReaderGroupList) -> object:
-    groups = [{"scope": g.scope, "name": g.name, "streams": list(g.streams)} for g in view.groups]
-    return {"scope": view.scope, "reader_groups": groups, "complete": False, "note": GROUP_LISTING_NOTE}
+    groups = [
+        {"scope": g.scope, "name": g.name, "streams": list(g.streams), "retention": g.retention} for g in view.groups
+    ]
+    listing = {"scope": view.scope, "reader_groups": groups, "complete": view.complete}
+    if not view.complete:
+        return {**listing, "note": GROUP_LISTING_NOTE}
+    return {**listing, "hidden": view.hidden}
 
 
 @to_json.register
@@ -300,6 +310,7 @@ def _(view: SegmentInfoView) -> object:
         "key_range": list(view.key_range) if view.key_range is not None else None,
         "start_offset": view.start_offset,
         "length": view.length,
+        "state": view.state,
         "sealed": view.sealed,
         "last_modified_ms": view.last_modified_ms,
         "endpoint": view.endpoint,
@@ -372,7 +383,7 @@ def _segments_table(view: StreamView) -> Table:
     shown = {s.segment_id: s for s in view.retained} | {s.segment_id: s for s in view.active}
     for segment_id in sorted(shown):
         s = shown[segment_id]
-        state = "active" if segment_id in active else "sealed"
+        state = segment_state(segment_id in active, sealed=False)
         table.add_row(
             segment_label(segment_id),
             format_range(s.key_range),
@@ -397,7 +408,7 @@ def _history_table(view: StreamView) -> Table:
 @to_human.register
 def _(view: StreamView) -> list[RenderableType]:
     config = view.config
-    state = "sealed" if view.sealed else "open"
+    state = SEALED if view.sealed else ACTIVE
     retained = len({s.segment_id for s in view.retained})
     summary = _grid(
         [
@@ -425,13 +436,19 @@ def _(view: StreamView) -> list[RenderableType]:
 
 @to_human.register
 def _(view: ReaderGroupList) -> list[RenderableType]:
-    note = Text(f"note: {GROUP_LISTING_NOTE}", style="dim")
+    notes: list[RenderableType] = []
+    if not view.complete:
+        notes.append(Text(f"note: {GROUP_LISTING_NOTE}", style="dim"))
+    if view.hidden:
+        notes.append(Text(f"note: {view.hidden} more in scope {view.scope} that you may not see", style="dim"))
     if not view.groups:
-        return [Text(f"no reader group subscribes to a stream of scope {view.scope}"), note]
-    table = _table("READER GROUP", "STREAMS")
+        found = "no reader groups in" if view.complete else "no reader group subscribes to a stream of"
+        return [Text(f"{found} scope {view.scope}"), *notes]
+    table = _table("READER GROUP", "RETENTION", "STREAMS") if view.complete else _table("READER GROUP", "STREAMS")
     for group in view.groups:
-        table.add_row(f"{group.scope}/{group.name}", ", ".join(group.streams))
-    return [table, note]
+        retention = [group.retention or "-"] if view.complete else []
+        table.add_row(f"{group.scope}/{group.name}", *retention, ", ".join(group.streams))
+    return [table, *notes]
 
 
 @to_human.register
@@ -470,7 +487,7 @@ def _(view: SegmentInfoView) -> list[RenderableType]:
     rows = [
         ("segment", f"{segment_label(view.segment_id)} (id {view.segment_id})"),
         ("key range", format_range(view.key_range) if view.key_range is not None else "- (not active)"),
-        ("state", "sealed" if view.sealed else "open"),
+        ("state", view.state),
         ("start", format_count(view.start_offset)),
         ("length", format_count(view.length)),
         ("bytes", format_bytes(view.length - view.start_offset)),

@@ -15,12 +15,13 @@ from segstore_cli.admin.connection import Session
 from segstore_cli.admin.errors import AdminError
 from segstore_cli.admin.parsing import endpoint_label
 from segstore_cli.admin.progress import Activity
-from segstore_cli.admin.views import ControllersView, SegmentInfoView
+from segstore_cli.admin.views import ControllersView, SegmentInfoView, segment_state
 
 
 async def segment_info(session: Session, args: argparse.Namespace, activity: Activity) -> SegmentInfoView:
-    """A stream segment as its segment store holds it: start, length, sealed, last change; its key range when
-    it is active. Raises AdminError when the segment store has no such segment."""
+    """A stream segment as its segment store holds it: start, length, last change; its state (active or sealed,
+    as ``stream describe`` says) and its key range when it is active. Raises AdminError when the segment store has
+    no such segment."""
     segment = args.segment
     scope, stream, segment_id = segment.scope, segment.stream, segment.segment_id
     name = qualified_segment_name(scope, stream, segment_id)
@@ -33,7 +34,7 @@ async def segment_info(session: Session, args: argparse.Namespace, activity: Act
         raise AdminError(f"segment {name} does not exist")
     key_range = None
     if await session.controller.stream_exists(scope, stream):
-        active = await session.controller.get_current_segments(scope, stream)
+        active = await session.controller.get_current_segments(scope, stream)  # none once the stream is sealed
         key_range = next(((s.key_start, s.key_end) for s in active if s.segment_id == segment_id), None)
     return SegmentInfoView(
         name=name,
@@ -46,6 +47,7 @@ async def segment_info(session: Session, args: argparse.Namespace, activity: Act
         last_modified_ms=info.last_modified_ms,
         endpoint=endpoint_label(host, port),
         key_range=key_range,
+        state=segment_state(key_range is not None, info.sealed),
     )
 
 

@@ -23,6 +23,7 @@ from controller_client.model import (
 )
 from segstore_cli.admin.connection import Session
 from segstore_cli.admin.errors import EXIT_USAGE, AdminError
+from segstore_cli.admin.extension import NoAdminExtensionError, scope_contents
 from segstore_cli.admin.parsing import segment_label
 from segstore_cli.admin.progress import Activity
 from segstore_cli.admin.views import Names, Outcome
@@ -61,14 +62,49 @@ async def create_scope(session: Session, args: argparse.Namespace, activity: Act
 
 
 async def delete_scope(session: Session, args: argparse.Namespace, activity: Activity) -> Outcome:
-    """Delete an empty scope. Raises ScopeNotFoundError, ScopeNotEmptyError."""
+    """Delete an empty scope. Raises ScopeNotFoundError, AdminError naming what the scope still holds."""
     if not await session.controller.scope_exists(args.scope):
         raise ScopeNotFoundError(args.scope)
     try:
         await session.controller.delete_scope(args.scope)
     except ScopeNotEmptyError:
-        raise AdminError(f"scope {args.scope} is not empty: delete its streams and reader groups first") from None
+        raise AdminError(await not_empty(session, args.scope)) from None
     return Outcome("deleted", f"scope {args.scope}")
+
+
+_HOW_TO_DELETE = {
+    "streams": "segstore admin stream delete SCOPE/STREAM --seal",
+    "reader_groups": "segstore admin reader-group delete SCOPE/GROUP",
+    "key_value_tables": "StreamManager.delete_key_value_table of the client library",
+}
+MOST_NAMES = 10
+"""At most this many names of each kind in the line that says why a scope is not empty."""
+
+
+async def not_empty(session: Session, scope: str) -> str:
+    """Why ``scope`` cannot be deleted, naming what it holds (segstore's admin extension ``ScopeContents``), each
+    kind with how to delete it: ``scope shop is not empty: reader groups shop/audit, shop/billing (segstore admin
+    reader-group delete SCOPE/GROUP)``."""
+    try:
+        contents = await scope_contents(session, scope)
+    except NoAdminExtensionError:
+        return f"scope {scope} is not empty: delete its streams, reader groups and key-value tables first"
+    parts = []
+    for kind, names in (
+        ("streams", contents.streams),
+        ("reader_groups", contents.reader_groups),
+        ("key_value_tables", contents.key_value_tables),
+    ):
+        shown = [f"{scope}/{name}" for name in names[:MOST_NAMES]]
+        if len(names) > MOST_NAMES:
+            shown.append(f"{len(names) - MOST_NAMES} more")
+        if contents.hidden.get(kind):
+            shown.append(f"{contents.hidden[kind]} you may not see")
+        if shown:
+            parts.append(f"{kind.replace('_', ' ')} {', '.join(shown)} ({_HOW_TO_DELETE[kind]})")
+    if not parts:  # emptied since the controller refused
+        return f"scope {scope} was not empty a moment ago (something was being created or deleted): try again"
+    return f"scope {scope} is not empty: {'; '.join(parts)}"
 
 
 # ---- streams -----------------------------------------------------------------------------------------------------

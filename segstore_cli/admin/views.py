@@ -14,6 +14,17 @@ from controller_client.model import StreamConfiguration
 Cut = Mapping[int, int]
 """A stream cut's positions: segment id -> offset (-1: the segment's end)."""
 
+ACTIVE, SEALED = "active", "sealed"
+"""The states of a segment, in Pravega's words (its controller's "active segments"; a sealed segment takes no more
+writes), shown by ``segment info``, ``stream describe`` and their JSON alike; a stream is ``active`` or ``sealed``
+too."""
+
+
+def segment_state(active: bool, sealed: bool) -> str:
+    """:data:`ACTIVE` for a segment of the stream's current epoch that is not sealed, else :data:`SEALED` (replaced
+    by a scale, or its stream sealed)."""
+    return ACTIVE if active and not sealed else SEALED
+
 
 @dataclass(frozen=True, slots=True)
 class Names:
@@ -27,7 +38,8 @@ class Names:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What a change did: ``action`` (a fixed word: ``created``, ``exists``, ``deleted``, ``sealed``,
-    ``already-sealed``, ``truncated``, ``scaled``, ``scale-started``) on ``target`` (``stream shop/orders``);
+    ``already-sealed``, ``truncated``, ``scaled``, ``scale-started``) on ``target`` (``stream shop/orders``,
+    ``reader group shop/billing``);
     ``changed`` False when there was nothing to do; ``details`` (segments, cut, epoch, sealed, created, done)
     and a ``note`` for people."""
 
@@ -93,19 +105,25 @@ class StreamView:
 
 @dataclass(frozen=True, slots=True)
 class ReaderGroupEntry:
-    """A reader group found through the streams it subscribes to."""
+    """A reader group of a scope: the streams it reads and its retention type (``NONE``: it subscribes to none;
+    None when it was found through the streams it subscribes to, without its configuration)."""
 
     scope: str
     name: str
     streams: tuple[str, ...]
+    retention: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ReaderGroupList:
-    """``reader-group list``: the groups the controller names as subscribers of the scope's streams."""
+    """``reader-group list``: every reader group registered with the controller in ``scope`` (``complete``,
+    through segstore's admin extension; ``hidden`` more the caller may not see), or, from a controller without
+    it, the groups it names as subscribers of the scope's streams."""
 
     scope: str
     groups: tuple[ReaderGroupEntry, ...]
+    complete: bool = False
+    hidden: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +180,8 @@ class SegmentInfoView:
     last_modified_ms: int
     endpoint: str
     key_range: tuple[float, float] | None
+    state: str = SEALED
+    """:func:`segment_state`: ``active`` or ``sealed``, as ``stream describe`` shows it."""
 
 
 @dataclass(frozen=True, slots=True)

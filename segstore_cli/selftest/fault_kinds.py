@@ -20,3 +20,13 @@ SABOTAGE = {"lose_data": 1}
 shows that the checks see a loss end to end."""
 ALL_FAULTS = tuple(WEIGHTS)
 """The default schedule's kinds."""
+
+
+def fault_possible(kind: str, tier1: str, tier2: str) -> bool:
+    """Whether a fault of ``kind`` can happen in a cluster with these tiers (NATS nodes to kill need Tier-1
+    ``jetstream``; a Tier-2 outage needs Tier-2 ``s3``, the server the run freezes)."""
+    if kind == "kill_nats_node":
+        return tier1 == "jetstream"
+    if kind == "tier2_outage":
+        return tier2 == "s3"
+    return True

