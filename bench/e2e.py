@@ -97,6 +97,7 @@ the first ones printed.
                                   [--group-readers 1,2,4] [--group-cprofile]
                                   [--profile [no-yield|yield]] [--no-pin] [--tls] [--auth]
                                   [--metrics] [--py-spy /path/to/py-spy] [--no-cprofile]
+                                  [--tier1 file,jetstream-r1,jetstream-r3] [--nats-sync always,default]
                                   [--dir /var/tmp] [--out PATH]
 
 The full run takes about 12 minutes on 2 cores, ``--quick`` about 1 minute. Prints one table per case
@@ -150,7 +151,15 @@ from e2e_group import report_group, run_group
 from e2e_official import official_fall, official_latency, official_throughput
 from e2e_report import report
 from e2e_system import Auth, Meter, Standalone, pin_process
-from e2e_variants import auth_flags, compare_tier1, compare_tls, tier1_flags, tls_flags
+from e2e_variants import (
+    add_tier1_arguments,
+    auth_flags,
+    compare_tier1,
+    compare_tls,
+    tier1_backends,
+    tier1_flags,
+    tls_flags,
+)
 from profiles import cprofile_top, py_spy, pyspy_top
 
 from controller_client import ControllerClient, EventStreamWriter, ScalingPolicy, StreamConfiguration, StreamManager
@@ -471,12 +480,7 @@ def main() -> None:
     )
     parser.add_argument("--only", help="comma-separated: official,ours,group (default all)")
     add_group_arguments(parser)
-    parser.add_argument(
-        "--tier1",
-        default="file",
-        help="comma-separated Tier-1 backends to run the whole bench on, one after another: file (fsync'd "
-        "ledgers), jetstream-r1 (one NATS server), jetstream-r3 (a 3-node NATS cluster) (default file)",
-    )
+    add_tier1_arguments(parser)
     parser.add_argument(
         "--tls",
         action="store_true",
@@ -523,7 +527,8 @@ def main() -> None:
         print(f"warning: load average {load_before[0]:.2f} before starting; something else uses the CPUs", flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    backends = args.tier1.split(",")
+    runs = tier1_backends(args)
+    backends = [backend for backend, _ in runs]
     variants = (("TLS", args.tls), ("authentication", args.auth), ("metrics", args.metrics))
     secured = " and ".join(name for name, on in variants if on)
     by_tier1: dict[str, dict[str, Any]] = {}
@@ -531,20 +536,20 @@ def main() -> None:
     plain_after: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-e2e-", dir=args.dir) as tmp:
         args.work = Path(tmp)
-        for backend in backends:
+        for backend, sync in runs:
             print(f"\n== Tier-1: {backend}", flush=True)
-            with tier1_flags(backend, args.work / f"nats-{backend}") as flags:
+            with tier1_flags(backend, args.work / f"nats-{backend}", sync) as flags:
                 by_tier1[backend] = run(args, args.work / f"data-{backend}", flags)
             if secured:
                 print(f"\n== Tier-1: {backend}, {secured}", flush=True)
                 certificates, ca = tls_flags(args.work / "certs") if args.tls else ((), None)
                 users, auth = auth_flags(args.work / "auth") if args.auth else ((), None)
                 metrics = ("--metrics-port", str(free_port())) if args.metrics else ()
-                with tier1_flags(backend, args.work / f"nats-{backend}-secured") as flags:
+                with tier1_flags(backend, args.work / f"nats-{backend}-secured", sync) as flags:
                     data = args.work / f"data-{backend}-secured"
                     tls_by_tier1[backend] = run(args, data, (*flags, *certificates, *users, *metrics), ca, auth)
                 print(f"\n== Tier-1: {backend}, plain again (so that the order of the runs is no cost)", flush=True)
-                with tier1_flags(backend, args.work / f"nats-{backend}-again") as flags:
+                with tier1_flags(backend, args.work / f"nats-{backend}-again", sync) as flags:
                     plain_after[backend] = run(args, args.work / f"data-{backend}-again", flags)
     for backend, found in by_tier1.items():
         print(f"\n== Tier-1: {backend}")

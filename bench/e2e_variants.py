@@ -1,7 +1,9 @@
 """The variants of the system ``bench/e2e.py`` runs on, and the tables comparing them.
 
 * Tier-1 backends (``--tier1 file,jetstream-r1,jetstream-r3``): the standalone's flags, NATS servers started
-  here for JetStream, and one row per backend.
+  here for JetStream (``sync_interval`` from ``--nats-sync``, default ``always``; with several modes, say
+  ``always,default``, each JetStream backend runs once per mode, named ``jetstream-r3/default``), and one row per
+  backend.
 * TLS (``--tls``): the whole bench again on a standalone with TLS on both planes (its certificate for
   ``localhost`` from a throwaway CA made here with trustme; every client trusts that CA, our client by
   ``ControllerClientConfig.trust_store``, the official one by ``pravega_client_tls_cert_path``), and one row per
@@ -10,6 +12,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,22 +21,55 @@ from typing import Any
 from benchlib import table
 from e2e_system import Auth
 
-from segment_store.tier1.jetstream.nats_server import NatsCluster
+from segment_store.tier1.jetstream.nats_server import SYNC_ALWAYS, NatsCluster
+
+
+def add_tier1_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--tier1`` and ``--nats-sync``."""
+    parser.add_argument(
+        "--tier1",
+        default="file",
+        help="comma-separated Tier-1 backends to run the whole bench on, one after another: file (fsync'd "
+        "ledgers), jetstream-r1 (one NATS server), jetstream-r3 (a 3-node NATS cluster) (default file)",
+    )
+    parser.add_argument(
+        "--nats-sync",
+        default=SYNC_ALWAYS,
+        help="the NATS servers' sync_interval, comma-separated: each JetStream backend runs once per mode "
+        "(always, default, or a duration such as 10s; default always)",
+    )
+
+
+def tier1_backends(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The runs ``--tier1`` and ``--nats-sync`` ask for, each named (``file``, ``jetstream-r3``; with several modes
+    ``jetstream-r3-sync-default``) with its NATS ``sync_interval``."""
+    modes = [mode.strip() for mode in args.nats_sync.split(",") if mode.strip()] or [SYNC_ALWAYS]
+    runs = []
+    for backend in args.tier1.split(","):
+        if backend not in ("file", "jetstream-r1", "jetstream-r3"):
+            raise SystemExit(f"--tier1: unknown backend {backend!r} (file, jetstream-r1, jetstream-r3)")
+        if backend == "file" or len(modes) == 1:
+            runs.append((backend, modes[0]))
+        else:
+            runs += [(f"{backend}-sync-{mode}", mode) for mode in modes]
+    return runs
 
 
 @contextlib.contextmanager
-def tier1_flags(backend: str, nats_dir: Path) -> Iterator[tuple[str, ...]]:
-    """The standalone's Tier-1 flags for ``backend``; JetStream backends get NATS servers started here."""
-    if backend == "file":
+def tier1_flags(backend: str, nats_dir: Path, sync: str = SYNC_ALWAYS) -> Iterator[tuple[str, ...]]:
+    """The standalone's Tier-1 flags for ``backend`` (a name of :func:`tier1_backends`); JetStream backends get
+    NATS servers started here with ``sync_interval`` ``sync``, and their monitoring endpoints are passed on (the
+    segment store warns of a lazy one)."""
+    kind = backend.split("-sync-")[0]
+    if kind == "file":
         yield ()
         return
-    sizes = {"jetstream-r1": 1, "jetstream-r3": 3}
-    if backend not in sizes:
-        raise SystemExit(f"--tier1: unknown backend {backend!r} (file, jetstream-r1, jetstream-r3)")
-    cluster = NatsCluster.on_free_ports(nats_dir, sizes[backend])
+    size = {"jetstream-r1": 1, "jetstream-r3": 3}[kind]
+    cluster = NatsCluster.on_free_ports(nats_dir, size, sync_interval=sync)
     cluster.start()
     try:
-        yield ("--tier1", "jetstream", "--nats", cluster.servers, "--tier1-replicas", str(sizes[backend]))
+        yield ("--tier1", "jetstream", "--nats", cluster.servers, "--nats-monitor", cluster.monitors,
+               "--tier1-replicas", str(size))  # fmt: skip
     finally:
         cluster.stop()
 

@@ -12,12 +12,14 @@ Cases (each on a fresh log of each backend):
 * ``recovery read``: a new instance initializes over the 1 MiB log (fencing the writer) and reads it all:
   MB/s of the read (init time shown apart). The file log's read is warm (page cache).
 
-Metadata (epochs, ownership) lives in an embedded ZooKeeper. The NATS servers run with JetStream's default
-``sync_interval`` (acknowledged = stored by a quorum, fsync'd within 2 minutes); ``--nats-sync always``
-makes them fsync before every acknowledgement. Prints a table and writes JSON
-(default ``bench/results/tier1.json``).
+Metadata (epochs, ownership) lives in an embedded ZooKeeper. The NATS servers run with ``sync_interval:
+always`` (fsync before every acknowledgement, segstore's default); ``--nats-sync always,default`` runs every
+JetStream backend once per mode in the same run (``default``: the NATS server's lazy fsync every 2 minutes;
+acknowledged = in the memory of a quorum), one row each. Prints a table and writes JSON (default
+``bench/results/tier1.json``). ``--quick``: 1 s cases and 64 MiB of 1 MiB entries.
 
-    python bench/tier1.py [--backends file jetstream-r1 jetstream-r3] [--seconds 3] [--total-mib 256]
+    python bench/tier1.py [--backends file jetstream-r1 jetstream-r3] [--nats-sync always,default]
+                          [--seconds 3] [--total-mib 256] [--quick]
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ Outcome = tuple[int, float, list[float]]  # acknowledged entries, seconds, laten
 @dataclass(frozen=True)
 class Result:
     backend: str
+    sync: str
+    """``fsync`` (the file ledger log), else the NATS servers' ``sync_interval``."""
     case: str
     entries: int
     seconds: float
@@ -81,19 +85,19 @@ async def zookeeper(root: Path) -> AsyncIterator[CoordinationStore]:
 
 
 @asynccontextmanager
-async def backend(
-    kind: str, root: Path, store: CoordinationStore, nats_sync: str
-) -> AsyncIterator[DurableDataLogFactory]:
+async def backend(kind: str, root: Path, store: CoordinationStore, sync: str) -> AsyncIterator[DurableDataLogFactory]:
     factory: DurableDataLogFactory
     with contextlib.ExitStack() as stack:
         if kind == "file":
             factory = FileLedgerLogFactory(FileLedgerLogConfig(root_dir=root / "tier1", fsync=True), store)
         else:
             size = 1 if kind == "jetstream-r1" else 3
-            cluster = NatsCluster.on_free_ports(root / kind, size, sync_interval=nats_sync)
+            cluster = NatsCluster.on_free_ports(root / f"{kind}-{sync}", size, sync_interval=sync)
             await asyncio.to_thread(cluster.start)
             stack.callback(cluster.stop)
-            config = JetStreamLogConfig(servers=tuple(cluster.urls), replicas=size, metadata_root=f"/bench/{kind}")
+            config = JetStreamLogConfig(
+                servers=tuple(cluster.urls), replicas=size, metadata_root=f"/bench/{kind}-{sync}"
+            )
             factory = JetStreamLogFactory(config, store)
         await factory.initialize()
         try:
@@ -160,19 +164,21 @@ async def append_at_rate(log: DurableDataLog, payload: bytes, rate: float, secon
     return issued, loop.time() - start, latencies
 
 
-def summarize(kind: str, case: str, size: int, outcome: Outcome) -> Result:
+def summarize(kind: str, sync: str, case: str, size: int, outcome: Outcome) -> Result:
     entries, elapsed, latencies = outcome
     ordered = sorted(latencies)
     return Result(
-        kind, case, entries, round(elapsed, 2), round(entries * size / elapsed / 1e6, 1), round(entries / elapsed),
-        round(percentile(ordered, 50) * 1000, 2), round(percentile(ordered, 99) * 1000, 2),
+        kind, sync, case, entries, round(elapsed, 2), round(entries * size / elapsed / 1e6, 1),
+        round(entries / elapsed), round(percentile(ordered, 50) * 1000, 2), round(percentile(ordered, 99) * 1000, 2),
     )  # fmt: skip
 
 
-async def run_backend(kind: str, args: argparse.Namespace, root: Path, store: CoordinationStore) -> list[Result]:
+async def run_backend(
+    kind: str, sync: str, args: argparse.Namespace, root: Path, store: CoordinationStore
+) -> list[Result]:
     results: list[Result] = []
     log_ids = iter(range(1000))
-    async with backend(kind, root, store, args.nats_sync) as factory:
+    async with backend(kind, root, store, sync) as factory:
 
         async def fresh() -> DurableDataLog:
             log = factory.create_log(next(log_ids))
@@ -181,9 +187,9 @@ async def run_backend(kind: str, args: argparse.Namespace, root: Path, store: Co
 
         async def case(name: str, size: int, run: Callable[[DurableDataLog], Awaitable[Outcome]]) -> None:
             log = await fresh()
-            result = summarize(kind, name, size, await run(log))
+            result = summarize(kind, sync, name, size, await run(log))
             results.append(result)
-            print(f"  {kind:<13} {name:<18} {result.entries_per_s:>9} entries/s {result.mb_per_s:>7} MB/s  "
+            print(f"  {kind:<13} {sync:<8} {name:<18} {result.entries_per_s:>9} entries/s {result.mb_per_s:>7} MB/s  "
                   f"p50 {result.p50_ms} ms  p99 {result.p99_ms} ms", flush=True)  # fmt: skip
             await log.close()
 
@@ -202,7 +208,7 @@ async def run_backend(kind: str, args: argparse.Namespace, root: Path, store: Co
         big = factory.create_log(big_id)
         await big.initialize()
         outcome = await append_window(big, os.urandom(MIB), 8, seconds=None, count=args.total_mib)
-        results.append(summarize(kind, "1 MiB x8", MIB, outcome))
+        results.append(summarize(kind, sync, "1 MiB x8", MIB, outcome))
         await case(f"100 B at {rate:,.0f}/s", 100, lambda log: append_at_rate(log, os.urandom(100), rate, args.seconds))
 
         reader = factory.create_log(big_id)
@@ -217,6 +223,7 @@ async def run_backend(kind: str, args: argparse.Namespace, root: Path, store: Co
         results.append(
             Result(
                 kind,
+                sync,
                 f"recovery read (init {1000 * (initialized - began):.0f} ms)",
                 count,
                 round(elapsed, 2),
@@ -233,40 +240,52 @@ async def run_all(args: argparse.Namespace, root: Path) -> list[Result]:
     results: list[Result] = []
     async with zookeeper(root) as store:
         for kind in args.backends:
-            results += await run_backend(kind, args, root, store)
+            for sync in ("fsync",) if kind == "file" else args.nats_sync:
+                results += await run_backend(kind, sync, args, root, store)
     return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
-    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each timed case")
-    parser.add_argument("--total-mib", type=int, default=256, help="data written in the 1 MiB case")
+    parser.add_argument("--seconds", type=float, default=None, help="duration of each timed case (3; quick 1)")
+    parser.add_argument("--total-mib", type=int, default=None, help="data written in the 1 MiB case (256; quick 64)")
+    parser.add_argument("--quick", action="store_true", help="short cases (a smoke run, not for the docs)")
     parser.add_argument("--small-in-flight", type=int, default=256, help="100 B entries outstanding")
     parser.add_argument("--rate", type=float, default=10_000, help="entries/s of the fixed-rate case")
-    parser.add_argument("--nats-sync", default="default", help="the NATS servers' sync_interval (default|always|10s)")
+    parser.add_argument(
+        "--nats-sync",
+        type=lambda text: [mode.strip() for mode in text.split(",") if mode.strip()],
+        default=["always"],
+        help="the NATS servers' sync_interval, comma-separated: each JetStream backend runs once per mode "
+        "(always, default, or a duration such as 10s; default always)",
+    )
     parser.add_argument("--dir", type=Path, default=None, help="where to put the logs (default: a temp dir)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "tier1.json")
     args = parser.parse_args()
+    args.seconds = args.seconds or (1.0 if args.quick else 3.0)
+    args.total_mib = args.total_mib or (64 if args.quick else 256)
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="tier1-bench-") as tmp:
         results = asyncio.run(run_all(args, Path(tmp)))
     table(
         "Tier-1 logs (entries/s, MB/s of payload, latency call -> acknowledgement)",
         [asdict(r) for r in results],
-        [("backend", "backend"), ("case", "case"), ("entries", "entries"), ("seconds", "s"), ("mb_per_s", "MB/s"),
-         ("entries_per_s", "entries/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms")],
+        [("backend", "backend"), ("sync", "sync"), ("case", "case"), ("entries", "entries"), ("seconds", "s"),
+         ("mb_per_s", "MB/s"), ("entries_per_s", "entries/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms")],
     )  # fmt: skip
+    verdicts: dict[str, float] = {}
     file_small = next((r for r in results if r.backend == "file" and r.case.startswith("100 B x")), None)
-    r3_small = next((r for r in results if r.backend == "jetstream-r3" and r.case.startswith("100 B x")), None)
-    r3_rate = next((r for r in results if r.backend == "jetstream-r3" and " at " in r.case), None)
-    verdicts = {}
-    if file_small and r3_small:
-        ratio = r3_small.entries_per_s / file_small.entries_per_s
-        verdicts["r3_vs_file_100B"] = round(ratio, 2)
-        print(f"\nJetStream R3 / file ledger, 100 B entries/s: {ratio:.2f} (target >= 0.5)")
-    if r3_rate and r3_rate.p99_ms is not None:
-        verdicts["r3_p99_ms_at_rate"] = r3_rate.p99_ms
-        print(f"JetStream R3 p99 at {args.rate:,.0f}/s: {r3_rate.p99_ms} ms (target <= 20 ms)")
+    for sync in args.nats_sync:
+        r3 = [r for r in results if r.backend == "jetstream-r3" and r.sync == sync]
+        r3_small = next((r for r in r3 if r.case.startswith("100 B x")), None)
+        r3_rate = next((r for r in r3 if " at " in r.case), None)
+        if file_small and r3_small:
+            ratio = r3_small.entries_per_s / file_small.entries_per_s
+            verdicts[f"r3_{sync}_vs_file_100B"] = round(ratio, 2)
+            print(f"\nJetStream R3 (sync {sync}) / file ledger, 100 B entries/s: {ratio:.2f} (target >= 0.5)")
+        if r3_rate and r3_rate.p99_ms is not None:
+            verdicts[f"r3_{sync}_p99_ms_at_rate"] = r3_rate.p99_ms
+            print(f"JetStream R3 (sync {sync}) p99 at {args.rate:,.0f}/s: {r3_rate.p99_ms} ms (target <= 20 ms)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "benchmark": "tier1",

@@ -13,6 +13,7 @@ field               environment                       flag
 ==================  ================================  ==============================
 ``backend``         ``SEGSTORE_TIER1``                ``--tier1 {file,jetstream}``
 ``nats``            ``SEGSTORE_NATS``                 ``--nats URL[,URL...]``
+``nats_monitor``    ``SEGSTORE_NATS_MONITOR``         ``--nats-monitor URL[,URL...]``
 ``replicas``        ``SEGSTORE_TIER1_REPLICAS``       ``--tier1-replicas N``
 ``stream_prefix``   ``SEGSTORE_TIER1_STREAM_PREFIX``  ``--tier1-stream-prefix P``
 ==================  ================================  ==============================
@@ -27,15 +28,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 from segment_store.tier1.jetstream.config import JetStreamLogConfig, parse_servers
+from segment_store.tier1.jetstream.sync_check import parse_monitors
 
 Backend = Literal["file", "jetstream"]
 _ENV = {
     "backend": "SEGSTORE_TIER1",
     "nats": "SEGSTORE_NATS",
+    "nats_monitor": "SEGSTORE_NATS_MONITOR",
     "replicas": "SEGSTORE_TIER1_REPLICAS",
     "stream_prefix": "SEGSTORE_TIER1_STREAM_PREFIX",
 }
-_FLAGS = {"tier1": "backend", "nats": "nats", "tier1_replicas": "replicas", "tier1_stream_prefix": "stream_prefix"}
+_FLAGS = {"tier1": "backend", "nats": "nats", "nats_monitor": "nats_monitor", "tier1_replicas": "replicas",
+          "tier1_stream_prefix": "stream_prefix"}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,9 @@ class Tier1Config:
     backend: Backend = "file"
     nats: tuple[str, ...] = ()
     """JetStream: NATS server URLs (``nats://host:4222``); one is enough to reach a cluster."""
+    nats_monitor: tuple[str, ...] = ()
+    """JetStream: the NATS servers' monitoring endpoints (``http://host:8222``); the segment store asks their
+    ``/varz`` at start-up and warns of servers that do not fsync before acknowledging. None given: not checked."""
     replicas: int | None = None
     """JetStream: replicas of each container's stream; None = 3 when several servers are given, else 1."""
     stream_prefix: str = "segstore-tier1"
@@ -66,7 +73,12 @@ class Tier1Config:
 
     def jetstream(self) -> JetStreamLogConfig:
         """The JetStream log configuration these settings describe."""
-        return JetStreamLogConfig(servers=self.nats, replicas=self.effective_replicas, stream_prefix=self.stream_prefix)
+        return JetStreamLogConfig(
+            servers=self.nats,
+            monitors=self.nats_monitor,
+            replicas=self.effective_replicas,
+            stream_prefix=self.stream_prefix,
+        )
 
     def describe(self) -> str:
         if self.backend == "file":
@@ -82,6 +94,11 @@ class Tier1Config:
                 parsed[key] = raw.strip().lower()
             elif key == "nats":
                 parsed[key] = parse_servers(raw)
+            elif key == "nats_monitor":
+                try:
+                    parsed[key] = parse_monitors(raw)
+                except ValueError as exc:
+                    raise ValueError(f"nats_monitor: {exc}") from None
             elif key == "replicas":
                 try:
                     parsed[key] = int(raw)
@@ -111,7 +128,8 @@ class Tier1Config:
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the Tier-1 flags (``--tier1``, ``--nats``, ``--tier1-replicas``, ``--tier1-stream-prefix``)."""
+    """Add the Tier-1 flags (``--tier1``, ``--nats``, ``--nats-monitor``, ``--tier1-replicas``,
+    ``--tier1-stream-prefix``)."""
     group = parser.add_argument_group("Tier-1", "where appends are made durable before they are acknowledged")
     group.add_argument(
         "--tier1",
@@ -120,6 +138,13 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
         "(replicated; a shared-nothing cluster) ($SEGSTORE_TIER1)",
     )
     group.add_argument("--nats", help="JetStream: NATS server URLs, comma-separated ($SEGSTORE_NATS)")
+    group.add_argument(
+        "--nats-monitor",
+        metavar="URL[,URL...]",
+        help="JetStream: the NATS servers' monitoring endpoints (http://host:8222), comma-separated: at start-up "
+        "their /varz is read and a WARNING names the servers that do not fsync before acknowledging (a NATS "
+        "connection cannot tell; default: not checked) ($SEGSTORE_NATS_MONITOR)",
+    )
     group.add_argument(
         "--tier1-replicas",
         type=int,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from segment_store.tier1.jetstream.nats_server import LAZY_SYNC_RISK, SYNC_ALWAYS
 from segstore_cli.arguments import Subparsers, check_ports, fail, port_in_use, positive_int
 from segstore_shared.ports import PortClaim, PortInUseError
 from segstore_shared.processes import free_port, port_is_free
@@ -64,9 +65,11 @@ def add_parser(sub: Subparsers) -> None:
     nats.add_argument("--nodes", type=positive_int, default=1, help="nodes of a local cluster (default 1)")
     nats.add_argument(
         "--sync",
-        default="default",
-        help="JetStream fsync: 'default' (every 2 minutes; acknowledged = in memory on a quorum), 'always' (fsync "
-        "before every acknowledgement), or a duration such as 10s",
+        default=SYNC_ALWAYS,
+        metavar="always|default|DURATION",
+        help="JetStream fsync policy. 'always' (the default): every node fsyncs an append before acknowledging it. "
+        "'default' (the NATS server's own: fsync every 2 minutes) or a duration such as 10s (fsync that often) is "
+        f"lazy and faster: {LAZY_SYNC_RISK}",
     )
     nats.set_defaults(func=run)
 
@@ -83,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         fail(COMMAND, str(exc))
         return 2
+    if args.sync != SYNC_ALWAYS:
+        print(f"segstore nats: warning: --sync {args.sync}: JetStream acknowledges before fsync; {LAZY_SYNC_RISK}",
+              file=sys.stderr, flush=True)  # fmt: skip
     for node in cluster.nodes:
         node.kill_orphan()  # a server a killed `segstore nats` left on this data dir holds its ports
     check_ports(COMMAND, ports.claims)

@@ -181,7 +181,7 @@ class SelftestCluster:
             nats = NatsCluster.on_free_ports(self.base / "nats", 3)
             self.nats = nats
             await asyncio.to_thread(nats.start)
-            tier1_args = ["--tier1", "jetstream", "--nats", nats.servers]
+            tier1_args = ["--tier1", "jetstream", "--nats", nats.servers, "--nats-monitor", nats.monitors]
         tier2_args, env = ["--tier2", "fs", "--tier2-dir", str(self.base / "tier2")], None
         if self.tier2 == "s3":
             self.s3 = SeaweedServer(self.base / "s3")

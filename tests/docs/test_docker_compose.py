@@ -1,6 +1,7 @@
 """``docker-compose.yml`` describes a shared-nothing cluster that fits together (no Docker engine here, so the
 file is checked, not run): each segment store has its own volume and Tier-1 on the three NATS nodes, whose
-configurations the real ``nats-server`` accepts, route to each other and take a full data frame; every server's
+configurations the real ``nats-server`` accepts, route to each other, take a full data frame and fsync before they
+acknowledge (``sync_interval: always``, with their monitoring endpoints given to the segment stores); every server's
 command line is one ``segstore`` accepts, with TLS and authentication on, from files that are declared secrets."""
 
 from __future__ import annotations
@@ -77,3 +78,21 @@ def test_servers_run_with_tls_and_authentication_from_declared_secrets() -> None
         assert args.advertise_host == "localhost", f"{name}: advertise the name the certificate holds"
         keys.add(args.auth_token_signing_key_file)
     assert len(keys) == 1, "the controller and the segment stores must share one signing key"
+
+
+def test_nats_nodes_sync_always_and_the_segment_stores_can_check_it() -> None:
+    """Every NATS node fsyncs before it acknowledges (segstore's default; the NATS server's own is lazy), and the
+    segment stores are given every node's monitoring endpoint, where they check it at start-up."""
+    document = compose()
+    https = []
+    for name, config in document["configs"].items():
+        content = config["content"]
+        jetstream = re.search(r"jetstream \{([^}]*)\}", content)
+        assert jetstream, f"{name}: no jetstream block"
+        settings = dict(part.strip().split(":", 1) for part in jetstream[1].split(",") if part.strip())
+        assert {k.strip(): v.strip() for k, v in settings.items()}.get("sync_interval") == "always", name
+        https.append("http://" + re.search(r"^http: (\S+)$", content, re.MULTILINE)[1])  # type: ignore[index]
+    environment = {k: str(v) for k, v in document["x-segmentstore"]["environment"].items()}
+    tier1 = Tier1Config.from_env(environment)
+    assert sorted(tier1.nats_monitor) == sorted(https)
+    assert tier1.jetstream().monitors == tier1.nats_monitor

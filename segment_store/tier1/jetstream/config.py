@@ -43,6 +43,10 @@ class JetStreamLogConfig:
 
     servers: tuple[str, ...]
     """NATS server URLs (any node of the cluster; the client learns the others)."""
+    monitors: tuple[str, ...] = ()
+    """The servers' monitoring endpoints (``http://host:8222``), asked at connect whether the servers fsync before
+    they acknowledge (a WARNING names those that do not; :mod:`~segment_store.tier1.jetstream.sync_check`); none:
+    not checked (a NATS connection cannot tell)."""
     replicas: int = 3
     """JetStream replicas of each log's stream (Raft group size; a quorum must store an append before its ack)."""
     stream_prefix: str = "segstore-tier1"

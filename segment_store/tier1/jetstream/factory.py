@@ -6,8 +6,13 @@ from segment_store.tier1.jetstream.client import JetStreamClient, JetStreamUnava
 from segment_store.tier1.jetstream.config import JetStreamLogConfig
 from segment_store.tier1.jetstream.log import JetStreamLog
 from segment_store.tier1.jetstream.records import HEADER_ROOM
+from segment_store.tier1.jetstream.sync_check import warn_if_lazy
 from segment_store.tier1.log import DataLogInitializationError, DataLogNotAvailableError, DataLogNotInitializedError
 from segstore_shared.coordination.store import CoordinationStore
+
+SYNC_CHECK_TIMEOUT_S = 5.0
+"""How long one monitoring endpoint may take to answer ``/varz`` (the fsync check; an endpoint that does not
+answer is named in a warning, and the log works on)."""
 
 
 class JetStreamLogFactory:
@@ -27,7 +32,8 @@ class JetStreamLogFactory:
         return self._config
 
     async def initialize(self) -> None:
-        """Connect to NATS; raises DataLogNotAvailableError, DataLogInitializationError (``max_payload`` too small)."""
+        """Connect to NATS, then log a WARNING if the servers of ``config.monitors`` do not fsync before they
+        acknowledge; raises DataLogNotAvailableError, DataLogInitializationError (``max_payload`` too small)."""
         if self._client is not None:
             return
         config = self._config
@@ -46,6 +52,7 @@ class JetStreamLogFactory:
                 "server configuration"
             )
         self._client = client
+        await warn_if_lazy(config.servers, config.monitors, min(SYNC_CHECK_TIMEOUT_S, config.connect_timeout_s))
 
     def create_log(self, log_id: int) -> JetStreamLog:
         if log_id < 0:

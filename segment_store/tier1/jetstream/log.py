@@ -59,12 +59,13 @@ could make it lose every race. A fence published twice (an acknowledgement lost,
 a retry) is harmless: the second, not higher than the first, is ignored.
 
 Durability. JetStream acknowledges a publish once a quorum of the stream's replicas has
-it in its Raft log. With the server's default ``sync_interval`` (2 minutes) that log is
-written but not fsync'd: acknowledged appends survive the loss of any minority of
-servers, including their disks, but not a simultaneous power loss of a quorum. Servers
-started with ``sync_interval: always`` (``segstore nats --sync always``) fsync before
-they acknowledge: then they survive that too, at the cost of one fsync per Raft batch.
-With one replica, only ``always`` makes an acknowledged append survive a power loss.
+it in its Raft log. Servers segstore starts run ``sync_interval: always``: that log is
+fsync'd before the acknowledgement, meant to survive a power loss of every server (not
+tested here; and Jepsen, NATS 2.12.1, lost writes to corrupted or truncated files on a
+minority, which fsync does not prevent). With the NATS default (fsync every 2 minutes) it may be in memory
+only: a power loss of a quorum, or an OS crash of one server with a pause or partition,
+can lose acknowledged appends; the factory warns of such servers given their monitoring
+endpoints (:mod:`.sync_check`).
 
 Truncation CASes the new point into the metadata first (so a fenced owner cannot
 truncate), then purges the stream below it; a purge that fails is redone by the next.

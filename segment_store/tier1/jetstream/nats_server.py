@@ -20,6 +20,9 @@ Invariants:
   servers on one store directory would corrupt it).
 - ``max_payload`` defaults to 2 MiB: a Tier-1 data frame (up to 1 MiB + 8 KiB) plus its
   headers must fit in one message, and NATS counts headers in the payload limit.
+- ``sync_interval`` defaults to ``always``: a server fsyncs what JetStream stored before it
+  acknowledges. The NATS server's own default (``SYNC_DEFAULT``, lazy: fsync every 2 minutes)
+  is an explicit choice; see :data:`LAZY_SYNC_RISK` for what it can lose.
 """
 
 from __future__ import annotations
@@ -38,7 +41,16 @@ from segstore_shared.processes import ChildServer, free_port, start_together
 
 MIB = 1024 * 1024
 SYNC_DEFAULT = "default"
+"""The NATS server's own fsync policy: every 2 minutes (lazy); an append is acknowledged once a quorum holds it."""
 SYNC_ALWAYS = "always"
+"""fsync before every acknowledgement (segstore's default)."""
+LAZY_SYNC_RISK = (
+    "an acknowledged append may be only in the memory of the servers that stored it: a power loss or OS crash "
+    "of a quorum at once can lose acknowledged appends (up to a whole stream in Jepsen's tests), and so can an "
+    "OS crash of one server combined with process pauses or a network partition (Jepsen, NATS 2.12.1, "
+    "December 2025)"
+)
+"""What JetStream with a lazy ``sync_interval`` can lose, for help texts and warnings."""
 
 
 class NatsStartError(SegstoreError):
@@ -73,9 +85,10 @@ class NatsServerConfig:
     routes: tuple[str, ...] = ()
     """``host:port`` of every node's route listener (this one's may be included)."""
     max_payload_bytes: int = 2 * MIB
-    sync_interval: str = SYNC_DEFAULT
-    """JetStream's fsync policy: ``default`` (the server's: every 2 minutes; acknowledged data is in the memory
-    of a quorum of replicas), ``always`` (fsync before every acknowledgement), or a duration such as ``10s``."""
+    sync_interval: str = SYNC_ALWAYS
+    """JetStream's fsync policy: ``always`` (fsync before every acknowledgement; the default here), ``default``
+    (the server's own: every 2 minutes; acknowledged data is in the memory of a quorum of replicas, see
+    :data:`LAZY_SYNC_RISK`), or a duration such as ``10s`` (lazy too, with that period)."""
     start_timeout_s: float = 30.0
     stop_grace_s: float = 10.0
     executable: str | None = None
@@ -100,6 +113,11 @@ class NatsServerConfig:
     @property
     def url(self) -> str:
         return f"nats://{self.host}:{self.port}"
+
+    @property
+    def monitor_url(self) -> str:
+        """The monitoring endpoint (``/healthz``, ``/varz``: where a client learns the fsync policy)."""
+        return f"http://{self.host}:{self.http_port}"
 
 
 def _is_duration(text: str) -> bool:
@@ -169,7 +187,7 @@ class EmbeddedNatsServer(ChildServer[NatsServerConfig]):
 
     def is_ready(self) -> bool:
         """True once the monitoring endpoint reports the server healthy."""
-        url = f"http://{self.config.host}:{self.config.http_port}/healthz"
+        url = f"{self.config.monitor_url}/healthz"
         try:
             with urllib.request.urlopen(url, timeout=1.0) as response:
                 return bool(response.status == 200)
@@ -196,7 +214,7 @@ class NatsCluster:
         size: int,
         *,
         host: str = "127.0.0.1",
-        sync_interval: str = SYNC_DEFAULT,
+        sync_interval: str = SYNC_ALWAYS,
         name: str = "segstore",
     ) -> NatsCluster:
         """A cluster of ``size`` nodes (1 = a single server, no routes) under ``base_dir/n<i>``, not started."""
@@ -230,6 +248,11 @@ class NatsCluster:
     def servers(self) -> str:
         """The comma-separated server list clients take (``--nats``)."""
         return ",".join(self.urls)
+
+    @property
+    def monitors(self) -> str:
+        """The comma-separated monitoring endpoints (``--nats-monitor``: the segment store checks their fsync)."""
+        return ",".join(node.config.monitor_url for node in self.nodes)
 
     def start(self, nodes: Sequence[EmbeddedNatsServer] | None = None) -> None:
         """Launch the given nodes (default all), then wait for each to be healthy."""
