@@ -5,8 +5,8 @@ error that is not retriable, or runs out of attempts (then the last error is rai
 ``sleep`` (and ``random``) to run without waiting.
 
 Retries never nest and never outlast the call's budget (:mod:`segstore_shared.deadline`): a policy's call inside
-another one's (in one task) makes one attempt and leaves the retrying to the outer one; no attempt starts once the
-budget's deadline has passed; an error that ended a spent budget below (``deadline.final``: the controller client
+another one's (in one task) makes one attempt and leaves the retrying to the outer one; the last attempt starts at
+the budget's deadline, none after it; an error that ended a spent budget below (``deadline.final``: the controller client
 retried an unreachable controller for its whole ``retry_timeout_s``) is not repeated.
 """
 
@@ -85,7 +85,8 @@ class RetryPolicy:
                         raise
                     delay = next(delays, None)
                     left = deadline.remaining_s()
-                    if delay is None or (left is not None and left <= delay):
+                    if delay is None or (left is not None and left <= 0):
                         raise
+                    delay = delay if left is None else min(delay, left)  # the last attempt at the deadline
                     _log.debug("retrying in %.3f s after %r", delay, error)
                     await self.sleep(delay)
