@@ -6,8 +6,8 @@ error that is not retriable, or runs out of attempts (then the last error is rai
 
 Retries never nest and never outlast the call's budget (:mod:`segstore_shared.deadline`): a policy's call inside
 another one's (in one task) makes one attempt and leaves the retrying to the outer one; the last attempt starts at
-the budget's deadline, none after it; an error that ended a spent budget below (``deadline.final``: the controller client
-retried an unreachable controller for its whole ``retry_timeout_s``) is not repeated.
+the budget's deadline, none after it; an error that ended a spent budget below (``deadline.final``: the controller
+client retried an unreachable controller for its whole ``retry_timeout_s``) is not repeated.
 """
 
 from __future__ import annotations
