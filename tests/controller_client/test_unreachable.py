@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from controller_client import ControllerClient, StreamManager
+from controller_client.blocking.streams import BlockingStreamManager
 from controller_client.controller.api import ControllerClientConfig
 from controller_client.errors import ControllerUnavailableError
 from controller_client.stream_manager import StreamManagerConfig
@@ -110,3 +111,12 @@ async def test_a_segment_store_that_cannot_be_reached_fails_within_the_budget(ki
     assert "(is the segment store running" in str(raised.value)
     if kind == "closed":  # asked again each time: the container may have moved (a silent one takes the budget)
         assert controller.lookups > 3
+
+
+def test_the_blocking_manager_passes_its_budget_to_the_controller_client() -> None:
+    uri = f"tcp://127.0.0.1:{closed_port()}"
+    with BlockingStreamManager.connect(uri, StreamManagerConfig(retry_timeout_s=BUDGET_S)) as manager:
+        started = time.monotonic()
+        with pytest.raises(ControllerUnavailableError, match=f"^controller {uri} unreachable after 2.0 s"):
+            manager.create_scope("x")
+        assert time.monotonic() - started < 3 * BUDGET_S
