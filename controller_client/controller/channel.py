@@ -249,7 +249,7 @@ async def diagnose_tls(details: str, address: ControllerAddress, config: Control
 
 _REASONS = (
     (("connection refused",), "connection refused"),
-    (("before receiving settings frame", "handshake timed out", "timeout occurred", "deadline exceeded"), "no answer"),
+    (("timed out", "timeout occurred", "deadline exceeded"), "no answer"),  # also SYNs dropped once a backlog is full
     (("dns resolution failed", "name resolution", "could not resolve"), "the host name does not resolve"),
     (("no route to host",), "no route to host"),
     (("network is unreachable",), "network is unreachable"),

@@ -13,6 +13,7 @@ import pytest
 from controller_client import ControllerClient, StreamManager
 from controller_client.blocking.streams import BlockingStreamManager
 from controller_client.controller.api import ControllerClientConfig
+from controller_client.controller.channel import reach_failure
 from controller_client.errors import ControllerUnavailableError
 from controller_client.stream_manager import StreamManagerConfig
 from segment_store.client import SegmentStoreUnreachableError
@@ -120,3 +121,19 @@ def test_the_blocking_manager_passes_its_budget_to_the_controller_client() -> No
         with pytest.raises(ControllerUnavailableError, match=f"^controller {uri} unreachable after 2.0 s"):
             manager.create_scope("x")
         assert time.monotonic() - started < 3 * BUDGET_S
+
+
+@pytest.mark.parametrize(
+    ("details", "reason"),
+    [
+        ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: Connection refused",
+         "connection refused"),
+        ("last error: UNKNOWN: ipv4:127.0.0.1:1: connection attempt timed out before receiving SETTINGS frame",
+         "no answer"),
+        ("last error: UNKNOWN: ipv4:127.0.0.1:1: Failed to connect to remote host: connect() timed out", "no answer"),
+        ("DNS resolution failed for nowhere.invalid:9090", "the host name does not resolve"),
+        ("scripted UNAVAILABLE", "scripted UNAVAILABLE"),  # a controller that answered: what it said
+    ],
+)  # fmt: skip
+def test_what_grpc_says_in_a_few_words(details: str, reason: str) -> None:
+    assert reach_failure(details) == reason
