@@ -249,7 +249,8 @@ async def diagnose_tls(details: str, address: ControllerAddress, config: Control
 
 _REASONS = (
     (("connection refused",), "connection refused"),
-    (("timed out", "timeout occurred", "deadline exceeded"), "no answer"),  # also SYNs dropped once a backlog is full
+    # no answer: also SYNs dropped once a backlog is full, a connection attempt given up by its deadline
+    (("timed out", "timeout occurred", "deadline exceeded", "handshaker shutdown"), "no answer"),
     (("dns resolution failed", "name resolution", "could not resolve"), "the host name does not resolve"),
     (("no route to host",), "no route to host"),
     (("network is unreachable",), "network is unreachable"),

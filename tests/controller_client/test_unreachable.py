@@ -131,6 +131,8 @@ def test_the_blocking_manager_passes_its_budget_to_the_controller_client() -> No
         ("last error: UNKNOWN: ipv4:127.0.0.1:1: connection attempt timed out before receiving SETTINGS frame",
          "no answer"),
         ("last error: UNKNOWN: ipv4:127.0.0.1:1: Failed to connect to remote host: connect() timed out", "no answer"),
+        ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: tcp handshaker shutdown",
+         "no answer"),
         ("DNS resolution failed for nowhere.invalid:9090", "the host name does not resolve"),
         ("scripted UNAVAILABLE", "scripted UNAVAILABLE"),  # a controller that answered: what it said
     ],
