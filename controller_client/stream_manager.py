@@ -51,16 +51,20 @@ from controller_client.writers.routing import KeyHasher
 from controller_client.writers.txn_writer import TransactionalEventStreamWriter, TxnWriterConfig
 from segment_store.client import (
     ClientConfig,
+    ConnectFailedError,
     ConnectionLostError,
     NoSuchSegmentError,
     ReaderConfig,
     RetryPolicy,
     SegmentClient,
     SegmentStatus,
+    SegmentStoreUnreachableError,
     WrongHostError,
 )
 from segment_store.protocol import parse_events
+from segstore_shared import deadline
 from segstore_shared.auth.tls import TrustConfig
+from segstore_shared.deadline import DEFAULT_UNREACHABLE_TIMEOUT_S
 
 _T = TypeVar("_T")
 
@@ -73,10 +77,18 @@ class StreamManagerConfig:
     """The segment client (connections, writer window, reader prefetch)."""
     endpoint_cache_ttl_ms: int = 10_000
     """How long a segment's endpoint from the controller is trusted without a sign it moved."""
+    retry_timeout_s: float | None = None
+    """The budget for "unreachable" of every call of this manager: a controller or a segment store it cannot reach
+    fails the call after this long (``ControllerUnavailableError``, ``SegmentStoreUnreachableError``, naming the
+    URI or ``host:port``). None: the controller client's ``retry_timeout_s`` (30 s by default), so one setting
+    rules both. What is worth retrying (a container moving: WrongHost; a lost connection; a leader change) is
+    retried within it, never past it."""
     controller_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=10, max_delay_ms=2_000))
-    """Retries of controller calls that fail retriably (controller unavailable)."""
-    segment_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=5, max_delay_ms=500))
-    """Retries of this manager's own segment calls after WrongHost / a lost connection (endpoint re-resolved)."""
+    """Retries of controller calls that fail retriably, within the budget; an unreachable controller is not among
+    them: the controller client retried it for the whole budget already (``segstore_shared.deadline``)."""
+    segment_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=1_000, max_delay_ms=1_000))
+    """Retries of this manager's own segment calls after WrongHost / a lost connection (endpoint re-resolved), until
+    the budget is spent (its ``max_attempts`` is only a backstop)."""
     trust_store: str | None = None
     """TLS: PEM file trusted in the segment stores (and in the controller, for ``BlockingStreamManager.connect``);
     None = the controller client's trust store (the system's default trust if it has none). TLS to the segment
@@ -85,6 +97,8 @@ class StreamManagerConfig:
     def __post_init__(self) -> None:
         if self.endpoint_cache_ttl_ms < 0:
             raise ValueError("endpoint_cache_ttl_ms: must not be negative")
+        if self.retry_timeout_s is not None and self.retry_timeout_s <= 0:
+            raise ValueError(f"retry_timeout_s: must be positive, not {self.retry_timeout_s}")
 
 
 @dataclass(slots=True)
@@ -174,6 +188,9 @@ class StreamManager:
     ) -> None:
         self.config = config or StreamManagerConfig()
         self.controller = controller
+        budget = self.config.retry_timeout_s or getattr(controller, "unreachable_timeout_s", None)
+        self.retry_timeout_s: float = budget if isinstance(budget, int | float) else DEFAULT_UNREACHABLE_TIMEOUT_S
+        """The budget of every call (``StreamManagerConfig.retry_timeout_s``)."""
         self._owns_client = segment_client is None
         self.resolver: ControllerResolver | None = None
         if segment_client is None:
@@ -213,10 +230,12 @@ class StreamManager:
             await self.client.close()
 
     async def _controller_call(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        return await self.config.controller_retry.call(call)
+        with deadline.budget(self.retry_timeout_s):
+            return await self.config.controller_retry.call(call)
 
     async def _segment_call(self, segment: str, call: Callable[[], Awaitable[_T]]) -> _T:
-        """A segment call that forgets the cached endpoint and retries after WrongHost or a lost connection."""
+        """A segment call that forgets the cached endpoint and retries after WrongHost or a lost connection, within
+        the budget; a segment store not reached within it raises SegmentStoreUnreachableError."""
 
         async def attempt() -> _T:
             try:
@@ -226,7 +245,14 @@ class StreamManager:
                     self.resolver.invalidate(segment)
                 raise
 
-        return await self.config.segment_retry.call(attempt)
+        with deadline.budget(self.retry_timeout_s) as budget:
+            retried_outside = budget.retrying
+            try:
+                return await self.config.segment_retry.call(attempt)
+            except ConnectFailedError as error:
+                if retried_outside:
+                    raise  # the retry loop around this call goes on, or gives up, itself
+                raise SegmentStoreUnreachableError(error, budget.elapsed_s()) from error
 
     def _invalidate(self, segment: str) -> None:
         if self.resolver is not None:

@@ -21,10 +21,11 @@ from controller_client.errors import (
     ControllerError,
     ControllerPermissionError,
     ControllerTlsError,
+    ControllerUnavailableError,
 )
 from controller_client.model import StreamCut, qualified_segment_name
 from controller_client.stream_manager import StreamManager, StreamManagerConfig
-from pravega_spark.errors import SegstoreOptionError
+from pravega_spark.errors import SegstoreOptionError, shown_alone
 from segment_store.client import (
     ClientClosedError,
     ClientConfig,
@@ -54,8 +55,9 @@ class StreamConnection:
     """A controller client and a segment client on a private event loop thread, with blocking calls.
 
     Raises :class:`SegstoreOptionError` naming option ``controller`` when the controller cannot be reached
-    within ``timeout_s``. ``close()`` stops everything (the loop thread is a daemon: a process that exits
-    without closing leaks nothing).
+    within ``timeout_s`` (option ``controllerTimeoutMs``: the budget for "unreachable" of every call it makes, to
+    the controller and to the segment stores). ``close()`` stops everything (the loop thread is a daemon: a process
+    that exits without closing leaks nothing).
     """
 
     def __init__(
@@ -93,11 +95,12 @@ class StreamConnection:
             self._runner.stop()
             option = "token" if config.token is not None else "password"
             raise SegstoreOptionError(option, f"the controller at {controller_uri} refused it ({error})") from None
+        except ControllerUnavailableError as error:  # it names the URI, what failed and what to check
+            self._runner.stop()
+            raise shown_alone(SegstoreOptionError("controller", str(error))) from None
         except ControllerError as error:
             self._runner.stop()
-            raise SegstoreOptionError(
-                "controller", f"cannot reach the controller at {controller_uri} within {timeout_s:g}s ({error})"
-            ) from None
+            raise SegstoreOptionError("controller", f"the controller at {controller_uri}: {error}") from None
         except BaseException:
             self._runner.stop()
             raise

@@ -20,6 +20,8 @@ Reading and writing:
 
 from __future__ import annotations
 
+import os
+
 from segstore_shared.errors import SegstoreError
 
 
@@ -29,6 +31,16 @@ class SegstoreOptionError(ValueError):
     def __init__(self, option: str, problem: str) -> None:
         super().__init__(f"option '{option}': {problem}")
         self.option = option
+
+
+def shown_alone(error: SegstoreOptionError) -> SegstoreOptionError:
+    """``error``, to be shown by Spark as one line, without a traceback: Spark's Python worker formats the error it
+    reports with its traceback, so the first line of what the user sees would be ``Traceback (most recent call
+    last):``; with ``SPARK_HIDE_TRACEBACK`` set (what ``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` sets)
+    it is the error itself, naming the option and the URI. For errors that end the worker's task (it exits after
+    reporting one, so nothing else it reports loses its traceback)."""
+    os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+    return error
 
 
 class OffsetFormatError(ValueError):

@@ -168,12 +168,14 @@ class BlockingStreamManager(LoopOwningFacade):
     ) -> BlockingStreamManager:
         """A manager of the controller at ``uri`` (``tcp://host:port``, or ``tls://host:port`` for TLS to the
         controller and the segment stores, trusting ``config.trust_store``, else ``controller_config``'s, else
-        the system's trust store)."""
+        the system's trust store). ``config.retry_timeout_s``, if given, is the controller client's too."""
         from controller_client.controller.api import ControllerClient
 
         settings = controller_config or ControllerClientConfig()
         if config is not None and config.trust_store and not settings.trust_store:
             settings = dataclasses.replace(settings, trust_store=config.trust_store)
+        if config is not None and config.retry_timeout_s is not None and controller_config is None:
+            settings = dataclasses.replace(settings, retry_timeout_s=config.retry_timeout_s)
 
         async def make() -> ControllerApi:
             return await ControllerClient.connect(uri, settings)

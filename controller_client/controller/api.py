@@ -6,9 +6,12 @@ Every method takes and returns :mod:`controller_client.model` values (never prot
 turns the status enums of the responses into the typed errors of :mod:`controller_client.errors`.
 
 Deadlines and retries: every RPC attempt has a deadline of ``rpc_timeout_s``. An attempt that
-fails with gRPC UNAVAILABLE (controller down, connection refused, connection lost) is repeated
-with exponential backoff until ``retry_timeout_s`` has passed since the call started; then
-:class:`ControllerUnavailableError` is raised. A missed deadline (DEADLINE_EXCEEDED) raises
+fails with gRPC UNAVAILABLE (controller down, connection refused, no answer, connection lost) is repeated
+with exponential backoff until ``retry_timeout_s``, the budget for "unreachable", has passed since the call
+started (or the budget of a call around it ends, :mod:`segstore_shared.deadline`); then
+:class:`ControllerUnavailableError` is raised, naming the URI, what failed and what to check
+(``controller tcp://127.0.0.1:9999 unreachable after 30.0 s: connection refused (is the controller running, and
+is the URI right?)``); no retry loop around the call repeats it. A missed deadline (DEADLINE_EXCEEDED) raises
 :class:`ControllerUnavailableError` at once, because the controller may have acted on the
 request. So a call ends within about ``retry_timeout_s + rpc_timeout_s``. Nothing blocks the
 event loop; cancelling a call cancels the RPC in flight. A TLS failure that repeating cannot cure (the

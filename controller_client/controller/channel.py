@@ -16,6 +16,10 @@ TLS connection of its own (:func:`probe_tls`), and raises :class:`~controller_cl
 at once when the certificates do not fit, instead of retrying for ``retry_timeout_s``. A plain-text client that
 gives up on a controller serving TLS is told so (:func:`serves_tls`). Other gRPC statuses map to the typed errors
 of :mod:`controller_client.errors` in :func:`status_error`.
+
+A controller that cannot be reached within the budget (``retry_timeout_s``) gives one message, whoever asked (the
+client library, ``segstore admin``, Spark): :func:`unreachable_message`, e.g. ``controller tcp://127.0.0.1:9999
+unreachable after 30.0 s: connection refused (is the controller running, and is the URI right?)``.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from controller_client.errors import (
 )
 from segstore_shared.auth.passwords import basic_header
 from segstore_shared.auth.tls import TrustConfig, is_tls_scheme
+from segstore_shared.deadline import DEFAULT_UNREACHABLE_TIMEOUT_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +52,11 @@ class ControllerClientConfig:
 
     rpc_timeout_s: float = 30.0
     """Deadline of one RPC attempt."""
-    retry_timeout_s: float = 30.0
-    """How long UNAVAILABLE is retried, counted from the start of the call."""
+    retry_timeout_s: float = DEFAULT_UNREACHABLE_TIMEOUT_S
+    """The budget for "unreachable": how long a call retries a controller it cannot reach (gRPC UNAVAILABLE:
+    refused, no answer, a leader change), counted from the start of the call; then it fails with
+    :class:`~controller_client.errors.ControllerUnavailableError` naming the URI. A ``StreamManager`` on this client
+    gives its segment store calls the same budget. Once reached, an answer has ``rpc_timeout_s``."""
     initial_backoff_s: float = 0.05
     max_backoff_s: float = 2.0
     backoff_multiplier: float = 2.0
@@ -112,6 +120,11 @@ class ControllerAddress:
     def target(self) -> str:
         """gRPC's ``host:port`` (``[v6]:port``); with TLS, ``host`` is the name the certificate must hold."""
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def uri(self) -> str:
+        """The URI this address was given as, in its canonical form (``tcp://host:port``, ``tls://host:port``)."""
+        return f"{'tls' if self.tls else 'tcp'}://{self.target}"
 
 
 def parse_controller_address(uri: str) -> ControllerAddress:
@@ -234,11 +247,40 @@ async def diagnose_tls(details: str, address: ControllerAddress, config: Control
     return tls_problem(details, address, trust) or await probe_tls(address, trust, min(5.0, config.rpc_timeout_s))
 
 
-async def unavailable_hint(address: ControllerAddress) -> str:
-    """A hint for a plain-text client giving up on a controller: does it serve TLS only?"""
-    if address.tls or not await serves_tls(address, 2.0):
-        return ""
-    return " (it serves TLS: use a tls:// URI)"
+_REASONS = (
+    (("connection refused",), "connection refused"),
+    # no answer: also SYNs dropped once a backlog is full, a connection attempt given up by its deadline
+    (("timed out", "timeout occurred", "deadline exceeded", "handshaker shutdown"), "no answer"),
+    (("dns resolution failed", "name resolution", "could not resolve"), "the host name does not resolve"),
+    (("no route to host",), "no route to host"),
+    (("network is unreachable",), "network is unreachable"),
+    (("socket closed", "connection reset", "broken pipe", "end of tcp stream"), "the connection was closed"),
+)  # fmt: skip
+
+
+def reach_failure(details: str) -> str:
+    """What gRPC's UNAVAILABLE ``details`` say in a few words ("connection refused", "no answer", ...); the details
+    themselves when they say something else (a controller that answered UNAVAILABLE)."""
+    lowered = details.lower()
+    for marks, reason in _REASONS:
+        if any(mark in lowered for mark in marks):
+            return reason
+    return " ".join(details.split()) or "unavailable"
+
+
+_NOTHING_THERE = (_REASONS[0][1], _REASONS[1][1], _REASONS[2][1])  # refused, no answer, no such host: no TLS there
+
+
+async def unreachable_message(address: ControllerAddress | None, target: str, elapsed_s: float, details: str) -> str:
+    """The one message for a controller not reached within the budget (module docstring). A plain-text client that
+    finds TLS there is told to use a ``tls://`` URI instead of what to check."""
+    reason = reach_failure(details)
+    where = address.uri if address is not None else target
+    hint = "is the controller running, and is the URI right?"
+    plain = address is not None and not address.tls
+    if plain and reason not in _NOTHING_THERE and address is not None and await serves_tls(address, 1.0):
+        hint = "it serves TLS: use a tls:// URI"
+    return f"controller {where} unreachable after {elapsed_s:.1f} s: {reason} ({hint})"
 
 
 async def serves_tls(address: ControllerAddress, timeout_s: float) -> bool:

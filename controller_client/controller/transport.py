@@ -22,7 +22,7 @@ from controller_client.controller.channel import (
     open_channel,
     parse_controller_address,
     status_error,
-    unavailable_hint,
+    unreachable_message,
 )
 from controller_client.errors import (
     ControllerAuthenticationError,
@@ -34,6 +34,7 @@ from controller_client.errors import (
 )
 from controller_client.proto import Controller_pb2 as pb
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
+from segstore_shared import deadline
 from segstore_shared.auth.tls import TrustConfig
 
 ADMIN_SERVICE = "segstore.admin.v1.Admin"
@@ -94,16 +95,17 @@ class ControllerTransport:
                 raise
         return client
 
+    @property
+    def unreachable_timeout_s(self) -> float:
+        """The budget for "unreachable" (``config.retry_timeout_s``), which a ``StreamManager`` on this client
+        gives its calls too."""
+        return self._config.retry_timeout_s
+
     async def _wait_ready(self) -> None:
-        timeout_s = self._config.retry_timeout_s
-        if self.tls is not None:  # an RPC, so a certificate problem is told apart from a controller that is down
-            with contextlib.suppress(ControllerFailureError, InvalidArgumentError):  # it answered: it is there
-                await self._call("getControllerServerList", pb.ServerRequest())
-            return
-        try:
-            await asyncio.wait_for(self._channel.channel_ready(), timeout_s)
-        except TimeoutError:
-            raise ControllerUnavailableError(f"controller {self._target}: no connection within {timeout_s}s") from None
+        """One RPC, retried as every call: a certificate problem is told apart from a controller that is down, and
+        an unreachable one fails with the same message as any call."""
+        with contextlib.suppress(ControllerFailureError, InvalidArgumentError):  # it answered: it is there
+            await self._call("getControllerServerList", pb.ServerRequest())
 
     async def close(self) -> None:
         """Close the channel; RPCs in flight are cancelled. Idempotent."""
@@ -160,33 +162,33 @@ class ControllerTransport:
         self, rpc: str, request: Any, metadata: Iterable[tuple[str, str]] | None, not_found: ControllerError | None
     ) -> Any:
         config = self._config
-        give_up_at = self._clock() + config.retry_timeout_s
-        backoff = config.initial_backoff_s
-        attempts = 0
-        looked_at_tls = False
-        method = getattr(self._stub, rpc, None) or self._admin_method(rpc)
-        while True:
-            attempts += 1
-            try:
-                return await method(request, timeout=config.rpc_timeout_s, metadata=metadata)
-            except grpc.aio.AioRpcError as e:
-                code = e.code()
-                if code != grpc.StatusCode.UNAVAILABLE:
-                    raise status_error(rpc, e, self._target, config.rpc_timeout_s, not_found) from e
-                details = e.details() or ""
-                if not looked_at_tls and self._address is not None and self._address.tls:
-                    looked_at_tls = True  # once per call: a certificate problem is not retried
-                    problem = await diagnose_tls(details, self._address, config)
-                    if problem is not None:
-                        raise ControllerTlsError(f"{rpc}: TLS to controller {self._target}: {problem}") from e
-                remaining = give_up_at - self._clock()
-                if remaining <= 0:
-                    hint = await unavailable_hint(self._address) if self._address is not None else ""
-                    raise ControllerUnavailableError(
-                        f"{rpc}: controller {self._target} unavailable after {attempts} attempts "
-                        f"in {config.retry_timeout_s}s: {details}{hint}"
-                    ) from e
-            except grpc.aio.UsageError as e:
-                raise ControllerError(f"{rpc}: client is closed") from e
-            await self._sleep(min(backoff, remaining))
-            backoff = min(backoff * config.backoff_multiplier, config.max_backoff_s)
+        started = self._clock()
+        outer = deadline.current()  # the caller's budget, which may end sooner than this client's
+        limit_s = config.retry_timeout_s if outer is None else min(config.retry_timeout_s, outer.remaining_s())
+        with deadline.budget(config.retry_timeout_s) as budget:
+            give_up_at = started + limit_s
+            backoff = config.initial_backoff_s
+            looked_at_tls = False
+            method = getattr(self._stub, rpc, None) or self._admin_method(rpc)
+            while True:
+                try:
+                    return await method(request, timeout=config.rpc_timeout_s, metadata=metadata)
+                except grpc.aio.AioRpcError as e:
+                    code = e.code()
+                    if code != grpc.StatusCode.UNAVAILABLE:
+                        raise status_error(rpc, e, self._target, config.rpc_timeout_s, not_found) from e
+                    details = e.details() or ""
+                    if not looked_at_tls and self._address is not None and self._address.tls:
+                        looked_at_tls = True  # once per call: a certificate problem is not retried
+                        problem = await diagnose_tls(details, self._address, config)
+                        if problem is not None:
+                            raise ControllerTlsError(f"{rpc}: TLS to controller {self._target}: {problem}") from e
+                    remaining = give_up_at - self._clock()
+                    if remaining <= 0:
+                        elapsed = max(self._clock() - started, budget.elapsed_s())
+                        message = await unreachable_message(self._address, self._target, elapsed, details)
+                        raise deadline.mark_final(ControllerUnavailableError(message)) from e
+                except grpc.aio.UsageError as e:
+                    raise ControllerError(f"{rpc}: client is closed") from e
+                await self._sleep(min(backoff, remaining))
+                backoff = min(backoff * config.backoff_multiplier, config.max_backoff_s)

@@ -20,8 +20,11 @@ from controller_client.model import InvalidModelError, validate_scope_name, vali
 from pravega_spark.errors import SegstoreOptionError
 from pravega_spark.options.names import Kind, check_known, is_registered
 from segstore_shared.auth.tls import is_tls_scheme
+from segstore_shared.deadline import DEFAULT_UNREACHABLE_TIMEOUT_S
 
 DEFAULT_CONTROLLER = "tcp://127.0.0.1:9090"
+DEFAULT_CONTROLLER_TIMEOUT_MS = round(DEFAULT_UNREACHABLE_TIMEOUT_S * 1000)
+"""Option ``controllerTimeoutMs`` by default: the client library's budget for "unreachable"."""
 
 
 @dataclass(frozen=True, slots=True)

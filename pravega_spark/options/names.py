@@ -54,7 +54,7 @@ OPTIONS: tuple[OptionName, ...] = (
     OptionName("username"),
     OptionName("password"),
     OptionName("token"),
-    OptionName("controllerTimeoutMs", writes=False),
+    OptionName("controllerTimeoutMs"),
     # creating a missing stream: both
     OptionName("allowCreateScope", ("allow_create_scope",)),
     OptionName("allowCreateStream", ("allow_create_stream",)),

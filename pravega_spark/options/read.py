@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pravega_spark.errors import OffsetFormatError, SegstoreOptionError, StreamCutTextError
 from pravega_spark.offsets import INITIAL, ReadState, initial_offset
-from pravega_spark.options.common import Options, StreamTarget
+from pravega_spark.options.common import DEFAULT_CONTROLLER_TIMEOUT_MS, Options, StreamTarget
 from pravega_spark.options.stream_creation import StreamCreation
 from pravega_spark.options.stream_cut_text import decode_text
 from pravega_spark.options.tier2_location import Tier2Location
@@ -144,7 +144,7 @@ class ReadOptions:
             view.integer("maxBytesPerPartition", None, minimum=1), view.integer("minPartitions", None, minimum=1)
         )
         fail = view.boolean("failOnDataLoss", True)
-        timeout = view.integer("controllerTimeoutMs", 30_000, minimum=1)
+        timeout = view.integer("controllerTimeoutMs", DEFAULT_CONTROLLER_TIMEOUT_MS, minimum=1)
         assert timeout is not None
         tier2 = view.raw("tier2Location")
         tier2_location = tier2.strip() if tier2 is not None and tier2.strip() else None

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pravega_spark.errors import SegstoreOptionError
-from pravega_spark.options.common import Options, StreamTarget
+from pravega_spark.options.common import DEFAULT_CONTROLLER_TIMEOUT_MS, Options, StreamTarget
 from pravega_spark.options.stream_creation import StreamCreation
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 120_000
@@ -36,6 +36,9 @@ class WriteOptions:
     checkpoint_location: str | None = None
     """Spark's ``checkpointLocation`` option when given; the commit log key when tasks do not name the
     query (they always do under Structured Streaming)."""
+    controller_timeout_ms: int = DEFAULT_CONTROLLER_TIMEOUT_MS
+    """Option ``controllerTimeoutMs``: the budget for "unreachable" of the driver's and the tasks' controller calls
+    (the controller client's ``retry_timeout_s``)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -62,6 +65,8 @@ class WriteOptions:
             aliases=["transaction_status_poll_interval_ms"],
         )
         assert poll is not None
+        controller_timeout = view.integer("controllerTimeoutMs", DEFAULT_CONTROLLER_TIMEOUT_MS, minimum=1)
+        assert controller_timeout is not None
         checkpoint = view.raw("checkpointLocation")
         view.raw("queryName")  # Spark's own (the query's name): taken, and left to Spark
         return cls(
@@ -72,6 +77,7 @@ class WriteOptions:
             read_after_write_consistency=consistency,
             transaction_status_poll_interval_ms=poll,
             checkpoint_location=checkpoint.strip() if checkpoint and checkpoint.strip() else None,
+            controller_timeout_ms=controller_timeout,
         )
 
     @property

@@ -13,22 +13,20 @@ from controller_client.errors import (
     ControllerUnavailableError,
     InvalidArgumentError,
 )
-from pravega_spark.errors import SegstoreOptionError
+from pravega_spark.errors import SegstoreOptionError, shown_alone
 from pravega_spark.options import stream_creation
 from pravega_spark.options.write import WriteOptions
 from segstore_shared.auth.tls import TlsConfigError
 
 _log = logging.getLogger("pravega_spark.write.sink")
-CONNECT_TIMEOUT_S = 10.0
 
 
 async def connect(options: WriteOptions, wait_ready: bool = False) -> ControllerClient:
+    """A controller client whose budget for "unreachable" is option ``controllerTimeoutMs``; ``wait_ready``: the
+    driver's first call, which fails naming the option and the URI when the controller cannot be reached."""
     uri = options.target.controller
     try:
-        if wait_ready:
-            config = options.target.controller_config(retry_timeout_s=CONNECT_TIMEOUT_S)
-        else:
-            config = options.target.controller_config()
+        config = options.target.controller_config(retry_timeout_s=options.controller_timeout_ms / 1000.0)
         return await ControllerClient.connect(uri, config, wait_ready=wait_ready)
     except InvalidArgumentError as error:
         raise SegstoreOptionError("controller", str(error)) from None
@@ -36,8 +34,8 @@ async def connect(options: WriteOptions, wait_ready: bool = False) -> Controller
         raise SegstoreOptionError("trustStore", f"{error.path}: {error.problem}") from None
     except ControllerTlsError as error:
         raise SegstoreOptionError("trustStore", f"TLS to the controller at {uri} failed: {error}") from None
-    except ControllerUnavailableError as error:
-        raise SegstoreOptionError("controller", f"cannot reach the controller at {uri}: {error}") from None
+    except ControllerUnavailableError as error:  # it names the URI, what failed and what to check
+        raise shown_alone(SegstoreOptionError("controller", str(error))) from None
     except ControllerAuthenticationError as error:
         option = "token" if options.target.token is not None else "password"
         raise SegstoreOptionError(option, f"the controller at {uri} refused it ({error})") from None

@@ -47,6 +47,7 @@ from segment_store.client.errors import (
     RequestTimeoutError,
     TlsError,
     UnexpectedReplyError,
+    connect_failure,
     error_for_reply,
     is_failure_reply,
     tls_failure,
@@ -66,6 +67,7 @@ from segment_store.protocol import (
     negotiate,
 )
 from segment_store.protocol.cork import FrameCork
+from segstore_shared import deadline
 
 _log = logging.getLogger(__name__)
 
@@ -461,13 +463,15 @@ class Connection(asyncio.Protocol):
 
 async def open_connection(endpoint: Endpoint, config: ConnectionConfig | None = None) -> Connection:
     """Connect to ``endpoint`` (with TLS if ``config.tls`` says so, checking the certificate names the endpoint's
-    host) and exchange ``Hello``. Raises ConnectionLostError (retriable) on failure; TlsError (not retriable)
+    host) and exchange ``Hello``, within ``connect_timeout_ms`` or the time left of the call's budget
+    (:mod:`segstore_shared.deadline`). Raises ConnectFailedError (retriable; a ConnectionLostError) when no
+    connection could be opened, ConnectionLostError when it was lost during the ``Hello``; TlsError (not retriable)
     when the certificates do not fit; TlsConfigError when the trust store cannot be used."""
     config = config or ConnectionConfig()
     loop = asyncio.get_running_loop()
     context = config.tls.client_context() if config.tls is not None else None
     connection = Connection(endpoint, config)
-    timeout_s = config.connect_timeout_ms / 1000.0
+    timeout_s = max(0.01, deadline.clip(config.connect_timeout_ms / 1000.0))  # never past the call's budget
     try:
         async with asyncio.timeout(timeout_s):
             if context is None:
@@ -492,5 +496,5 @@ async def open_connection(endpoint: Endpoint, config: ConnectionConfig | None = 
         connection.close()
         if config.tls is not None and isinstance(exc, ssl.SSLError | ConnectionResetError | BrokenPipeError):
             raise tls_failure(exc, endpoint, config.tls.describe()) from exc
-        raise ConnectionLostError(f"cannot connect: {exc!r}", endpoint) from exc
+        raise connect_failure(exc, endpoint) from exc
     return connection

@@ -13,6 +13,7 @@ unsupported operation are not. An expired delegation token is retriable once a n
 
 from __future__ import annotations
 
+import socket
 import ssl
 from collections.abc import Callable
 from typing import Any
@@ -69,6 +70,48 @@ class ConnectionLostError(ClientError, ConnectionError):
         super().__init__(f"{message}{where}")
 
 
+class ConnectFailedError(ConnectionLostError):
+    """No connection to the segment store could be opened: refused, no answer within the connect timeout, a host
+    name that does not resolve. ``reason`` says which in a few words. Retriable (a restarting segment store, a
+    container about to move elsewhere)."""
+
+    def __init__(self, reason: str, endpoint: tuple[str, int]) -> None:
+        super().__init__(f"cannot connect: {reason}", endpoint)
+        self.reason = reason
+
+
+class SegmentStoreUnreachableError(ConnectionLostError):
+    """A segment store that could not be reached within the call's budget (the controller client's
+    ``retry_timeout_s``): the one message, naming its ``host:port``, what failed and what to check. Nothing
+    retries it again (``segstore_shared.deadline.final``)."""
+
+    final = True
+
+    def __init__(self, cause: ConnectFailedError, elapsed_s: float) -> None:
+        host, port = cause.endpoint or ("?", 0)
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        ClientError.__init__(
+            self,
+            f"segment store {where} unreachable after {elapsed_s:.1f} s: {cause.reason} (is the segment store "
+            "running, and can this machine reach the address it registered?)",
+        )
+        self.endpoint = cause.endpoint
+        self.reason = cause.reason
+
+
+def connect_failure(error: OSError, endpoint: tuple[str, int]) -> ConnectFailedError:
+    """The client's error for a connection attempt that failed with ``error``."""
+    if isinstance(error, ConnectionRefusedError):
+        reason = "connection refused"
+    elif isinstance(error, TimeoutError):  # the TCP handshake or the Hello exchange
+        reason = "no answer"
+    elif isinstance(error, socket.gaierror):
+        reason = f"host name {endpoint[0]!r} does not resolve"
+    else:
+        reason = (error.strerror or str(error) or type(error).__name__).lower()
+    return ConnectFailedError(reason, endpoint)
+
+
 class TlsError(ConnectionLostError):
     """A TLS handshake with a segment store failed in a way repeating will not fix: its certificate is not
     trusted or does not name the host, it wants a client certificate, or it refused ours. Not retriable:
@@ -116,7 +159,7 @@ def tls_failure(error: BaseException, endpoint: tuple[str, int], trust: str) -> 
         return ConnectionLostError(
             "the segment store closed the connection during the TLS handshake (does it serve TLS?)", endpoint
         )
-    return ConnectionLostError(f"cannot connect: {error!r}", endpoint)
+    return ConnectFailedError(f"{error!r}", endpoint)
 
 
 class RequestTimeoutError(ClientError, TimeoutError):

@@ -3,6 +3,11 @@
 A policy is a value; :meth:`RetryPolicy.call` runs a coroutine function until it succeeds, raises an
 error that is not retriable, or runs out of attempts (then the last error is raised). Tests inject
 ``sleep`` (and ``random``) to run without waiting.
+
+Retries never nest and never outlast the call's budget (:mod:`segstore_shared.deadline`): a policy's call inside
+another one's (in one task) makes one attempt and leaves the retrying to the outer one; the last attempt starts at
+the budget's deadline, none after it; an error that ended a spent budget below (``deadline.final``: the controller
+client retried an unreachable controller for its whole ``retry_timeout_s``) is not repeated.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import random
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
+
+from segstore_shared import deadline
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -66,16 +73,20 @@ class RetryPolicy:
         fn: Callable[[], Awaitable[_T]],
         retriable: Callable[[BaseException], bool] = is_retriable,
     ) -> _T:
-        """Run ``fn`` until it returns; re-raise a non-retriable error at once, the last one when exhausted."""
+        """Run ``fn`` until it returns; re-raise a non-retriable error at once, the last one when exhausted (attempts
+        or the call's budget), or the first one when a retry loop around this one retries (module docstring)."""
         delays = self.delays_s()
-        while True:
-            try:
-                return await fn()
-            except Exception as error:
-                if not retriable(error):
-                    raise
-                delay = next(delays, None)
-                if delay is None:
-                    raise
-                _log.debug("retrying in %.3f s after %r", delay, error)
-                await self.sleep(delay)
+        with deadline.retrying() as nested:
+            while True:
+                try:
+                    return await fn()
+                except Exception as error:
+                    if nested or not retriable(error) or deadline.final(error):
+                        raise
+                    delay = next(delays, None)
+                    left = deadline.remaining_s()
+                    if delay is None or (left is not None and left <= 0):
+                        raise
+                    delay = delay if left is None else min(delay, left)  # the last attempt at the deadline
+                    _log.debug("retrying in %.3f s after %r", delay, error)
+                    await self.sleep(delay)

@@ -13,8 +13,9 @@ option                       environment                  meaning
 ``--password-stdin``         ``SEGSTORE_PASSWORD``        its password: the first line of standard input,
                                                           or the variable (never an option: it would show
                                                           in the process list)
-``--retry-timeout S``                                     how long an unreachable controller is retried
-``--rpc-timeout S``                                       the deadline of one call
+``--retry-timeout S``                                     how long to try to reach the controller and the
+                                                          segment stores (default 30, as the client library)
+``--rpc-timeout S``                                       the deadline of one call once reached
 ===========================  ===========================  ===============================================
 
 Options win over the environment. A password is never printed, logged or put in an error message.
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from segstore_cli.admin.errors import EXIT_USAGE, AdminError
+from segstore_shared.deadline import DEFAULT_UNREACHABLE_TIMEOUT_S
 
 if TYPE_CHECKING:
     from controller_client.controller.api import ControllerClient, ControllerClientConfig
@@ -103,8 +105,9 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, suppress: bool)
         "--retry-timeout",
         metavar="S",
         type=_positive_seconds,
-        default=default(10.0),
-        help="how long to retry a controller that cannot be reached, in seconds (default 10)",
+        default=default(DEFAULT_UNREACHABLE_TIMEOUT_S),
+        help="how long to try to reach the controller and the segment stores before giving up, in seconds "
+        f"(default {DEFAULT_UNREACHABLE_TIMEOUT_S:g}, as the client library)",
     )
     group.add_argument(
         "--rpc-timeout",
@@ -131,7 +134,7 @@ class Connection:
     client_key: str | None = None
     username: str | None = None
     password: str | None = field(default=None, repr=False)
-    retry_timeout_s: float = 10.0
+    retry_timeout_s: float = DEFAULT_UNREACHABLE_TIMEOUT_S
     rpc_timeout_s: float = 60.0
 
     @classmethod
@@ -206,8 +209,9 @@ class Session:
 
 @asynccontextmanager
 async def open_session(connection: Connection) -> AsyncIterator[Session]:
-    """A session on ``connection``; both clients are closed at the end. The manager does not repeat controller
-    calls itself: the controller client already retries an unreachable controller for ``retry_timeout_s``."""
+    """A session on ``connection``; both clients are closed at the end. Each call has one budget, ``--retry-timeout``
+    (the controller client's ``retry_timeout_s``, which the manager follows), for reaching the controller and the
+    segment stores; the manager repeats no controller call after a missed deadline either."""
     from controller_client.controller.api import ControllerClient
     from controller_client.stream_manager import StreamManager, StreamManagerConfig
     from segment_store.client import RetryPolicy

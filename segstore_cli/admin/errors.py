@@ -87,9 +87,7 @@ def message_for(error: SegstoreError | ValueError) -> str:
     if isinstance(error, TlsConfigError):
         flag = _TLS_FLAGS.get(error.option, error.option)
         text = f"{flag} {error.path}: {error.problem}" if error.path is not None else f"{flag}: {error.problem}"
-    elif isinstance(error, ControllerUnavailableError):
-        text = f"cannot reach the controller: {error}"
-    else:
+    else:  # an unreachable controller or segment store names itself, what failed and what to check
         text = str(error) or type(error).__name__
     if isinstance(error, TlsConfigError | ControllerTlsError):
         text = _TLS_FIELD.sub(lambda found: _TLS_FLAGS[found[1]], text)

@@ -163,13 +163,14 @@ def test_errors_name_the_option_or_the_stream(
 
 
 def test_unreachable_controller_is_a_clear_error(spark: Any) -> None:
-    options = {
-        "controller": f"tcp://127.0.0.1:{free_port()}",
-        "scope": "any",
-        "stream": "any",
-        "controllerTimeoutMs": "1000",
-    }
+    uri = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    options = {"controller": uri, "scope": "any", "stream": "any", "controllerTimeoutMs": "2000"}
     started = time.monotonic()
-    with pytest.raises(Exception, match=r"option 'controller': cannot reach the controller at tcp://127\.0\.0\.1"):
+    with pytest.raises(Exception) as raised:
         spark.read.format("segstore").options(**options).load().collect()
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 60  # the budget (the message says it held), and a first query's Spark warm-up
+    first_line = str(raised.value).splitlines()[0]
+    assert (
+        f"option 'controller': controller {uri} unreachable after 2.0 s: connection refused "
+        "(is the controller running, and is the URI right?)"
+    ) in first_line, str(raised.value)

@@ -356,7 +356,7 @@ def test_unreachable_controller_exits_3_quickly(standalone: StandaloneProcess) -
     result = admin(standalone, "--controller", f"tcp://127.0.0.1:{port}", "--retry-timeout", "0.5", "scope", "list")
     assert time.monotonic() - began < 20
     line = one_error_line(result, 3)
-    assert line.startswith(f"segstore admin: cannot reach the controller: listScopes: controller 127.0.0.1:{port}")
+    assert line.startswith(f"segstore admin: controller tcp://127.0.0.1:{port} unreachable after 0.5 s: ")
 
 
 async def test_authentication_and_permissions(standalone: StandaloneProcess) -> None:
