@@ -10,7 +10,8 @@ restarted by its pid.
   directory all share (no outages then).
 
 Every process's stderr goes to ``<base>/logs/<name>.log`` (its whole log: ``--log-file -``); the first line on its
-stdout must say "ready".
+stdout must say "ready". :func:`check_executables` says before anything starts if a program the cluster runs is
+missing.
 """
 
 from __future__ import annotations
@@ -26,8 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from segment_store.storage.backends.seaweedfs_server import SeaweedServer
-from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
+from segment_store.storage.backends.seaweedfs_server import SeaweedServer, find_weed
+from segstore_shared.coordination.zookeeper_server import (
+    EmbeddedZooKeeper,
+    ZooKeeperConfig,
+    ZooKeeperStartError,
+    find_zookeeper_classpath,
+    free_port,
+)
 from segstore_shared.errors import SegstoreError
 from segstore_shared.processes import die_with_parent_env
 
@@ -41,6 +48,20 @@ READY_TIMEOUT_S = 90.0
 
 class ClusterError(SegstoreError):
     """A process of the cluster did not start."""
+
+
+def check_executables(tier1: str, tier2: str) -> None:
+    """Raise (a :class:`~segstore_shared.errors.SegstoreError` naming it) if a program the cluster runs is missing:
+    Java and ZooKeeper's jars, ``nats-server`` with JetStream Tier-1, ``weed`` with S3 Tier-2."""
+    from segment_store.tier1.jetstream.nats_server import find_nats_server
+
+    if shutil.which("java") is None:
+        raise ZooKeeperStartError("java executable 'java' not found (Java 17 is required for ZooKeeper)")
+    find_zookeeper_classpath()
+    if tier1 == "jetstream":
+        find_nats_server()
+    if tier2 == "s3":
+        find_weed()
 
 
 @dataclass
