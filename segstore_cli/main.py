@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -78,6 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 0
+    # gRPC core (C) logs through absl to stderr, a failed TLS handshake at INFO (a plain-text client reaching a TLS
+    # port: an expected event, not ours to print); its errors still show. Read when gRPC starts: set before any
+    # command imports grpc. GRPC_VERBOSITY=INFO (or DEBUG) in the environment shows them all again.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     # a crash in C code (SIGSEGV, SIGABRT, ...) leaves every thread's Python stack on stderr (the process log)
     faulthandler.enable()
     return run_command(args.command, func, args)
