@@ -1,21 +1,25 @@
 """What several ``segstore`` subcommands share: their common flags and the reading of them.
 
-The flags: ``--log-level`` (and the logging it sets up), ``--cache-size-mb``, ``--metrics-port``/``--metrics-host``,
-the Tier-1 and Tier-2 flags, the TLS and authentication flags, the controller's periodic work. The readers turn the
-TLS and authentication flags of a controller process (``controller``, ``standalone``) into its settings, or exit 2
-naming what is wrong. The ports a command listens on are checked before it starts anything (:func:`check_ports`,
-exit 2 naming the flag and the port).
+The flags: ``--log-level`` and ``--log-file`` (and the logging they set up: :func:`setup_logging`), ``--cache-size-mb``,
+``--metrics-port``/``--metrics-host``, the Tier-1 and Tier-2 flags, the TLS and authentication flags, the controller's
+periodic work. The readers turn the TLS and authentication flags of a controller process (``controller``,
+``standalone``) into its settings, or exit 2 naming what is wrong. The ports a command listens on are checked before
+it starts anything (:func:`check_ports`, exit 2 naming the flag and the port).
 
-Imported by the command modules (:mod:`segstore_cli.commands`) only; it imports no command.
+Imported by the command modules (:mod:`segstore_cli.commands`) and the dispatch (:mod:`segstore_cli.main`: the log
+record attribute :data:`FILE_ONLY`); it imports no command.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import secrets
 import sys
 from collections.abc import Sequence
+from io import TextIOWrapper
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 from controller.config import ControllerConfig
@@ -35,6 +39,14 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 """The levels ``--log-level`` names in its help (any name of :mod:`logging`'s levels works, in any case)."""
+
+LOG_TO_STDERR = "-"
+"""``--log-file -``: no log file, the whole log on stderr (a container's log; a supervisor keeping the stderr)."""
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+FILE_ONLY = "segstore_file_only"
+"""A log record with this attribute true (``extra={FILE_ONLY: True}``) goes to the log file, never to stderr."""
 
 METRICS_PORT_HELP = (
     "serve /metrics (Prometheus), /healthz and /readyz over HTTP on this port (0: a free one; default: no metrics)"
@@ -57,16 +69,111 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_log_level_argument(parser: argparse.ArgumentParser) -> None:
-    """``--log-level``: read by :func:`setup_logging`."""
+def log_level(text: str) -> str:
+    """An argparse ``type``: a :mod:`logging` level name in any case (``INFO``, ``warn``), as lower case."""
+    if text.upper() not in logging.getLevelNamesMapping():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a log level: {', '.join(LOG_LEVELS)}")
+    return text.lower()
+
+
+def add_log_level_argument(parser: argparse.ArgumentParser, log_file: str | None = None) -> None:
+    """``--log-level``, and ``--log-file`` if ``log_file`` says where the log goes by default (its help); both read
+    by :func:`setup_logging`."""
     parser.add_argument(
-        "--log-level", default="info", metavar="{" + ",".join(LOG_LEVELS) + "}", help="logging level (default info)"
+        "--log-level",
+        type=log_level,
+        default="info",
+        metavar="{" + ",".join(LOG_LEVELS) + "}",
+        help="what the log file gets (default info); stderr gets warnings and errors only",
     )
+    if log_file is not None:
+        parser.add_argument(
+            "--log-file",
+            metavar="PATH",
+            help=f"the log, at --log-level (default {log_file}); '-': no file, the whole log on stderr",
+        )
 
 
-def setup_logging(level: str) -> None:
-    """Log to stderr at ``level`` (a :mod:`logging` level name, any case), with times and logger names."""
-    logging.basicConfig(level=getattr(logging, level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def setup_logging(command: str, level: str, log_file: Path | None, flag: str = "--log-file") -> None:
+    """Log at ``level`` (a :mod:`logging` level name, any case) to ``log_file``, created with its directory at the
+    first record (a command that stops before logging leaves nothing); stderr gets WARNING and above only, not
+    kazoo's connection retries (expected events, in the file only). ``log_file`` None: everything at ``level`` on
+    stderr. A ``log_file`` that cannot be written stops the command: one line naming ``flag``, SystemExit(2).
+
+    A process whose logging is set up already (a test calling :func:`segstore_cli.main.main`) keeps it."""
+    if log_file is not None:
+        problem = _log_file_problem(log_file)
+        if problem is not None:
+            fail(command, f"{flag} {log_file}: {problem}")
+            raise SystemExit(2)
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    numeric = logging.getLevelNamesMapping()[level.upper()]
+    formatter = logging.Formatter(LOG_FORMAT)
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(formatter)
+    stderr.addFilter(_not_file_only)
+    stderr.setLevel(numeric)
+    if log_file is not None:
+        stderr.setLevel(max(numeric, logging.WARNING))
+        stderr.addFilter(_not_expected)
+        file = _LogFile(log_file)
+        file.setLevel(numeric)
+        file.setFormatter(formatter)
+        root.addHandler(file)
+    root.addHandler(stderr)
+    root.setLevel(numeric)
+
+
+def log_file_of(args: argparse.Namespace, default: Path) -> Path | None:
+    """The log file ``--log-file`` names (``default`` without it); None for ``-`` (the log on stderr)."""
+    value: str | None = args.log_file
+    if value == LOG_TO_STDERR:
+        return None
+    return Path(value).resolve() if value else default.resolve()
+
+
+class _LogFile(logging.FileHandler):
+    """A log file opened (with its directory made) at the first record."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8", delay=True)
+
+    def _open(self) -> TextIOWrapper:
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
+
+
+def _not_file_only(record: logging.LogRecord) -> bool:
+    return not getattr(record, FILE_ONLY, False)
+
+
+def _not_expected(record: logging.LogRecord) -> bool:
+    """Off stderr: kazoo's WARNING at each connection attempt (it retries; the process says itself on stderr when
+    ZooKeeper cannot be reached at start or its session was lost)."""
+    return not (record.name.startswith("kazoo") and record.levelno < logging.ERROR)
+
+
+def _log_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a log file this process writes (None: it can); nothing is created."""
+    if path.is_dir():
+        return "is a directory"
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    if not os.access(path if path.exists() else existing, os.W_OK):
+        return "not writable by this process (permission denied)"
+    return None
+
+
+def check_data_dir(command: str, path: Path) -> None:
+    """``--data-dir`` must be a directory or not exist yet; else one line naming it and SystemExit(2)."""
+    if path.exists() and not path.is_dir():
+        fail(command, f"--data-dir {path}: not a directory")
+        raise SystemExit(2)
 
 
 def add_cache_argument(parser: argparse.ArgumentParser) -> None:

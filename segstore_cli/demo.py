@@ -29,7 +29,7 @@ def _start_standalone(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "segstore_cli", "standalone", "--data-dir", str(data_dir),
-         "--controller-port", str(port), "--segmentstore-port", str(free_port()), "--log-level", "warning"],
+         "--controller-port", str(port), "--segmentstore-port", str(free_port())],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert process.stdout is not None

@@ -15,6 +15,10 @@ the segment store (SIGTERM, so it closes its logs cleanly), then ZooKeeper; a re
 finds every stream and event. If the segment store process dies once it listened, it is started again (with
 backoff, on the same ports), as a supervisor would.
 
+Logs, under the data dir: this process's (the controller's) in ``controller.log`` (:data:`LOG_FILE`), the segment
+store process's in ``segmentstore.log`` (its stdout and stderr, its whole log at the standalone's ``--log-level``),
+ZooKeeper's in ``zookeeper/zookeeper.log``. Only warnings and errors reach the standalone's stderr.
+
 Ports: every fixed port (``--controller-port``, ``--segmentstore-port``, ``--zookeeper-port``, ``--metrics-port``
 and the one after it) is checked before anything starts; a taken one stops the start with
 :class:`StandalonePortError`, whose message names the flag and the port. A server that fails to listen anyway
@@ -60,6 +64,9 @@ from segstore_shared.ports import IN_USE, PortClaim, PortInUseError, in_use_line
 from segstore_shared.processes import die_with_parent_env, kill_orphan, read_status, status_file_env
 
 log = logging.getLogger(__name__)
+
+LOG_FILE = "controller.log"
+"""This process's log (the controller's), in the data dir."""
 
 WHAT_METRICS = "the segment store's metrics"
 """The port after ``--metrics-port``, in messages."""
@@ -271,6 +278,8 @@ class Standalone:
             str(cfg.container_count),
             "--log-level",
             cfg.log_level,
+            "--log-file",
+            "-",  # its whole log on its stderr, which is its log file (with what Python says when it crashes)
             *(["--cache-size-mb", str(cfg.cache_size_mb)] if cfg.cache_size_mb is not None else []),
             *self._metrics_flags(),
             *cfg.storage_args,

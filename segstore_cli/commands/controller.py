@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+from pathlib import Path
 
 from controller.config import ControllerConfig
 from segstore_cli.arguments import (
@@ -17,11 +18,15 @@ from segstore_cli.arguments import (
     check_ports,
     controller_auth,
     controller_tls,
+    log_file_of,
     port_in_use,
     setup_logging,
     warn_ip_literal,
 )
 from segstore_shared.ports import PortClaim, PortInUseError
+
+LOG_FILE = "segstore-controller.log"
+"""The log's default place, in the current directory (``--log-file``)."""
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -43,7 +48,7 @@ def add_parser(sub: Subparsers) -> None:
         default=10_000,
         help="how soon after this controller dies others take over its work (default 10000)",
     )
-    add_log_level_argument(ct)
+    add_log_level_argument(ct, log_file=f"{LOG_FILE} in the current directory")
     add_periodic_arguments(ct)
     add_metrics_arguments(ct)
     add_security_arguments(ct, controller=True)
@@ -51,9 +56,10 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run a controller in the foreground until SIGINT/SIGTERM; exit 2 naming a bad TLS or authentication setting,
-    or a port something else listens on (checked before anything starts)."""
-    setup_logging(args.log_level)
+    """Run a controller in the foreground until SIGINT/SIGTERM, logging to ``--log-file``; exit 2 naming a bad TLS or
+    authentication setting, or a port something else listens on (checked before anything starts)."""
+    log_file = log_file_of(args, Path(LOG_FILE))
+    setup_logging("controller", args.log_level, log_file)
     tls, trust = controller_tls("controller", args, own_trust=False)
     auth = controller_auth("controller", args, make_key=False)
     config = ControllerConfig(
@@ -76,10 +82,16 @@ def run(args: argparse.Namespace) -> int:
         PortClaim("--metrics-port", args.metrics_host, args.metrics_port or 0),
     ]
     check_ports("controller", claims)
-    return asyncio.run(_serve(config, args.metrics_port, args.metrics_host, claims))
+    return asyncio.run(_serve(config, args.metrics_port, args.metrics_host, claims, log_file))
 
 
-async def _serve(config: ControllerConfig, metrics_port: int | None, metrics_host: str, claims: list[PortClaim]) -> int:
+async def _serve(
+    config: ControllerConfig,
+    metrics_port: int | None,
+    metrics_host: str,
+    claims: list[PortClaim],
+    log_file: Path | None,
+) -> int:
     from controller.service import ControllerService
 
     stop = asyncio.Event()
@@ -95,6 +107,7 @@ async def _serve(config: ControllerConfig, metrics_port: int | None, metrics_hos
     tls += ", authentication on" if config.auth is not None else ""
     if service.metrics_endpoint is not None:
         tls += ", metrics on http://{}:{}/metrics".format(*service.metrics_endpoint)
+    tls += f", log {log_file}" if log_file is not None else ""
     print(f"segstore controller ready on {host}:{port} ({service.uri}, zookeeper {config.zookeeper}{tls})", flush=True)
     await stop.wait()
     await service.stop()

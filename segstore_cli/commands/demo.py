@@ -6,7 +6,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from segstore_cli.arguments import Subparsers
+from segstore_cli.arguments import Subparsers, check_data_dir
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -25,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from segstore_cli.demo import run_demo
 
     if args.data_dir:
+        check_data_dir("demo", Path(args.data_dir))
         return run_demo(Path(args.data_dir))
     with tempfile.TemporaryDirectory(prefix="segstore-demo-") as tmp:
         return run_demo(Path(tmp))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from segment_store.tier1.jetstream.nats_server import LAZY_SYNC_RISK, SYNC_ALWAYS
-from segstore_cli.arguments import Subparsers, check_ports, fail, port_in_use, positive_int
+from segstore_cli.arguments import Subparsers, check_data_dir, check_ports, fail, port_in_use, positive_int
 from segstore_shared.ports import PortClaim, PortInUseError
 from segstore_shared.processes import free_port, port_is_free
 
@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from segment_store.tier1.jetstream.nats_server import NatsStartError
 
     data_dir = Path(args.data_dir).resolve()
+    check_data_dir(COMMAND, data_dir)
     ports = _choose_ports(args)
     try:
         cluster = _nats_cluster(args, data_dir, ports)

@@ -24,8 +24,10 @@ from segstore_cli.arguments import (
     add_metrics_arguments,
     add_security_arguments,
     add_storage_arguments,
+    check_data_dir,
     check_ports,
     fail,
+    log_file_of,
     port_in_use,
     setup_logging,
     warn_ip_literal,
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
     from segstore_shared.auth.tls import TlsConfig
 
 COMMAND = "segmentstore"
+LOG_FILE = "segmentstore.log"
+"""The log's default place, in ``--data-dir`` (``--log-file``)."""
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -69,7 +73,7 @@ def add_parser(sub: Subparsers) -> None:
         default=10_000,
         help="ZooKeeper session timeout; a crashed process's containers move after it (default 10000)",
     )
-    add_log_level_argument(ss)
+    add_log_level_argument(ss, log_file=f"{LOG_FILE} in --data-dir")
     add_cache_argument(ss)
     add_metrics_arguments(ss)
     add_storage_arguments(ss)
@@ -78,8 +82,12 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run a segment store process (wire server + containers) in the foreground until SIGINT/SIGTERM."""
-    setup_logging(args.log_level)
+    """Run a segment store process (wire server + containers) in the foreground until SIGINT/SIGTERM, logging to
+    ``--log-file``."""
+    data_dir = Path(args.data_dir)
+    check_data_dir(COMMAND, data_dir)
+    args.log_file = log_file_of(args, data_dir / LOG_FILE)
+    setup_logging(COMMAND, args.log_level, args.log_file)
     return asyncio.run(_serve(args))
 
 
@@ -252,4 +260,5 @@ def _ready_line(
     security += ", delegation tokens checked" if settings.key is not None else ""
     if service.metrics_endpoint is not None:
         security += ", metrics on http://{}:{}/metrics".format(*service.metrics_endpoint)
+    security += f", log {args.log_file}" if args.log_file is not None else ""
     return f"segstore segmentstore ready on {host}:{port} ({what}, {where}, cache {cache_mib} MiB{security})"

@@ -44,7 +44,9 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the self-tester; exit 1 if it found a violation or the system did not recover."""
+    """Run the self-tester; exit 1 if it found a violation or the system did not recover (or a program it runs is
+    missing: checked first), 2 naming a bad flag."""
+    from segstore_cli.selftest.cluster import check_executables
     from segstore_cli.selftest.runner import SelftestConfig, run_selftest
 
     try:
@@ -62,4 +64,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"segstore selftest: {exc}", file=sys.stderr)
         return 2
+    if config.report_path is not None and not config.report_path.resolve().parent.is_dir():
+        print(f"segstore selftest: --report {config.report_path}: its directory does not exist", file=sys.stderr)
+        return 2
+    check_executables(config.tier1)
     return 0 if run_selftest(config).ok else 1

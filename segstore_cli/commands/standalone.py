@@ -15,6 +15,7 @@ from segstore_cli.arguments import (
     add_periodic_arguments,
     add_security_arguments,
     add_storage_arguments,
+    check_data_dir,
     controller_auth,
     controller_tls,
     setup_logging,
@@ -59,14 +60,17 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the standalone system until SIGINT/SIGTERM; exit 2 naming a bad TLS or authentication setting."""
-    from segstore_cli.standalone import StandaloneConfig, run_standalone
+    """Run the standalone system until SIGINT/SIGTERM, logging to ``<data-dir>/controller.log`` (its segment store
+    process to ``<data-dir>/segmentstore.log``); exit 2 naming a bad TLS or authentication setting."""
+    from segstore_cli.standalone import LOG_FILE, StandaloneConfig, run_standalone
 
-    setup_logging(args.log_level)
+    data_dir = Path(args.data_dir).resolve()
+    check_data_dir("standalone", data_dir)
+    setup_logging("standalone", args.log_level, data_dir / LOG_FILE, flag="--data-dir")
     tls, trust = controller_tls("standalone", args, own_trust=True)
     auth = controller_auth("standalone", args, make_key=True)
     config = StandaloneConfig(
-        data_dir=Path(args.data_dir).resolve(),
+        data_dir=data_dir,
         host=args.host,
         controller_port=args.controller_port,
         segmentstore_port=args.segmentstore_port,

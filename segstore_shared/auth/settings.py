@@ -91,6 +91,8 @@ def password_file(args: argparse.Namespace, environ: Mapping[str, str] | None = 
     if not value:
         return None
     path = Path(value)
+    if path.is_dir():
+        raise AuthSettingsError(f"--auth-password-file {path}: is a directory, not a password file")
     if not path.is_file():
         raise AuthSettingsError(f"--auth-password-file {path}: no such file (segstore auth add-user creates it)")
     return path

@@ -48,7 +48,7 @@ def test_segment_store_that_crashes_in_c_leaves_its_python_stacks_in_its_log(tmp
     with open(log, "wb") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "segstore_cli", "segmentstore", "--in-memory", "--port", str(free_port())],
-            stdout=subprocess.PIPE, stderr=stderr, text=True,
+            stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=tmp_path,  # its log file: ./segstore-data/
         )  # fmt: skip
         try:
             assert process.stdout is not None
@@ -66,7 +66,7 @@ def test_segment_store_cache_size_is_the_process_budget_and_must_be_positive(tmp
     from segstore_shared.coordination.zookeeper_server import free_port
 
     command = [sys.executable, "-m", "segstore_cli", "segmentstore", "--in-memory", "--port", str(free_port())]
-    process = subprocess.Popen([*command, "--cache-size-mb", "64"], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen([*command, "--cache-size-mb", "64"], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         assert process.stdout is not None
         line = process.stdout.readline()

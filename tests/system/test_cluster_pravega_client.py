@@ -43,7 +43,7 @@ def _segmentstore(zookeeper: str, data_dir: Path, port: int, delay_s: float = 0.
 def _spawn(*args: str, delay_s: float = 0.0) -> subprocess.Popen[str]:
     """A ``segstore`` process; with a delay, started by a shell after sleeping (so it starts on time even
     while this process is blocked: the official client holds the GIL while a write waits)."""
-    command = [sys.executable, "-m", "segstore_cli", *args, "--log-level", "warning"]
+    command = [sys.executable, "-m", "segstore_cli", *args, "--log-level", "warning", "--log-file", "-"]
     if delay_s:
         command = ["sh", "-c", f"sleep {delay_s}; exec {shlex.join(command)}"]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

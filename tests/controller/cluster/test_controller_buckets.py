@@ -42,7 +42,7 @@ class ControllerProcess:
         with log.open("w") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "segstore_cli", "controller", "--zookeeper", zookeeper,
-                 "--port", str(self.port), "--log-level", "debug", "--bucket-count", "6",
+                 "--port", str(self.port), "--log-level", "debug", "--log-file", "-", "--bucket-count", "6",
                  "--zookeeper-session-timeout-ms", str(SESSION_TIMEOUT_MS), "--retention-period-s", "0.3",
                  "--auto-scale-period-s", "0.3", "--watermark-period-s", "0.3", "--txn-timeout-check-s", "0.3"],
                 stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO_ROOT,
