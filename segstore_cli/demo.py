@@ -47,6 +47,7 @@ def _spark_job(controller: str, checkpoint: str) -> bool:
         SparkSession.builder.master("local[2]")
         .appName("segstore-demo")
         .config("spark.ui.enabled", "false")
+        .config("spark.driver.extraJavaOptions", "-Xss64m")  # a quiet stop of streaming queries: docs/spark.md
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
