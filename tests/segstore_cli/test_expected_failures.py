@@ -128,7 +128,7 @@ CASES = {
     "admin and a controller that is not there": Case(
         ["admin", "--controller", "tcp://127.0.0.1:{free_port}", "scope", "list"],
         None,
-        "segstore admin: cannot reach the controller",
+        "segstore admin: controller tcp://127.0.0.1:{free_port} unreachable after",
     ),
 }
 
@@ -217,7 +217,7 @@ def test_admin_with_a_wrong_password_is_one_line(controller_with_passwords: int,
     env = {**os.environ, "SEGSTORE_PASSWORD": "wrong"}
     refused = run_segstore(["admin", "--controller", uri, "--username", "admin", "scope", "list"], tmp_path, env)
     assert_one_line(refused, 4, f"segstore admin: controller 127.0.0.1:{controller_with_passwords}: listScopes: ")
-    assert "Authentication failed for user 'admin'" in refused.err
+    assert "Authentication failed for user admin" in refused.err
     env["SEGSTORE_PASSWORD"] = "right"
     listed = run_segstore(["admin", "--controller", uri, "--username", "admin", "scope", "list"], tmp_path, env)
     assert (listed.code, listed.err) == (0, ""), listed

