@@ -1,0 +1,192 @@
+"""kill -9 of a segment store process, then its Tier-1 rolled back under it: the container whose log came back
+shorter than what was acknowledged stays offline (``DataLogCorruptedError`` in the log, ``WrongHost`` on the
+wire), the process keeps serving its other container; the kill -9 restarts before the rollback are not refused.
+
+The server is a child process running ``SegmentStoreService.start_durable`` (what ``segstore segmentstore``
+runs) with two containers on the session's ZooKeeper: this file is the child's script (:func:`server_main`).
+Two Tier-1 kinds: file ledgers (a closed ledger file of container 0 cut to its header) and JetStream on a real
+``nats-server`` (container 0's stream directory restored from a copy taken after the first run). The log-level
+cases (a truncated open ledger past the truncation mark, metadata without the mark) are in
+``tests/segment_store/tier1/test_file_ledger_rollback.py`` and ``test_jetstream_rollback.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from segment_store.protocol import FrameDecoder, GetStreamSegmentInfo, NoSuchSegment, WrongHost, encode, local_hello
+from segment_store.tier1.file.ledger_file import FILE_HEADER, ledger_file_name
+from segment_store.tier1.jetstream.nats_server import EmbeddedNatsServer, NatsServerConfig
+from segment_store.tier1.log_metadata import LogMetadata
+from segstore_shared.cluster.container_mapping import container_of
+from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
+from segstore_shared.coordination.zookeeper_server import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CONTAINERS = 2
+START_TIMEOUT_S = 90.0  # a busy 2-core machine: interpreter, pyarrow and ZooKeeper sessions
+SEGMENT_OF = {cid: next(f"rb/s/{n}.#epoch.0" for n in range(100) if container_of(f"rb/s/{n}.#epoch.0", 2) == cid)
+              for cid in range(CONTAINERS)}  # fmt: skip
+
+
+async def server_main(data_dir: Path, zookeeper: str, nats: str) -> None:
+    """The child: the durable service with file Tier-1 (``nats`` empty) or JetStream on ``nats``."""
+    from segment_store.server.config import ServerConfig
+    from segment_store.server.service import SegmentStoreService, ServiceConfig
+    from segment_store.tier1.config import Tier1Config
+
+    tier1 = Tier1Config(backend="jetstream", nats=(nats,), replicas=1) if nats else Tier1Config()
+    config = ServiceConfig(
+        server=ServerConfig(host="127.0.0.1", port=0),
+        container_count=CONTAINERS,
+        data_dir=data_dir,
+        zookeeper=zookeeper,
+        tier1=tier1,
+    )
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    service = await SegmentStoreService.start_durable(config)
+    print(f"ready on port {service.endpoint[1]} running {','.join(map(str, service.registry.running))}", flush=True)
+    await stop.wait()
+    await service.stop()
+
+
+class Server:
+    """One start of the child; its stderr goes to a file the assertions read."""
+
+    def __init__(self, process: asyncio.subprocess.Process, stderr: Path) -> None:
+        self.process, self.stderr = process, stderr
+        self.port = 0
+        self.running: list[int] = []
+
+    @classmethod
+    async def start(cls, data_dir: Path, zookeeper: str, nats: str, run: int) -> Server:
+        stderr = data_dir.parent / f"server-{run}.stderr"
+        with open(stderr, "wb") as err:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, __file__, str(data_dir), zookeeper, nats,
+                stdout=asyncio.subprocess.PIPE, stderr=err, cwd=REPO_ROOT,
+                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            )  # fmt: skip
+        server = cls(process, stderr)
+        assert process.stdout is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)).decode()
+        assert line.startswith("ready on port "), f"server did not start: {line!r}\n{stderr.read_text()}"
+        words = line.split()
+        server.port = int(words[3])
+        server.running = [int(cid) for cid in words[5].split(",")] if len(words) > 5 else []
+        return server
+
+    async def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(self.process.wait(), 30)
+
+    async def segment_info(self, segment: str) -> object:
+        """The reply to ``GetStreamSegmentInfo`` for ``segment`` on a fresh connection (after the Hello)."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        decoder = FrameDecoder()
+        replies: list[object] = []
+        try:
+            writer.write(encode(local_hello()) + encode(GetStreamSegmentInfo(7, segment, "")))
+            while len(replies) < 2:
+                if (data := await asyncio.wait_for(reader.read(1 << 16), 30)) == b"":
+                    raise ConnectionError(f"the server closed the connection after {replies}")
+                decoder.feed(data)
+                replies.extend(decoder)
+        finally:
+            writer.close()
+        return replies[1]
+
+
+async def check_offline_and_serving(server: Server, stderr_says: list[str]) -> None:
+    """Container 0 refused and offline, container 1 serving, the process alive."""
+    assert server.running == [1], server.running
+    assert server.process.returncode is None
+    text = server.stderr.read_text()
+    assert "container 0 stays offline: its Tier-1 log was refused" in text, text
+    for phrase in stderr_says:
+        assert phrase in text, f"{phrase!r} not in:\n{text}"
+    assert isinstance(await server.segment_info(SEGMENT_OF[0]), WrongHost)
+    assert isinstance(await server.segment_info(SEGMENT_OF[1]), NoSuchSegment)
+
+
+async def test_file_ledger_cut_short_after_kill_9_keeps_its_container_offline(zk_chroot: str, tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    server = None
+    for run in range(3):  # kill -9 restarts: never refused
+        server = await Server.start(data_dir, zk_chroot, "", run)
+        assert server.running == [0, 1], server.stderr.read_text()
+        await server.kill()
+    store = await KazooCoordinationStore.connect(zk_chroot)
+    try:
+        metadata = LogMetadata.parse((await store.get("/segstore/tier1/logs/container-0")).data)
+    finally:
+        await store.close()
+    closed = [ledger for ledger in metadata.ledgers if ledger.last_entry is not None and ledger.last_entry >= 0]
+    assert closed, f"container 0 wrote no entry before its second start: {metadata}"
+    ledger = closed[0]
+    path = data_dir / "tier1" / "container-0" / ledger_file_name(ledger.ledger_id, ledger.epoch)
+    os.truncate(path, FILE_HEADER.size)  # its entries 0..last_entry are gone
+
+    server = await Server.start(data_dir, zk_chroot, "", 3)
+    try:
+        await check_offline_and_serving(
+            server,
+            [f"log container-0: ledger {path.name}: entry 0", f"closed at entry {ledger.last_entry}"],
+        )
+    finally:
+        await server.kill()
+
+
+async def test_jetstream_stream_restored_after_kill_9_keeps_its_container_offline(
+    zk_chroot: str, tmp_path: Path
+) -> None:
+    nats = EmbeddedNatsServer(NatsServerConfig(data_dir=tmp_path / "nats", port=free_port(), http_port=free_port()))
+    store_dir = tmp_path / "nats" / "jetstream"
+    data_dir = tmp_path / "data"
+    stream = "segstore-tier1-container-0"
+
+    def stream_dir(root: Path) -> Path:
+        (found,) = root.glob(f"**/streams/{stream}")
+        return found
+
+    await asyncio.to_thread(nats.start)
+    try:
+        server = await Server.start(data_dir, zk_chroot, nats.url, 0)
+        assert server.running == [0, 1], server.stderr.read_text()
+        await server.kill()
+        await asyncio.to_thread(nats.stop)
+        await asyncio.to_thread(shutil.copytree, stream_dir(store_dir), tmp_path / "copy")  # the early copy
+        await asyncio.to_thread(nats.start)
+        for run in (1, 2):  # kill -9 restarts (each fences again, recording its fence): never refused
+            server = await Server.start(data_dir, zk_chroot, nats.url, run)
+            assert server.running == [0, 1], server.stderr.read_text()
+            await server.kill()
+        await asyncio.to_thread(nats.stop)
+        current = stream_dir(store_dir)
+        await asyncio.to_thread(shutil.rmtree, current)
+        await asyncio.to_thread(shutil.copytree, tmp_path / "copy", current)  # restored from the early copy
+        await asyncio.to_thread(nats.start)
+
+        server = await Server.start(data_dir, zk_chroot, nats.url, 3)
+        try:
+            await check_offline_and_serving(
+                server, [f"log container-0: stream {stream} ends at sequence", "was acknowledged", "rolled back"]
+            )
+        finally:
+            await server.kill()
+    finally:
+        await asyncio.to_thread(nats.stop)
+
+
+if __name__ == "__main__":
+    asyncio.run(server_main(Path(sys.argv[1]), sys.argv[2], sys.argv[3]))
