@@ -55,7 +55,8 @@ async def server_main(data_dir: Path, zookeeper: str, nats: str) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     service = await SegmentStoreService.start_durable(config)
-    print(f"ready on port {service.endpoint[1]} running {','.join(map(str, service.registry.running))}", flush=True)
+    running = ",".join(map(str, service.registry.running))
+    print(f"ready on port {service.endpoint[1]} running {running} readyz {int(service.ready())}", flush=True)
     await stop.wait()
     await service.stop()
 
@@ -67,6 +68,7 @@ class Server:
         self.process, self.stderr = process, stderr
         self.port = 0
         self.running: list[int] = []
+        self.ready = False  # what /readyz answers: every configured container recovered
 
     @classmethod
     async def start(cls, data_dir: Path, zookeeper: str, nats: str, run: int) -> Server:
@@ -83,7 +85,8 @@ class Server:
         assert line.startswith("ready on port "), f"server did not start: {line!r}\n{stderr.read_text()}"
         words = line.split()
         server.port = int(words[3])
-        server.running = [int(cid) for cid in words[5].split(",")] if len(words) > 5 else []
+        server.running = [int(cid) for cid in words[5].split(",") if cid]
+        server.ready = words[7] == "1"
         return server
 
     async def kill(self) -> None:
@@ -110,6 +113,7 @@ class Server:
 async def check_offline_and_serving(server: Server, stderr_says: list[str]) -> None:
     """Container 0 refused and offline, container 1 serving, the process alive."""
     assert server.running == [1], server.running
+    assert not server.ready, "/readyz must say 503 while a container is offline"
     assert server.process.returncode is None
     text = server.stderr.read_text()
     assert "container 0 stays offline: its Tier-1 log was refused" in text, text
@@ -124,7 +128,7 @@ async def test_file_ledger_cut_short_after_kill_9_keeps_its_container_offline(zk
     server = None
     for run in range(3):  # kill -9 restarts: never refused
         server = await Server.start(data_dir, zk_chroot, "", run)
-        assert server.running == [0, 1], server.stderr.read_text()
+        assert server.running == [0, 1] and server.ready, server.stderr.read_text()
         await server.kill()
     store = await KazooCoordinationStore.connect(zk_chroot)
     try:
@@ -162,14 +166,14 @@ async def test_jetstream_stream_restored_after_kill_9_keeps_its_container_offlin
     await asyncio.to_thread(nats.start)
     try:
         server = await Server.start(data_dir, zk_chroot, nats.url, 0)
-        assert server.running == [0, 1], server.stderr.read_text()
+        assert server.running == [0, 1] and server.ready, server.stderr.read_text()
         await server.kill()
         await asyncio.to_thread(nats.stop)
         await asyncio.to_thread(shutil.copytree, stream_dir(store_dir), tmp_path / "copy")  # the early copy
         await asyncio.to_thread(nats.start)
         for run in (1, 2):  # kill -9 restarts (each fences again, recording its fence): never refused
             server = await Server.start(data_dir, zk_chroot, nats.url, run)
-            assert server.running == [0, 1], server.stderr.read_text()
+            assert server.running == [0, 1] and server.ready, server.stderr.read_text()
             await server.kill()
         await asyncio.to_thread(nats.stop)
         current = stream_dir(store_dir)
