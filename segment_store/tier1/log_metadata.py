@@ -3,9 +3,10 @@
 One node per log holds a JSON document: the epoch and the owner that acquired it, the
 ordered ledger list, the next ledger id, the truncation address, and ``acknowledged``:
 the address of an entry the owner had acknowledged when it last truncated (the rollback
-check of :mod:`segment_store.tier1.file.ledger_log`; absent in older records: unknown). It changes only by
-versioned compare-and-set (see :mod:`segment_store.tier1.file.ledger_log`); this module
-only builds and checks new values, it does no I/O.
+check of :mod:`segment_store.tier1.file.ledger_log`; absent in older records: unknown).
+It changes only by versioned compare-and-set (see
+:mod:`segment_store.tier1.file.ledger_log`); this module only builds and checks new
+values, it does no I/O.
 
 A ledger record is *open* (``last_entry is None``: being written by the owner of
 ``epoch``, its end unknown) or *closed at* ``last_entry`` (-1 for an empty ledger).
