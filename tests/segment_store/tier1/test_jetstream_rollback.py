@@ -10,6 +10,7 @@ process killed with kill -9 is in ``tests/segment_store/containers/test_tier1_ro
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -159,5 +160,38 @@ def test_restarts_of_log_and_server_are_not_refused(tmp_path: Path) -> None:
                 harness.server.stop()
             harness.server.start()
         harness.phase(round_of(5))
+    finally:
+        harness.server.stop()
+
+
+@pytest.mark.timeout(120)
+def test_metadata_written_without_the_mark_opens_and_then_records_one(tmp_path: Path) -> None:
+    """Backward compatibility: a record an older version wrote (no ``acknowledged``) is not checked; the next
+    owner records its fence, so the check applies from then on."""
+    harness = Harness(tmp_path)
+    path = f"{harness.config.metadata_root}/container-0"
+
+    async def write(factory: JetStreamLogFactory) -> None:
+        log = await open_log(factory, 0)
+        await asyncio.gather(*(log.append(b"%d" % i) for i in range(6)))
+        await log.close()
+        store = harness.coordination.connect()
+        node = await store.get(path)
+        old = json.loads(node.data)
+        del old["acknowledged"]
+        await store.compare_and_set(path, json.dumps(old).encode(), node.version)
+        await store.close()
+
+    async def reopen(factory: JetStreamLogFactory) -> None:
+        log = await open_log(factory, 0)
+        assert await read_payloads(log) == [b"%d" % i for i in range(6)]
+        fence = log.metadata.acknowledged
+        assert fence is not None and fence > 2, log.metadata
+        await log.close()
+
+    harness.server.start()
+    try:
+        harness.phase(write)
+        harness.phase(reopen)
     finally:
         harness.server.stop()
