@@ -4,9 +4,10 @@ wire), the process keeps serving its other container; the kill -9 restarts befor
 
 The server is a child process running ``SegmentStoreService.start_durable`` (what ``segstore segmentstore``
 runs) with two containers on the session's ZooKeeper: this file is the child's script (:func:`server_main`).
-Two Tier-1 kinds: file ledgers (a closed ledger file of container 0 cut to its header) and JetStream on a real
-``nats-server`` (container 0's stream directory restored from a copy taken after the first run). The log-level
-cases (a truncated open ledger past the truncation mark, metadata without the mark) are in
+Two Tier-1 kinds: file ledgers (container 0's closed ledger file cut to its header; or, after appends under load
+until a Tier-1 truncation recorded the rollback mark, its open ledger file cut below the mark) and JetStream on a
+real ``nats-server`` (container 0's stream directory restored from a copy taken after the first run). The
+log-level cases (metadata without the mark, restarts with truncations) are in
 ``tests/segment_store/tier1/test_file_ledger_rollback.py`` and ``test_jetstream_rollback.py``.
 """
 
@@ -17,14 +18,32 @@ import os
 import shutil
 import signal
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+from crash_support import SMALL_DURABLE_LOG, log_metadata, payloads
 
-from segment_store.protocol import FrameDecoder, GetStreamSegmentInfo, NoSuchSegment, WrongHost, encode, local_hello
+from segment_store.containers.config import ContainerConfig
+from segment_store.protocol import (
+    AppendSetup,
+    CreateSegment,
+    DataAppended,
+    FrameDecoder,
+    GetStreamSegmentInfo,
+    NoSuchSegment,
+    SegmentCreated,
+    SetupAppend,
+    WireCommand,
+    WrongHost,
+    build_append_block_end,
+    encode,
+    local_hello,
+)
 from segment_store.tier1.file.ledger_file import FILE_HEADER, ledger_file_name
 from segment_store.tier1.jetstream.nats_server import EmbeddedNatsServer, NatsServerConfig
 from segment_store.tier1.log_metadata import LogMetadata
+from segment_store.writer.config import WriterConfig
 from segstore_shared.cluster.container_mapping import container_of
 from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
 from segstore_shared.coordination.zookeeper_server import free_port
@@ -32,6 +51,7 @@ from segstore_shared.coordination.zookeeper_server import free_port
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
 CONTAINERS = 2
 START_TIMEOUT_S = 90.0  # a busy 2-core machine: interpreter, pyarrow and ZooKeeper sessions
 SEGMENT_OF = {cid: next(f"rb/s/{n}.#epoch.0" for n in range(100) if container_of(f"rb/s/{n}.#epoch.0", 2) == cid)
@@ -47,6 +67,7 @@ async def server_main(data_dir: Path, zookeeper: str, nats: str) -> None:
     tier1 = Tier1Config(backend="jetstream", nats=(nats,), replicas=1) if nats else Tier1Config()
     config = ServiceConfig(
         server=ServerConfig(host="127.0.0.1", port=0),
+        container=ContainerConfig(durable_log=SMALL_DURABLE_LOG, writer=WriterConfig(flush_max_age_s=0.2)),
         container_count=CONTAINERS,
         data_dir=data_dir,
         zookeeper=zookeeper,
@@ -77,7 +98,7 @@ class Server:
             process = await asyncio.create_subprocess_exec(
                 sys.executable, __file__, str(data_dir), zookeeper, nats,
                 stdout=asyncio.subprocess.PIPE, stderr=err, cwd=REPO_ROOT,
-                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(FIXTURES)])},
             )  # fmt: skip
         server = cls(process, stderr)
         assert process.stdout is not None
@@ -94,20 +115,61 @@ class Server:
         await asyncio.wait_for(self.process.wait(), 30)
 
     async def segment_info(self, segment: str) -> object:
-        """The reply to ``GetStreamSegmentInfo`` for ``segment`` on a fresh connection (after the Hello)."""
-        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
-        decoder = FrameDecoder()
-        replies: list[object] = []
+        """The reply to ``GetStreamSegmentInfo`` for ``segment`` on a fresh connection."""
+        connection = await Connection.open(self.port)
         try:
-            writer.write(encode(local_hello()) + encode(GetStreamSegmentInfo(7, segment, "")))
-            while len(replies) < 2:
-                if (data := await asyncio.wait_for(reader.read(1 << 16), 30)) == b"":
-                    raise ConnectionError(f"the server closed the connection after {replies}")
-                decoder.feed(data)
-                replies.extend(decoder)
+            return await connection.request(GetStreamSegmentInfo(7, segment, ""))
         finally:
-            writer.close()
-        return replies[1]
+            connection.close()
+
+
+class Connection:
+    """A raw wire connection after the Hello exchange; one request at a time."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer, self.decoder = reader, writer, FrameDecoder()
+        self.pending: list[object] = []
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        connection = cls(*await asyncio.open_connection("127.0.0.1", port))
+        await connection.request(local_hello())
+        return connection
+
+    async def request(self, command: WireCommand) -> object:
+        self.writer.write(encode(command))
+        while not self.pending:
+            if (data := await asyncio.wait_for(self.reader.read(1 << 16), 30)) == b"":
+                raise ConnectionError("the server closed the connection")
+            self.decoder.feed(data)
+            self.pending.extend(self.decoder)
+        return self.pending.pop(0)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def append_until_truncated(server: Server, store: KazooCoordinationStore) -> tuple[int, int]:
+    """Append to a segment of container 0 until its log recorded a rollback mark in its own (open) ledger;
+    returns the mark (ledger id, entry id)."""
+    segment, writer_id = SEGMENT_OF[0], uuid.UUID(int=0x5E65)
+    connection = await Connection.open(server.port)
+    try:
+        assert isinstance(await connection.request(CreateSegment(1, segment, 0, 0, "", 0)), SegmentCreated)
+        assert isinstance(await connection.request(SetupAppend(2, writer_id, segment, "")), AppendSetup)
+        event = 0
+        while True:
+            metadata = await log_metadata(store, 0)
+            assert metadata is not None
+            mark, last = metadata.acknowledged, metadata.ledgers[-1]
+            if mark is not None and last.is_open and mark[0] == last.ledger_id and mark[1] >= 0:
+                return mark
+            events = payloads(0, event + 1, 50)
+            event += len(events)
+            reply = await connection.request(build_append_block_end(writer_id, events, event, event))
+            assert isinstance(reply, DataAppended), reply
+    finally:
+        connection.close()
 
 
 async def check_offline_and_serving(server: Server, stderr_says: list[str]) -> None:
@@ -146,6 +208,33 @@ async def test_file_ledger_cut_short_after_kill_9_keeps_its_container_offline(zk
         await check_offline_and_serving(
             server,
             [f"log container-0: ledger {path.name}: entry 0", f"closed at entry {ledger.last_entry}"],
+        )
+    finally:
+        await server.kill()
+
+
+async def test_file_ledger_open_ledger_cut_below_the_mark_after_kill_9(zk_chroot: str, tmp_path: Path) -> None:
+    """Under load, a Tier-1 truncation records the last acknowledged entry; after kill -9 the open ledger file is
+    cut below it: refused, although a torn tail would have been accepted there."""
+    data_dir = tmp_path / "data"
+    server = await Server.start(data_dir, zk_chroot, "", 0)
+    store = await KazooCoordinationStore.connect(zk_chroot)
+    try:
+        mark = await asyncio.wait_for(append_until_truncated(server, store), 120)
+        await server.kill()
+        metadata = await log_metadata(store, 0)
+    finally:
+        await store.close()
+    assert metadata is not None
+    ledger = metadata.ledger(mark[0])
+    assert ledger is not None and ledger.is_open
+    path = data_dir / "tier1" / "container-0" / ledger_file_name(ledger.ledger_id, ledger.epoch)
+    os.truncate(path, FILE_HEADER.size)  # every entry gone, those up to the mark included
+
+    server = await Server.start(data_dir, zk_chroot, "", 1)
+    try:
+        await check_offline_and_serving(
+            server, [f"log container-0: ledger file {path} ends at entry -1, but entry {mark[1]} of ledger"]
         )
     finally:
         await server.kill()
