@@ -40,7 +40,7 @@ from segment_store.storage.segment_storage import SegmentStorage
 from segment_store.storage.tier2_config import Tier2Config, open_chunk_storage
 from segment_store.tables.table_store import TableStore
 from segment_store.tier1.config import Tier1Config
-from segment_store.tier1.log import DurableDataLogFactory
+from segment_store.tier1.log import DataLogCorruptedError, DurableDataLogFactory
 from segstore_shared.cluster.layout import ClusterError
 from segstore_shared.cluster.registration import HostRegistration
 from segstore_shared.coordination.store import CoordinationStore
@@ -237,7 +237,7 @@ class SegmentStoreService:
                     self.config.containers if self.config.containers is not None else range(self.config.container_count)
                 )
                 for container_id in ids:
-                    await self.registry.start_container(container_id)
+                    await self._start_or_leave_offline(container_id)
             self._server = await self._listen()
         except BaseException:
             if self._metrics_server is not None:
@@ -257,6 +257,14 @@ class SegmentStoreService:
             log.info("segment store serving %s on %s:%s", self.registry.running, *self.endpoint)
         if cfg.tls is not None:
             log.info("wire protocol over %s (certificate %s)", cfg.tls.describe(), cfg.tls.cert_path)
+
+    async def _start_or_leave_offline(self, container_id: int) -> None:
+        """Start a container; one whose Tier-1 log is refused as corrupted or rolled back (acknowledged data
+        missing) stays offline, logged as an ERROR, while the others serve (docs/operations.md: what to do)."""
+        try:
+            await self.registry.start_container(container_id)
+        except DataLogCorruptedError as exc:
+            log.error("container %s stays offline: its Tier-1 log was refused: %s", container_id, exc)
 
     async def _listen(self) -> asyncio.Server:
         """The wire server, listening exclusively (no ``SO_REUSEPORT``: a second process on the port fails instead

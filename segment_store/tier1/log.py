@@ -78,7 +78,9 @@ class WriteTooLongError(DurableDataLogError):
 
 class DataLogCorruptedError(DurableDataLogError):
     """Data that the log acknowledged (or its metadata) is damaged or missing; recovery
-    must not silently skip it."""
+    must not silently skip it. Also raised when the log's storage came back shorter than
+    the position its metadata records as acknowledged (a rolled-back stream or ledger
+    file); the message then names the log, the stream or ledger, and both positions."""
 
 
 class DataLogInitializationError(DurableDataLogError):
@@ -105,6 +107,15 @@ class DurableDataLog(Protocol):
     log's epoch, fences the previous owner and recovers what it wrote. From then on, an
     older instance's appends fail with :class:`DataLogWriterNotPrimaryError`, and no append
     it had not been acknowledged before the fence is ever acknowledged later.
+
+    **No rollback.** The log records in its metadata, at the updates it makes anyway
+    (acquiring the epoch, truncation, ledger roll-over), a position it has already
+    acknowledged (never one that is not yet durable). :meth:`initialize` (or :meth:`read`,
+    for a position inside a closed ledger) refuses with :class:`DataLogCorruptedError` a log
+    whose storage ends before that position, instead of recovering a shorter log and
+    reusing its positions. Entries acknowledged after the last such update are not covered
+    (the implementations' docstrings say exactly which); metadata without the position
+    (written by an older version) is not checked.
 
     **Appends.** :meth:`append` is a plain (non-async) method that places the entry in
     the log's order *when it is called* and returns a future; callers may issue many

@@ -1,9 +1,12 @@
 """The metadata record of a file ledger log, kept in the coordination store.
 
 One node per log holds a JSON document: the epoch and the owner that acquired it, the
-ordered ledger list, the next ledger id, and the truncation address. It changes only by
-versioned compare-and-set (see :mod:`segment_store.tier1.file.ledger_log`); this module
-only builds and checks new values, it does no I/O.
+ordered ledger list, the next ledger id, the truncation address, and ``acknowledged``:
+the address of an entry the owner had acknowledged when it last truncated (the rollback
+check of :mod:`segment_store.tier1.file.ledger_log`; absent in older records: unknown).
+It changes only by versioned compare-and-set (see
+:mod:`segment_store.tier1.file.ledger_log`); this module only builds and checks new
+values, it does no I/O.
 
 A ledger record is *open* (``last_entry is None``: being written by the owner of
 ``epoch``, its end unknown) or *closed at* ``last_entry`` (-1 for an empty ledger).
@@ -53,6 +56,9 @@ class LogMetadata:
     next_ledger_id: int
     truncation: tuple[int, int] | None = None  # (ledger_id, entry_id) of the last discarded entry
     lease_ms: int = 0  # the owner's ownership lease (see file_ledger_log); absent in older records: 0
+    acknowledged: tuple[int, int] | None = None
+    """(ledger_id, entry_id) of an entry acknowledged (synced) by the time of the last truncation: its ledger
+    file must still hold it. None: unknown (no check)."""
 
     def __post_init__(self) -> None:
         previous = 0
@@ -123,6 +129,13 @@ class LogMetadata:
                 kept.append(ledger)
         return replace(self, ledgers=tuple(kept), truncation=point), dropped
 
+    def acknowledged_up_to(self, address: LogAddress) -> LogMetadata:
+        """Record that the entry at ``address`` was acknowledged (the mark only moves forward)."""
+        point = (address.ledger_id, address.entry_id)
+        if self.acknowledged is not None and point <= self.acknowledged:
+            return self
+        return replace(self, acknowledged=point)
+
     def truncation_address(self) -> tuple[int, int]:
         """The truncation point, ``(0, 0)`` ordering before every real entry when none."""
         return self.truncation if self.truncation is not None else (0, 0)
@@ -145,6 +158,8 @@ class LogMetadata:
         }
         if self.lease_ms:
             document["lease_ms"] = self.lease_ms
+        if self.acknowledged is not None:
+            document["acknowledged"] = list(self.acknowledged)
         return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
@@ -155,6 +170,7 @@ class LogMetadata:
             if document.get("format") != FORMAT_VERSION:
                 raise ValueError(f"unknown metadata format {document.get('format')!r}")
             truncation = document["truncation"]
+            acknowledged = document.get("acknowledged")
             return cls(
                 epoch=int(document["epoch"]),
                 owner=str(document["owner"]),
@@ -162,6 +178,7 @@ class LogMetadata:
                 truncation=(int(truncation[0]), int(truncation[1])) if truncation is not None else None,
                 ledgers=tuple(_parse_ledger(item) for item in document["ledgers"]),
                 lease_ms=int(document.get("lease_ms", 0)),
+                acknowledged=(int(acknowledged[0]), int(acknowledged[1])) if acknowledged is not None else None,
             )
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise DataLogCorruptedError(f"unreadable log metadata: {exc}") from exc

@@ -67,6 +67,19 @@ a valid one whose ``group_start`` is beyond it was synced, so it is reported as
 :class:`DataLogCorruptedError`, as is any invalid entry at or before a closed ledger's
 recorded end. Damage inside the *last* synced group of an open ledger cannot be told
 from a torn tail (no replica to compare with).
+
+Rollback (a ledger file truncated, or replaced by an older copy). What the log
+acknowledged is recorded at the metadata updates it makes anyway: a closed ledger's end
+(rollover, and (c), where the new owner closes the old ledgers at what it recovered and
+synced), and at each truncation ``acknowledged``, the address of the last entry this owner
+had acknowledged (synced and confirmed, so an intact file always holds it). (b) refuses an
+open ledger whose file ends before ``acknowledged`` and ``read`` refuses a closed ledger
+whose file ends before its recorded end, both with :class:`DataLogCorruptedError` naming
+the log (``container-<id>``), the ledger file and both entries. Not covered: a loss
+confined to entries the owner acknowledged after its last truncation or rollover (the
+open ledger's tail past the mark), which looks like a torn tail. A record without
+``acknowledged`` (written by an older version) means unknown: only the closed ends are
+checked.
 """
 
 from __future__ import annotations
@@ -95,6 +108,7 @@ from segment_store.tier1.file.serial_worker import SerialWorker
 from segment_store.tier1.log import (
     MAX_ENTRY_ID,
     DataLogClosedError,
+    DataLogCorruptedError,
     DataLogInitializationError,
     DataLogNotAvailableError,
     DataLogNotInitializedError,
@@ -246,6 +260,7 @@ class FileLedgerLog:
         for ledger in metadata.ledgers:
             if ledger.is_open:  # (b) recover what the previous owner wrote
                 last = await self._blocking(self._recover_ledger, ledger)
+                self._check_not_rolled_back(ledger, last)
                 metadata = metadata.with_ledger_closed(ledger.ledger_id, last)
         metadata, dropped = metadata.without_empty_ledgers()
         metadata, record = metadata.with_new_ledger()
@@ -258,6 +273,17 @@ class FileLedgerLog:
         self._writer = writer
         self._recovered = metadata.last_closed_address()
         await self._collect_garbage(dropped)
+
+    def _check_not_rolled_back(self, ledger: LedgerRecord, last: int) -> None:
+        """Refuse an open ledger whose file ends before the entry the metadata records as acknowledged."""
+        mark = self._keeper.metadata.acknowledged
+        if mark is not None and mark[0] == ledger.ledger_id and last < mark[1]:
+            path = self._dir / ledger_file_name(ledger.ledger_id, ledger.epoch)
+            raise DataLogCorruptedError(
+                f"log {self.name}: ledger file {path} ends at entry {last}, but entry {mark[1]} of ledger "
+                f"{ledger.ledger_id} was acknowledged (recorded in the coordination store); the file was "
+                f"truncated or replaced by an older copy and acknowledged entries may be lost"
+            )
 
     def _blocking(self, function: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
         """Run ``function(*args)`` on the log's worker thread (after the file work queued before it)."""
@@ -504,10 +530,16 @@ class FileLedgerLog:
             if (ledger.ledger_id, end) <= truncation:
                 continue
             path = self._dir / ledger_file_name(ledger.ledger_id, ledger.epoch)
-            reader = await asyncio.to_thread(LedgerReader, self._storage, path, ledger.ledger_id, ledger.epoch)
+            try:
+                reader = await asyncio.to_thread(LedgerReader, self._storage, path, ledger.ledger_id, ledger.epoch)
+            except DataLogCorruptedError as exc:
+                raise DataLogCorruptedError(f"log {self.name}: {exc}") from exc
             try:
                 while reader.next_entry_id <= end:
-                    batch = await asyncio.to_thread(reader.read_batch, end, self._config.read_batch_bytes)
+                    try:
+                        batch = await asyncio.to_thread(reader.read_batch, end, self._config.read_batch_bytes)
+                    except DataLogCorruptedError as exc:
+                        raise DataLogCorruptedError(f"log {self.name}: {exc}") from exc
                     for entry_id, payload in batch:
                         if (ledger.ledger_id, entry_id) > truncation:
                             yield ReadItem(LogAddress(ledger.ledger_id, entry_id, ledger.epoch), payload)
@@ -524,6 +556,8 @@ class FileLedgerLog:
             updated, dropped = self._keeper.metadata.truncated(upto)
             if updated == self._keeper.metadata:
                 return
+            if self._acked is not None:  # synced and acknowledged: its ledger file must keep it
+                updated = updated.acknowledged_up_to(self._acked)
             try:
                 await self._keeper.persist(updated)
             except DurableDataLogError as exc:

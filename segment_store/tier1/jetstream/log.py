@@ -23,9 +23,11 @@ then restarts on a new instance, which recovers whatever was stored.
 Fencing. *New owner* ``initialize``: (a) reads the metadata and CASes it to epoch
 ``e+1`` with its owner id (a brand-new log: creates the stream, then the metadata at
 epoch 1); (b) publishes the fence record of ``e+1`` and learns its sequence ``F`` from
-JetStream's acknowledgement; (c) checks with a linearized read that the metadata still
-names ``e+1`` and us (else :class:`DataLogWriterNotPrimaryError`). Recovery (``read``)
-then reads the stream from after the truncation point up to ``F``.
+JetStream's acknowledgement; (c) CASes ``acknowledged = F`` into the metadata over the
+version (a) wrote, which succeeds only if the record still names ``e+1`` and us (else
+:class:`DataLogWriterNotPrimaryError`): ZooKeeper linearizes it like the ``sync`` + ``get``
+check it stands for. Recovery (``read``) then reads the stream from after the truncation
+point up to ``F``.
 
 Claim: every entry an older owner acknowledged is read by the new owner. Let the old
 owner have epoch ``e`` and fence sequence ``Fe``. It acknowledged an entry only after
@@ -71,6 +73,20 @@ Truncation CASes the new point into the metadata first (so a fenced owner cannot
 truncate), then purges the stream below it; a purge that fails is redone by the next.
 Recovery refuses a stream that is missing, starts after its first message, ends before
 what the log knows was written, or skips a sequence: :class:`DataLogCorruptedError`.
+
+Rollback. The metadata keeps ``acknowledged`` (``H``): a sequence JetStream acknowledged,
+written only at the updates the log makes anyway: the fence ``F`` at (c), and at each
+truncation the record of the last entry this owner had acknowledged by then (never a
+sequence not yet acknowledged, so an intact stream always reaches it). ``initialize``
+refuses, with :class:`DataLogCorruptedError` naming the log (``container-<id>``), the
+stream and both sequences, a stream whose last sequence is below ``H`` (checked before
+its fence is published), or whose new fence lands at or below ``H``. Covered: a stream
+that comes back shorter than the previous owner's fence or than its last truncation's
+mark (every NATS server lost its tail, a store restored from an older copy). Not covered:
+a loss confined to the entries acknowledged after the last metadata update of the
+previous owner (at most what it wrote since its last truncation, or since its open);
+those are missed, as before. A record without ``acknowledged`` (written by an older
+version) means unknown: no check, and the next fence records one.
 """
 
 from __future__ import annotations
@@ -267,11 +283,24 @@ class JetStreamLog:
             if state.replicas != self._config.replicas:
                 _log.warning("log %s: stream %s has %d replicas, the configuration asks for %d (kept as it is)",
                              self.name, self._stream, state.replicas, self._config.replicas)  # fmt: skip
+            self._check_not_rolled_back(state.last_seq, "ends at")
         self._inbox = self._client.new_inbox()
         self._subscription = await self._client.subscribe(f"{self._inbox}.*", self._on_answer)
         fence = await self._publish_fence()  # (b)
-        await keeper.check_owner(self._epoch)  # (c)
+        self._check_not_rolled_back(fence - 1, "stored our fence right after")
+        # (c): a CAS over the version (a) wrote, so it fails if anyone took the epoch since; it records the fence
+        await keeper.persist(keeper.metadata.acknowledged_up_to(fence))
         self._fence_seq = self._last_seq = fence
+
+    def _check_not_rolled_back(self, last_seq: int, found: str) -> None:
+        """Refuse a stream that ends before the sequence the metadata records as acknowledged (see "Rollback")."""
+        recorded = self._keeper.metadata.acknowledged
+        if recorded is not None and last_seq < recorded:
+            raise DataLogCorruptedError(
+                f"log {self.name}: stream {self._stream} {found} sequence {last_seq}, but sequence {recorded} "
+                f"was acknowledged (recorded in the coordination store); the stream was rolled back (restored "
+                f"from an older copy, or its servers lost their tails) and acknowledged entries may be lost"
+            )
 
     async def _create_stream(self) -> None:
         """Create the stream of a brand-new log (before its metadata); retries while the cluster elects leaders."""
@@ -567,6 +596,8 @@ class JetStreamLog:
             updated = self._keeper.metadata.truncated(upto)
             if updated == self._keeper.metadata:
                 return
+            if self._acked is not None:  # JetStream acknowledged it: the stream must keep reaching it
+                updated = updated.acknowledged_up_to(self._acked.ledger_id)
             try:
                 await self._keeper.persist(updated)
             except DurableDataLogError as exc:

@@ -381,6 +381,7 @@ async def test_kill_9_during_load_and_recovery_keeps_every_acknowledged_event_ex
         for cid in tiers.containers:
             metadata = await log_metadata(store, cid)
             assert metadata is not None and metadata.truncation is not None
+            assert metadata.acknowledged is not None, f"container {cid}: no rollback mark recorded at truncation"
             assert metadata.ledgers[0].ledger_id > 1, f"container {cid}: Tier-1 never dropped a whole ledger"
         acked = sum(r.acked for r in writers.values())
         print(f"{acked} events acknowledged, {sum(stored.values())} stored, in {time.monotonic() - started:.1f} s")
