@@ -39,7 +39,7 @@ from typing import Any
 
 from controller.config import AuthConfig
 from controller.errors import ControllerError
-from controller.rpc.authorization import allows, needs, token_permission
+from controller.rpc.authorization import describe, needs, satisfied, token_permission
 from segstore_shared.auth import acl as resources
 from segstore_shared.auth.acl import Acl, AclEntry, Permission
 from segstore_shared.auth.passwords import CredentialsError, PasswordFile, parse_basic
@@ -168,12 +168,12 @@ class ControllerAuth:
             return
         if who is None:
             raise AuthenticationError("Authentication failed: no credentials (authorization metadata)")
-        for resource, permission in required:
-            if not allows(who.acl, resource, permission):
-                raise PermissionDeniedError(f"Authorization failed: {permission.name} on {resource} is not granted")
-            if who.owner_acl is not None and not allows(who.owner_acl, resource, permission):
+        for need in required:
+            if not satisfied(who.acl, need):
+                raise PermissionDeniedError(f"Authorization failed: {describe(need)} is not granted")
+            if who.owner_acl is not None and not satisfied(who.owner_acl, need):
                 raise PermissionDeniedError(
-                    f"Authorization failed: {permission.name} on {resource} is no longer granted to {who.user!r}"
+                    f"Authorization failed: {describe(need)} is no longer granted to {who.user!r}"
                 )
 
     def delegation_token(self, scope: str, stream: str, access: int) -> str:
