@@ -155,8 +155,9 @@ class ControllerAuth:
             raise LoginBusyError(f"Authentication not checked: {len(self._checks)} logins are being checked; retry")
         check = asyncio.get_running_loop().create_future()
         self._checks[key] = check
+        passwords = self._passwords
         try:
-            found = await self._check(user, password)
+            found = await self._check(passwords, user, password)
         except asyncio.CancelledError:  # its caller went away: the others sharing the check try again
             check.set_exception(LoginBusyError("Authentication not checked: the check was cancelled; retry"))
             raise
@@ -169,16 +170,16 @@ class ControllerAuth:
         finally:
             del self._checks[key]
             check.exception()  # retrieved: asyncio must not log it when nobody else was waiting for it
-        self._cache[key] = (found, self._clock() + self.config.cache_ttl_s)
-        while len(self._cache) > CACHE_ENTRIES:
-            self._cache.popitem(last=False)
+        if self._passwords is passwords:  # not remembered if the file changed meanwhile (the next call checks again)
+            self._cache[key] = (found, self._clock() + self.config.cache_ttl_s)
+            while len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
         return found
 
-    async def _check(self, user: str, password: str) -> Caller:
+    async def _check(self, passwords: PasswordFile, user: str, password: str) -> Caller:
         """PBKDF2 in a thread of its own (hashlib releases the GIL): the event loop serves other calls meanwhile."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self.config.login_threads, thread_name_prefix="controller-login")
-        passwords = self._passwords
         acl = await asyncio.get_running_loop().run_in_executor(self._executor, passwords.authenticate, user, password)
         if acl is None:
             raise AuthenticationError(f"Authentication failed for user {user!r}")
