@@ -25,10 +25,24 @@ class AuthConfig:
     token_max_lifetime_s: int = DEFAULT_TOKEN_MAX_LIFETIME_S
     """How long after a user logs in the tokens issued to them may still be renewed (0: not past their exp)."""
     cache_ttl_s: float = 60.0
+    """How long a successful password check is remembered (per authorization header, never the password)."""
+    login_threads: int = 2
+    """Threads that run PBKDF2 (off the event loop)."""
+    login_queue: int = 64
+    """Password checks running or waiting at once; more are answered UNAVAILABLE (clients retry)."""
+    login_failures_burst: int = 10
+    """Failed (or running) password checks per user and per peer address before more are refused at once..."""
+    login_failures_per_s: float = 1.0
+    """...and how many a second that allowance grows back (``controller.rpc.login_limits``)."""
 
     def __post_init__(self) -> None:
         if not self.token_signing_key:
             raise ValueError("token_signing_key: must not be empty when authentication is on")
+        for name in ("login_threads", "login_queue", "login_failures_burst"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be at least 1, not {getattr(self, name)}")
+        if self.login_failures_per_s <= 0:
+            raise ValueError(f"login_failures_per_s: must be positive, not {self.login_failures_per_s}")
         if self.token_ttl_s <= 0:
             raise ValueError(f"token_ttl_s: must be positive, not {self.token_ttl_s}")
         if self.token_max_lifetime_s < 0:

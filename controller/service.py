@@ -63,6 +63,7 @@ class ControllerService:
         self._server: grpc.aio.Server | None = None
         self._port = 0
         self._started = False
+        self.auth: ControllerAuth | None = None
 
     @classmethod
     async def start(
@@ -102,6 +103,7 @@ class ControllerService:
         core = ControllerCore(config, metadata, SegmentStoreOps(segments), cluster.host_store, metrics=metrics)
         measured = metrics if metrics_port is not None else None
         service = cls(config, store, cluster, segments, core, metrics)
+        service.auth = auth
         try:
             if metrics.registry is not None and metrics_port is not None:
                 metrics.watch(service)
@@ -173,6 +175,8 @@ class ControllerService:
         if self._server is not None:
             await self._server.stop(grace=1.0)
             self._server = None
+        if self.auth is not None:
+            self.auth.close()
         await self.core.stop()
         if self.buckets is not None:
             await self.buckets.stop()

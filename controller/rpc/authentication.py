@@ -22,24 +22,35 @@ the permission. A successful ``Basic`` check is remembered for ``cache_ttl_s`` (
 never the password) so that PBKDF2 does not run on every call; the password file is read again when it
 changes (checked at most once a second), and the cache is then dropped.
 
+Password checks (PBKDF2, up to a second each at 600,000 iterations) run off the event loop, in ``login_threads``
+threads, at most ``login_queue`` at once (more: ``UNAVAILABLE``, which clients retry), and concurrent checks of
+one header share one run. Before a check runs it takes a token from the user's and from the peer address's
+bucket (:mod:`controller.rpc.login_limits`): an empty one refuses the login at once, ``UNAUTHENTICATED`` with
+``too many failed logins ... retry in N s``. Remembered sessions and Bearer tokens are never limited, so a
+flood of wrong passwords neither blocks the controller nor delays the callers it already knows.
+
 Below the RPC groups and :mod:`controller.rpc.handling`: imports :mod:`controller.rpc.authorization`, the
 configuration (:class:`~controller.config.AuthConfig`), the controller's errors and :mod:`segstore_shared.auth`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hashlib
+import math
 import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from controller.config import AuthConfig
 from controller.errors import ControllerError
-from controller.rpc.authorization import allows, needs, token_permission
+from controller.rpc.authorization import describe, needs, satisfied, token_permission
+from controller.rpc.login_limits import LoginLimits, peer_address
 from segstore_shared.auth import acl as resources
 from segstore_shared.auth.acl import Acl, AclEntry, Permission
 from segstore_shared.auth.passwords import CredentialsError, PasswordFile, parse_basic
@@ -78,10 +89,24 @@ class PermissionDeniedError(ControllerError):
     """The caller may not do this (gRPC ``PERMISSION_DENIED``)."""
 
 
+class LoginBusyError(ControllerError):
+    """Too many password checks are running or waiting (gRPC ``UNAVAILABLE``: try again)."""
+
+    retriable = True
+
+
 class ControllerAuth:
-    def __init__(self, config: AuthConfig, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: AuthConfig,
+        clock: Callable[[], float] = time.time,
+        limits_clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config
         self._clock = clock
+        self._limits = LoginLimits(config.login_failures_burst, config.login_failures_per_s, limits_clock)
+        self._executor: ThreadPoolExecutor | None = None  # made on the first password check
+        self._checks: dict[bytes, asyncio.Future[Caller]] = {}  # running checks, by header hash
         self.signer = TokenSigner(config.token_signing_key, config.token_ttl_s, clock)
         self._verifier = TokenVerifier(config.token_signing_key, clock)
         self._passwords = PasswordFile.load(config.password_file)
@@ -91,9 +116,13 @@ class ControllerAuth:
 
     # ---- who ------------------------------------------------------------------------------------------------
 
-    def authenticate(self, metadata: Iterable[tuple[str, Any]] | None, rpc: str = "") -> Caller | None:
-        """The caller; None without credentials; AuthenticationError for wrong or malformed ones. A token
-        shown to ``getDelegationToken`` is checked for renewal (see the module docstring)."""
+    async def authenticate(
+        self, metadata: Iterable[tuple[str, Any]] | None, rpc: str = "", peer: str = ""
+    ) -> Caller | None:
+        """The caller; None without credentials; AuthenticationError for wrong or malformed ones (or a login
+        refused for too many failures of its user or its ``peer``, gRPC's ``context.peer()``), LoginBusyError when
+        too many are being checked. A token shown to ``getDelegationToken`` is checked for renewal (see the module
+        docstring)."""
         header = next((str(v) for k, v in metadata or () if k.lower() == "authorization"), None)
         if header is None:
             return None
@@ -111,14 +140,55 @@ class ControllerAuth:
             user, password = parse_basic(header)
         except CredentialsError as exc:
             raise AuthenticationError(f"Authentication failed: {exc}") from None
-        acl = self._passwords.authenticate(user, password)
+        running = self._checks.get(key)
+        if running is not None:  # the same header is being checked: share that check
+            return await asyncio.shield(running)
+        keys = [f"user:{user}"] + ([f"peer:{peer_address(peer)}"] if peer else [])
+        wait_s = self._limits.take(keys)
+        if wait_s > 0:
+            raise AuthenticationError(
+                f"Authentication failed for user {user!r}: too many failed logins of this user or from this "
+                f"address; retry in {math.ceil(wait_s)} s"
+            )
+        if len(self._checks) >= self.config.login_queue:
+            self._limits.give_back(keys)
+            raise LoginBusyError(f"Authentication not checked: {len(self._checks)} logins are being checked; retry")
+        check = asyncio.get_running_loop().create_future()
+        self._checks[key] = check
+        passwords = self._passwords
+        try:
+            found = await self._check(passwords, user, password)
+        except asyncio.CancelledError:  # its caller went away: the others sharing the check try again
+            check.set_exception(LoginBusyError("Authentication not checked: the check was cancelled; retry"))
+            raise
+        except BaseException as error:
+            check.set_exception(error)
+            raise
+        else:
+            check.set_result(found)
+            self._limits.give_back(keys)  # only failures (and checks cut short) count
+        finally:
+            del self._checks[key]
+            check.exception()  # retrieved: asyncio must not log it when nobody else was waiting for it
+        if self._passwords is passwords:  # not remembered if the file changed meanwhile (the next call checks again)
+            self._cache[key] = (found, self._clock() + self.config.cache_ttl_s)
+            while len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        return found
+
+    async def _check(self, passwords: PasswordFile, user: str, password: str) -> Caller:
+        """PBKDF2 in a thread of its own (hashlib releases the GIL): the event loop serves other calls meanwhile."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.config.login_threads, thread_name_prefix="controller-login")
+        acl = await asyncio.get_running_loop().run_in_executor(self._executor, passwords.authenticate, user, password)
         if acl is None:
             raise AuthenticationError(f"Authentication failed for user {user!r}")
-        found = Caller(acl, user)
-        self._cache[key] = (found, now + self.config.cache_ttl_s)
-        while len(self._cache) > CACHE_ENTRIES:
-            self._cache.popitem(last=False)
-        return found
+        return Caller(acl, user)
+
+    def close(self) -> None:
+        """Stop the password-check threads (a check still running finishes first)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
 
     def _bearer(self, token: str) -> Caller:
         try:
@@ -168,12 +238,12 @@ class ControllerAuth:
             return
         if who is None:
             raise AuthenticationError("Authentication failed: no credentials (authorization metadata)")
-        for resource, permission in required:
-            if not allows(who.acl, resource, permission):
-                raise PermissionDeniedError(f"Authorization failed: {permission.name} on {resource} is not granted")
-            if who.owner_acl is not None and not allows(who.owner_acl, resource, permission):
+        for need in required:
+            if not satisfied(who.acl, need):
+                raise PermissionDeniedError(f"Authorization failed: {describe(need)} is not granted")
+            if who.owner_acl is not None and not satisfied(who.owner_acl, need):
                 raise PermissionDeniedError(
-                    f"Authorization failed: {permission.name} on {resource} is no longer granted to {who.user!r}"
+                    f"Authorization failed: {describe(need)} is no longer granted to {who.user!r}"
                 )
 
     def delegation_token(self, scope: str, stream: str, access: int) -> str:

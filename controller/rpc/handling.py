@@ -92,7 +92,7 @@ def rpc(method: Handler[Req, Resp]) -> Handler[Req, Resp]:
             auth = getattr(self, "_auth", None)
             if auth is None:
                 return await method(self, request, context)
-            who = auth.authenticate(context.invocation_metadata(), method.__name__)
+            who = await auth.authenticate(context.invocation_metadata(), method.__name__, context.peer())
             auth.authorize(who, method.__name__, request)
             token = caller.set(who)
             try:

@@ -283,11 +283,12 @@ class ReaderGroup:
         await self._table.update(lambda u: reset(u, positions, future))
 
     async def delete(self) -> None:
-        """Delete the group: its state and its controller record. Its readers go offline."""
-        with contextlib.suppress(NoSuchSegmentError):
-            await self._table.delete()
+        """Delete the group: its controller record, then its state. Its readers go offline. With authentication on
+        the controller asks READ_UPDATE on the group first, so a caller it refuses leaves the state as it was."""
         if self.registered is not None:
             await self._manager.controller.delete_reader_group(self.scope, self.name, self.registered.reader_group_id)
+        with contextlib.suppress(NoSuchSegmentError):
+            await self._table.delete()
 
 
 async def create_reader_group(

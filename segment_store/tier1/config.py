@@ -14,6 +14,7 @@ field               environment                       flag
 ``backend``         ``SEGSTORE_TIER1``                ``--tier1 {file,jetstream}``
 ``nats``            ``SEGSTORE_NATS``                 ``--nats URL[,URL...]``
 ``nats_monitor``    ``SEGSTORE_NATS_MONITOR``         ``--nats-monitor URL[,URL...]``
+``nats_tls_ca``     ``SEGSTORE_NATS_TLS_CA``          ``--nats-tls-ca PEM``
 ``replicas``        ``SEGSTORE_TIER1_REPLICAS``       ``--tier1-replicas N``
 ``stream_prefix``   ``SEGSTORE_TIER1_STREAM_PREFIX``  ``--tier1-stream-prefix P``
 ==================  ================================  ==============================
@@ -35,11 +36,12 @@ _ENV = {
     "backend": "SEGSTORE_TIER1",
     "nats": "SEGSTORE_NATS",
     "nats_monitor": "SEGSTORE_NATS_MONITOR",
+    "nats_tls_ca": "SEGSTORE_NATS_TLS_CA",
     "replicas": "SEGSTORE_TIER1_REPLICAS",
     "stream_prefix": "SEGSTORE_TIER1_STREAM_PREFIX",
 }
-_FLAGS = {"tier1": "backend", "nats": "nats", "nats_monitor": "nats_monitor", "tier1_replicas": "replicas",
-          "tier1_stream_prefix": "stream_prefix"}  # fmt: skip
+_FLAGS = {"tier1": "backend", "nats": "nats", "nats_monitor": "nats_monitor", "nats_tls_ca": "nats_tls_ca",
+          "tier1_replicas": "replicas", "tier1_stream_prefix": "stream_prefix"}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,9 @@ class Tier1Config:
     nats_monitor: tuple[str, ...] = ()
     """JetStream: the NATS servers' monitoring endpoints (``http://host:8222``); the segment store asks their
     ``/varz`` at start-up and warns of servers that do not fsync before acknowledging. None given: not checked."""
+    nats_tls_ca: str | None = None
+    """JetStream: CA certificates (PEM) the NATS servers' TLS certificates must chain to; TLS is on with it or with
+    ``tls://`` URLs (then None: the system's trust store)."""
     replicas: int | None = None
     """JetStream: replicas of each container's stream; None = 3 when several servers are given, else 1."""
     stream_prefix: str = "segstore-tier1"
@@ -62,6 +67,8 @@ class Tier1Config:
             raise ValueError(f"tier1: must be 'file' or 'jetstream', not {self.backend!r}")
         if self.backend == "jetstream" and not self.nats:
             raise ValueError("nats: the JetStream Tier-1 needs NATS server URLs (--nats nats://host:4222,...)")
+        if self.nats_tls_ca is not None and not os.path.isfile(self.nats_tls_ca):
+            raise ValueError(f"nats_tls_ca: {self.nats_tls_ca}: no such file (--nats-tls-ca)")
         if self.replicas is not None and not 1 <= self.replicas <= 5:
             raise ValueError(f"tier1_replicas: must be between 1 and 5, not {self.replicas}")
 
@@ -76,6 +83,7 @@ class Tier1Config:
         return JetStreamLogConfig(
             servers=self.nats,
             monitors=self.nats_monitor,
+            tls_ca=self.nats_tls_ca,
             replicas=self.effective_replicas,
             stream_prefix=self.stream_prefix,
         )
@@ -104,7 +112,7 @@ class Tier1Config:
                     parsed[key] = int(raw)
                 except ValueError:
                     raise ValueError(f"tier1_replicas: not a number: {raw!r}") from None
-            elif key == "stream_prefix":
+            elif key in ("stream_prefix", "nats_tls_ca"):
                 parsed[key] = raw.strip()
             else:
                 raise ValueError(f"{key}: unknown Tier-1 setting")
@@ -128,7 +136,7 @@ class Tier1Config:
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the Tier-1 flags (``--tier1``, ``--nats``, ``--nats-monitor``, ``--tier1-replicas``,
+    """Add the Tier-1 flags (``--tier1``, ``--nats``, ``--nats-monitor``, ``--nats-tls-ca``, ``--tier1-replicas``,
     ``--tier1-stream-prefix``)."""
     group = parser.add_argument_group("Tier-1", "where appends are made durable before they are acknowledged")
     group.add_argument(
@@ -144,6 +152,12 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
         help="JetStream: the NATS servers' monitoring endpoints (http://host:8222), comma-separated: at start-up "
         "their /varz is read and a WARNING names the servers that do not fsync before acknowledging (a NATS "
         "connection cannot tell; default: not checked) ($SEGSTORE_NATS_MONITOR)",
+    )
+    group.add_argument(
+        "--nats-tls-ca",
+        metavar="PEM",
+        help="JetStream: CA certificates the NATS servers' TLS certificates must chain to; turns TLS on (so do "
+        "tls:// URLs, which otherwise trust the system's store) ($SEGSTORE_NATS_TLS_CA)",
     )
     group.add_argument(
         "--tier1-replicas",

@@ -11,7 +11,13 @@ import tempfile
 from pathlib import Path
 
 from segstore_cli.arguments import Subparsers
-from segstore_shared.auth.passwords import PasswordFile, PasswordFileError
+from segstore_shared.auth.passwords import (
+    DEFAULT_ITERATIONS,
+    MAX_ITERATIONS,
+    PRAVEGA_ITERATIONS,
+    PasswordFile,
+    PasswordFileError,
+)
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -39,6 +45,13 @@ def add_parser(sub: Subparsers) -> None:
         "(default: empty: the user can log in but is granted nothing)",
     )
     add.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    add.add_argument(
+        "--iterations",
+        type=int,
+        default=DEFAULT_ITERATIONS,
+        help=f"PBKDF2 iterations of the new hash (default {DEFAULT_ITERATIONS:,}, OWASP's figure; Pravega's own "
+        f"tool writes {PRAVEGA_ITERATIONS:,}). Stored in the entry: entries of other counts still verify",
+    )
     add.set_defaults(func=run_add_user)
 
     check = commands.add_parser(
@@ -69,6 +82,10 @@ def _read_password(from_stdin: bool) -> str | None:
 def run_add_user(args: argparse.Namespace) -> int:
     """``auth add-user``: add or replace a user; exit 1 if the file cannot be read or written, 2 on bad input."""
     path = Path(args.password_file)
+    if not PRAVEGA_ITERATIONS <= args.iterations <= MAX_ITERATIONS:
+        print(f"segstore auth add-user: --iterations must be between {PRAVEGA_ITERATIONS:,} (Pravega's) and "
+              f"{MAX_ITERATIONS:,}, not {args.iterations:,}", file=sys.stderr)  # fmt: skip
+        return 2
     try:
         current = PasswordFile.load(path) if path.exists() else PasswordFile(source=str(path))
     except PasswordFileError as exc:
@@ -83,12 +100,15 @@ def run_add_user(args: argparse.Namespace) -> int:
     if password is None:
         return 2
     try:
-        updated = current.with_user(args.user, password, args.acl)
+        updated = current.with_user(args.user, password, args.acl, iterations=args.iterations)
     except ValueError as exc:
         print(f"segstore auth add-user: {exc}", file=sys.stderr)
         return 2
     for warning in updated.warnings:
         print(f"segstore auth add-user: warning: {warning}", file=sys.stderr)
+    if args.iterations < DEFAULT_ITERATIONS:
+        print(f"segstore auth add-user: warning: {args.iterations:,} iterations, fewer than {DEFAULT_ITERATIONS:,}: "
+              "a stolen password file is that much cheaper to crack", file=sys.stderr)  # fmt: skip
     try:
         write_private(path, updated.dump())
     except OSError as exc:

@@ -4,6 +4,11 @@ A file written here is read by Pravega's ``PasswordAuthHandler`` and a file made
 (``PasswordFileCreatorCommand``) is read here: ``user:hash:acl`` lines, where ``hash`` is Pravega's
 ``StrongPasswordProcessor`` field (PBKDF2-HMAC-SHA256). No error message, warning or ``repr`` here contains a
 password or a hash.
+
+Iterations: every hash field carries its own count and is verified with it (Pravega's ``checkPassword`` does the
+same), so one file may mix counts. Pravega's tool writes :data:`PRAVEGA_ITERATIONS` (5,000); new entries here get
+:data:`DEFAULT_ITERATIONS` (600,000, OWASP's figure for PBKDF2-HMAC-SHA256 in 2023) unless told otherwise, and
+Pravega's controllers verify them too, more slowly.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import hmac
 import os
 import re
 import secrets
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +31,7 @@ from segstore_shared.errors import SegstoreError
 
 __all__ = [
     "DEFAULT_ITERATIONS",
+    "PRAVEGA_ITERATIONS",
     "CredentialsError",
     "PasswordFile",
     "PasswordFileError",
@@ -32,11 +39,13 @@ __all__ = [
     "UserEntry",
     "basic_header",
     "hash_password",
+    "iterations_of",
     "parse_basic",
     "verify_password",
 ]
 
-DEFAULT_ITERATIONS = 5000
+PRAVEGA_ITERATIONS = 5000  # what Pravega's PasswordFileCreatorCommand writes
+DEFAULT_ITERATIONS = 600_000  # new entries: OWASP's Password Storage Cheat Sheet, PBKDF2-HMAC-SHA256
 SALT_BYTES = 32
 KEY_BYTES = 64  # Pravega's keyLength 64*8 bits; a stored hash of another length never verifies
 MAX_ITERATIONS = 10_000_000  # more is treated as a malformed field: one login must not take minutes
@@ -96,6 +105,12 @@ def _parse_stored(stored: str) -> tuple[int, bytes, bytes] | None:
     return iterations, salt, key
 
 
+def iterations_of(stored: str) -> int | None:
+    """The iteration count of a stored field, or None if it is not one."""
+    parsed = _parse_stored(stored)
+    return None if parsed is None else parsed[0]
+
+
 def verify_password(password: str, stored: str) -> bool:
     """Whether ``password`` matches the stored field (constant-time compare; False if the field is malformed)."""
     parsed = _parse_stored(stored)
@@ -107,9 +122,9 @@ def verify_password(password: str, stored: str) -> bool:
 
 
 @functools.cache
-def _dummy_hash() -> str:
+def _dummy_hash(iterations: int) -> str:
     """Compared against when the user does not exist, so an unknown user costs as much as a wrong password."""
-    return hash_password("", salt=bytes(SALT_BYTES))
+    return hash_password("", iterations=iterations, salt=bytes(SALT_BYTES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +176,14 @@ class PasswordFile:
         """The users by name (the last line of a name wins)."""
         return {line.user: line for line in self.lines if isinstance(line, UserEntry)}
 
+    @functools.cached_property
+    def usual_iterations(self) -> int:
+        """The commonest iteration count of the users' hashes (:data:`DEFAULT_ITERATIONS` if none): what a login
+        as an unknown user costs, so that it takes as long as a wrong password for most users."""
+        found = (iterations_of(entry.password_hash) for entry in self.users.values())
+        counts = Counter(n for n in found if n is not None)
+        return max(counts, key=lambda n: (counts[n], n)) if counts else DEFAULT_ITERATIONS
+
     @classmethod
     def parse(cls, text: str, *, source: str = "<text>") -> PasswordFile:
         """The password file in ``text``; ``source`` names it in errors and warnings."""
@@ -209,7 +232,7 @@ class PasswordFile:
         """The ACL of ``user`` if ``password`` is theirs, else None (as slow for an unknown user)."""
         entry = self.users.get(user)
         if entry is None:
-            verify_password(password, _dummy_hash())
+            verify_password(password, _dummy_hash(self.usual_iterations))
             return None
         return entry.acl if verify_password(password, entry.password_hash) else None
 
@@ -217,13 +240,16 @@ class PasswordFile:
         """The file's text: comments and users in order, one per line, each ending with a newline."""
         return "".join((line if isinstance(line, str) else line.line_text()) + "\n" for line in self.lines)
 
-    def with_user(self, user: str, password: str, acl_text: str) -> PasswordFile:
-        """A copy with ``user`` added, or replaced (in its place; its other lines dropped), with a new hash."""
+    def with_user(
+        self, user: str, password: str, acl_text: str, *, iterations: int = DEFAULT_ITERATIONS
+    ) -> PasswordFile:
+        """A copy with ``user`` added, or replaced (in its place; its other lines dropped), with a new hash of
+        ``iterations`` PBKDF2 rounds (ValueError outside 1..:data:`MAX_ITERATIONS`)."""
         _check_user_name(user)
         if _LINE_BREAK.search(acl_text):
             raise ValueError("the ACL must not contain a line break")
         acl, acl_warnings = Acl.parse_with_warnings(acl_text)
-        entry = UserEntry(user, hash_password(password), acl_text, acl)
+        entry = UserEntry(user, hash_password(password, iterations=iterations), acl_text, acl)
         lines: list[UserEntry | str] = []
         placed = False
         for line in self.lines:

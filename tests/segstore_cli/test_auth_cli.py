@@ -14,19 +14,31 @@ import pytest
 
 from segstore_cli.main import main
 from segstore_shared.auth.acl import Permission, scope, stream
-from segstore_shared.auth.passwords import PasswordFile, hash_password
+from segstore_shared.auth.passwords import (
+    DEFAULT_ITERATIONS,
+    PRAVEGA_ITERATIONS,
+    PasswordFile,
+    hash_password,
+    iterations_of,
+)
 
 pytestmark = pytest.mark.unit
 
 # a file as Pravega's admin tool writes it (user admin, password 1111_aaaa, as Pravega's sample config/passwd)
-ADMIN_HASH = hash_password("1111_aaaa")
+ADMIN_HASH = hash_password("1111_aaaa", iterations=PRAVEGA_ITERATIONS)
 ADMIN_LINE = f"admin:{ADMIN_HASH}:prn::*,READ_UPDATE;\n"
 
 PASSWORD = "s3cr3t:with:colons ✓"
 
 
-def _add_user(monkeypatch: pytest.MonkeyPatch, path: Path, user: str, password: str, *extra: str) -> int:
+def _add_user(
+    monkeypatch: pytest.MonkeyPatch, path: Path, user: str, password: str, *extra: str, fast: bool = True
+) -> int:
+    """``auth add-user``; ``fast``: with Pravega's 5,000 iterations unless ``extra`` names a count (the default
+    600,000 takes seconds on a loaded machine)."""
     monkeypatch.setattr("sys.stdin", io.StringIO(password + "\n"))
+    if fast and "--iterations" not in extra:
+        extra = (*extra, "--iterations", str(PRAVEGA_ITERATIONS))
     return main(["auth", "add-user", "--password-file", str(path), "--user", user, "--password-stdin", *extra])
 
 
@@ -169,3 +181,27 @@ def test_auth_with_no_subcommand_is_usage_error() -> None:
     with pytest.raises(SystemExit) as info:
         main(["auth"])
     assert info.value.code == 2
+
+
+def test_add_user_with_iterations_stores_that_count_and_warns_below_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "passwd"
+    path.write_text(ADMIN_LINE)  # Pravega's 5,000-iteration entry
+    assert _add_user(monkeypatch, path, "fast", "pw", "--iterations", "5000") == 0
+    assert "warning: 5,000 iterations, fewer than 600,000" in capfd.readouterr().err
+    assert _add_user(monkeypatch, path, "modern", "pw", fast=False) == 0
+    assert "warning" not in capfd.readouterr().err
+    passwords = PasswordFile.load(path)
+    assert iterations_of(passwords.users["fast"].password_hash) == PRAVEGA_ITERATIONS
+    assert iterations_of(passwords.users["modern"].password_hash) == DEFAULT_ITERATIONS
+    assert passwords.authenticate("admin", "1111_aaaa") is not None
+    assert passwords.authenticate("modern", "pw") is not None
+
+
+def test_add_user_with_too_few_iterations_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert _add_user(monkeypatch, tmp_path / "passwd", "weak", "pw", "--iterations", "1000") == 2
+    assert "--iterations must be between 5,000 (Pravega's) and 10,000,000, not 1,000" in capfd.readouterr().err
+    assert not (tmp_path / "passwd").exists()

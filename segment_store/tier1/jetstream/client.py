@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -117,8 +118,15 @@ class JetStreamClient:
 
     @classmethod
     async def connect(cls, servers: tuple[str, ...], *, timeout_s: float, request_timeout_s: float,
-                      name: str = "segstore-tier1") -> JetStreamClient:  # fmt: skip
-        """Connect to any of ``servers`` (reconnecting forever after); raises :class:`JetStreamUnavailableError`."""
+                      name: str = "segstore-tier1", tls_ca: str | None = None) -> JetStreamClient:  # fmt: skip
+        """Connect to any of ``servers`` (reconnecting forever after); raises :class:`JetStreamUnavailableError`.
+        With ``tls://`` URLs or ``tls_ca`` the connection is TLS, the servers' certificates checked against
+        ``tls_ca`` (None: the system's trust store) and the host name of the URL."""
+        tls = (
+            ssl.create_default_context(cafile=tls_ca)
+            if tls_ca or any(s.startswith("tls://") for s in servers)
+            else None
+        )
 
         closing = [False]
 
@@ -144,6 +152,7 @@ class JetStreamClient:
                     disconnected_cb=disconnected,
                     reconnected_cb=reconnected,
                     error_cb=error,
+                    tls=tls,
                 )
         except _UNAVAILABLE as exc:
             raise JetStreamUnavailableError(f"cannot connect to NATS at {','.join(servers)}: {exc!r}") from exc

@@ -65,6 +65,9 @@ class JetStreamLogConfig:
     read_batch_bytes: int = 8 * MIB
     """About how much one read request fetches (JetStream direct get batches)."""
     connect_timeout_s: float = 10.0
+    tls_ca: str | None = None
+    """CA certificates (PEM) to trust in the NATS servers' TLS certificates; None: the system's trust store. TLS is
+    used with ``tls://`` URLs, or when a server requires it."""
     coordination_timeout_s: float = 30.0
     """How long metadata reads/updates retry a lost ZooKeeper connection before giving up."""
     coordination_retry_delay_s: float = 0.05

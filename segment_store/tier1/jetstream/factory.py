@@ -39,7 +39,10 @@ class JetStreamLogFactory:
         config = self._config
         try:
             client = await JetStreamClient.connect(
-                config.servers, timeout_s=config.connect_timeout_s, request_timeout_s=config.request_timeout_s
+                config.servers,
+                timeout_s=config.connect_timeout_s,
+                request_timeout_s=config.request_timeout_s,
+                tls_ca=config.tls_ca,
             )
         except JetStreamUnavailableError as exc:
             raise DataLogNotAvailableError(str(exc)) from exc

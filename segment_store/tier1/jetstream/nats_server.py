@@ -92,6 +92,10 @@ class NatsServerConfig:
     start_timeout_s: float = 30.0
     stop_grace_s: float = 10.0
     executable: str | None = None
+    tls_cert: Path | None = None
+    """TLS on the client port: the server's certificate (PEM) and :attr:`tls_key`; clients connect with
+    ``tls://`` and must trust it. The monitoring port stays plain HTTP."""
+    tls_key: Path | None = None
 
     def __post_init__(self) -> None:
         for name in ("port", "http_port"):
@@ -103,6 +107,8 @@ class NatsServerConfig:
             raise ValueError("routes: a cluster node needs cluster_port")
         if not 1024 <= self.max_payload_bytes <= 64 * MIB:
             raise ValueError("max_payload_bytes: must be between 1 KiB and 64 MiB")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert, tls_key: give both or neither")
         if not self.server_name or any(c.isspace() for c in self.server_name):
             raise ValueError(f"server_name: {self.server_name!r} must be non-empty without spaces")
         if not (self.sync_interval in (SYNC_DEFAULT, SYNC_ALWAYS) or _is_duration(self.sync_interval)):
@@ -112,7 +118,7 @@ class NatsServerConfig:
 
     @property
     def url(self) -> str:
-        return f"nats://{self.host}:{self.port}"
+        return f"{'tls' if self.tls_cert is not None else 'nats'}://{self.host}:{self.port}"
 
     @property
     def monitor_url(self) -> str:
@@ -141,6 +147,8 @@ def render_config(config: NatsServerConfig) -> str:
         *jetstream,
         "}",
     ]
+    if config.tls_cert is not None and config.tls_key is not None:
+        lines += ["tls {", f'  cert_file: "{config.tls_cert}"', f'  key_file: "{config.tls_key}"', "}"]
     if config.cluster_port is not None:
         routes = ", ".join(f"nats-route://{route}" for route in config.routes)
         lines += [

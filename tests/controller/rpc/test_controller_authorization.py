@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.rpc.authorization import RULES, needs
+from controller.rpc.authorization import RULES, needs, satisfied
 from controller_client.model import InvalidModelError
 from controller_client.proto import Controller_pb2 as pb
 from segstore_shared.auth.acl import Acl, Permission
@@ -55,7 +55,19 @@ def test_every_rpc_of_the_service_has_a_rule() -> None:
             pb.TimestampFromWriter(position=pb.StreamCut(streamInfo=info())),
             [("prn::/scope:s/stream:t", RU)],
         ),
-        ("createReaderGroup", pb.ReaderGroupConfiguration(scope="s"), [("prn::/scope:s", R)]),
+        (
+            "createReaderGroup",
+            pb.ReaderGroupConfiguration(scope="s", readerGroupName="g"),
+            [("prn::/scope:s/reader-group:g", RU)],
+        ),
+        (
+            "updateReaderGroup",
+            pb.ReaderGroupConfiguration(scope="s", readerGroupName="g"),
+            [("prn::/scope:s/reader-group:g", RU)],
+        ),
+        ("deleteReaderGroup", pb.ReaderGroupInfo(scope="s", readerGroup="g"), [("prn::/scope:s/reader-group:g", RU)]),
+        ("getReaderGroupConfig", pb.ReaderGroupInfo(scope="s", readerGroup="g"), [("prn::/scope:s/reader-group:g", R)]),
+        ("getDelegationToken", info(stream="_RGg"), [("prn::/scope:s/reader-group:g", R)]),
         (
             "getKeyValueTableConfiguration",
             pb.KeyValueTableInfo(scope="s", kvtName="k"),
@@ -85,7 +97,7 @@ def test_a_reader_of_scope_a_may_read_its_streams_but_not_write_nor_read_b() -> 
     reader = Acl.parse("prn::/scope:a,READ;prn::/scope:a/*,READ")
 
     def allowed(rpc: str, request_: object) -> bool:
-        return all(reader.allows(resource, permission) for resource, permission in needs(rpc, request_))
+        return all(satisfied(reader, need) for need in needs(rpc, request_))
 
     assert allowed("getURI", pb.SegmentId(streamInfo=info("a")))
     assert allowed("getCurrentSegments", info("a", access=ACCESS.NONE))
@@ -95,3 +107,29 @@ def test_a_reader_of_scope_a_may_read_its_streams_but_not_write_nor_read_b() -> 
     assert allowed("getDelegationToken", info("a", access=ACCESS.READ))
     assert not allowed("getURI", pb.SegmentId(streamInfo=info("b")))
     assert not allowed("createScope", pb.ScopeInfo(scope="c"))
+
+
+def test_a_member_of_a_group_may_read_and_write_its_state_but_not_delete_the_group() -> None:
+    member = Acl.parse("prn::/scope:s/stream:t,READ;prn::/scope:s/reader-group:g,READ")
+
+    def allowed(rpc: str, request_: object) -> bool:
+        return all(satisfied(member, need) for need in needs(rpc, request_))
+
+    state = "g_kvtable"  # the group's table (the official client's and ours)
+    assert allowed("getURI", pb.SegmentId(streamInfo=info(stream=state)))
+    assert allowed("getDelegationToken", info(stream=state, access=ACCESS.READ))
+    assert allowed("getDelegationToken", info(stream=state, access=ACCESS.READ_WRITE))  # positions, checkpoints
+    assert allowed("getReaderGroupConfig", pb.ReaderGroupInfo(scope="s", readerGroup="g"))
+    assert not allowed("deleteReaderGroup", pb.ReaderGroupInfo(scope="s", readerGroup="g"))
+    assert not allowed("updateReaderGroup", pb.ReaderGroupConfiguration(scope="s", readerGroupName="g"))
+    assert not allowed("createReaderGroup", pb.ReaderGroupConfiguration(scope="s", readerGroupName="h"))
+    assert not allowed("getDelegationToken", info(stream="h_kvtable", access=ACCESS.READ_WRITE))  # another group
+    assert not allowed("getDelegationToken", info(access=ACCESS.READ_WRITE))  # the stream itself
+
+
+def test_a_write_to_a_groups_state_names_both_ways_to_be_allowed() -> None:
+    (need,) = needs("getDelegationToken", info(stream="g_kvtable", access=ACCESS.READ_WRITE))
+    assert str(need) == (
+        "READ_UPDATE on prn::/scope:s/stream:g_kvtable or prn::/scope:s/key-value-table:g "
+        "or READ on prn::/scope:s/reader-group:g"
+    )

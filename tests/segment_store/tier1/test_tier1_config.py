@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,26 @@ def test_nats_server_configuration_of_a_cluster_node(tmp_path: object) -> None:
         NatsServerConfig(data_dir=Path(str(tmp_path)), sync_interval="sometimes")
     with pytest.raises(ValueError, match="cluster_port"):
         NatsServerConfig(data_dir=Path(str(tmp_path)), routes=("h:1",))
+
+
+def test_nats_tls_ca_from_the_flag_or_the_environment_reaches_the_log_config(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not read here")
+    args = build_parser().parse_args(
+        ["segmentstore", "--tier1", "jetstream", "--nats", "tls://n1:4222", "--nats-tls-ca", str(ca)]
+    )
+    assert Tier1Config.from_cli(args, {}).jetstream().tls_ca == str(ca)
+    env = {"SEGSTORE_TIER1": "jetstream", "SEGSTORE_NATS": "n1:4222", "SEGSTORE_NATS_TLS_CA": str(ca)}
+    assert Tier1Config.from_env(env).nats_tls_ca == str(ca)
+    with pytest.raises(ValueError, match=r"nats_tls_ca: .*missing.pem: no such file \(--nats-tls-ca\)"):
+        Tier1Config.from_env({**env, "SEGSTORE_NATS_TLS_CA": str(tmp_path / "missing.pem")})
+
+
+def test_a_nats_server_with_a_certificate_listens_with_tls(tmp_path: Path) -> None:
+    config = NatsServerConfig(data_dir=tmp_path, tls_cert=tmp_path / "c.pem", tls_key=tmp_path / "k.pem")
+    assert config.url == "tls://127.0.0.1:4222"
+    assert f'tls {{\n  cert_file: "{tmp_path / "c.pem"}"\n  key_file: "{tmp_path / "k.pem"}"\n}}' in (
+        render_config(config)
+    )
+    with pytest.raises(ValueError, match="give both or neither"):
+        NatsServerConfig(data_dir=tmp_path, tls_cert=tmp_path / "c.pem")

@@ -12,12 +12,15 @@ from hypothesis import strategies as st
 
 from segstore_shared.auth.acl import Permission, root, scope, stream
 from segstore_shared.auth.passwords import (
+    DEFAULT_ITERATIONS,
+    PRAVEGA_ITERATIONS,
     CredentialsError,
     PasswordFile,
     PasswordFileError,
     UnknownAuthMethodError,
     basic_header,
     hash_password,
+    iterations_of,
     parse_basic,
     verify_password,
 )
@@ -51,7 +54,7 @@ def test_verify_password_with_pravega_sample() -> None:
 
 def test_hash_password_with_fixed_salt_is_pravega_encoding() -> None:
     salt = bytes(range(32))
-    stored = hash_password("pw", salt=salt)
+    stored = hash_password("pw", iterations=PRAVEGA_ITERATIONS, salt=salt)
     inner = bytes.fromhex(stored).decode("ascii")
     iterations, salt_hex, key_hex = inner.split(":")
     assert iterations == "5000" and salt_hex == salt.hex() and stored == stored.lower()
@@ -60,7 +63,7 @@ def test_hash_password_with_fixed_salt_is_pravega_encoding() -> None:
 
 
 def test_hash_password_with_random_salt_differs_each_time() -> None:
-    first, second = hash_password("same"), hash_password("same")
+    first, second = hash_password("same", iterations=7), hash_password("same", iterations=7)
     assert first != second and verify_password("same", first) and verify_password("same", second)
 
 
@@ -68,6 +71,31 @@ def test_verify_password_with_other_iteration_count_in_field() -> None:
     stored = hash_password("pw", iterations=7)
     assert bytes.fromhex(stored).decode().startswith("7:")
     assert verify_password("pw", stored) and not verify_password("pW", stored)
+
+
+def test_hash_password_by_default_uses_owasps_count_and_pravegas_entries_still_verify() -> None:
+    stored = hash_password("pw")
+    assert iterations_of(stored) == DEFAULT_ITERATIONS == 600_000
+    assert verify_password("pw", stored)
+    assert iterations_of(PRAVEGA_ADMIN_HASH) == PRAVEGA_ITERATIONS == 5000
+
+
+def test_with_user_stores_the_iteration_count_given_and_mixed_counts_authenticate() -> None:
+    passwords = PasswordFile.parse(PRAVEGA_PASSWD).with_user("new", "new-pw", "prn::*,READ", iterations=20_000)
+    assert iterations_of(passwords.users["new"].password_hash) == 20_000
+    assert passwords.authenticate("new", "new-pw") is not None
+    assert passwords.authenticate("admin", "1111_aaaa") is not None  # Pravega's 5,000-iteration entry
+    assert passwords.authenticate("admin", "new-pw") is None
+    with pytest.raises(ValueError, match="iterations"):
+        passwords.with_user("bad", "pw", "", iterations=0)
+
+
+def test_an_unknown_user_costs_the_commonest_count_of_the_file() -> None:
+    passwords = PasswordFile.parse("").with_user("a", "pw", "", iterations=7).with_user("b", "pw", "", iterations=7)
+    passwords = passwords.with_user("c", "pw", "", iterations=9)
+    assert passwords.usual_iterations == 7
+    assert PasswordFile.parse("").usual_iterations == DEFAULT_ITERATIONS
+    assert passwords.authenticate("nobody", "pw") is None
 
 
 def test_hash_password_with_bad_iterations_rejected() -> None:
@@ -237,11 +265,11 @@ def test_dump_with_parsed_file_round_trips() -> None:
 
 def test_with_user_adds_and_replaces_in_place() -> None:
     passwords = PasswordFile.parse(f"# c\na:{_hash('a')}:prn::*,READ\nb:{_hash('b')}:prn::/,READ\na:{_hash('a2')}:\n")
-    added = passwords.with_user("c", "pc", "prn::/scope:s/*,READ_UPDATE")
+    added = passwords.with_user("c", "pc", "prn::/scope:s/*,READ_UPDATE", iterations=7)
     assert [u for u in added.users] == ["a", "b", "c"]
     acl = added.authenticate("c", "pc")
     assert acl is not None and acl.allows(stream("s", "t"), Permission.READ_UPDATE)
-    replaced = added.with_user("a", "new", "prn::*,READ")
+    replaced = added.with_user("a", "new", "prn::*,READ", iterations=7)
     assert replaced.authenticate("a", "a") is None and replaced.authenticate("a", "a2") is None
     assert replaced.authenticate("a", "new") is not None
     reread = PasswordFile.parse(replaced.dump())
@@ -251,7 +279,7 @@ def test_with_user_adds_and_replaces_in_place() -> None:
 
 
 def test_with_user_with_malformed_acl_returns_warnings() -> None:
-    updated = PasswordFile().with_user("u", "p", "prn::*;prn::/,READ")
+    updated = PasswordFile().with_user("u", "p", "prn::*;prn::/,READ", iterations=7)
     assert updated.warnings == (
         "user 'u': ACL entry 1 'prn::*' is not 'pattern,PERMISSION' with PERMISSION one of NONE, READ, "
         "READ_UPDATE: ignored",
