@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 COMPOSE_HOSTS = ("controller", "segmentstore-1", "segmentstore-2", "segmentstore-3")
 """The host names ``docker-compose.yml``'s segstore servers advertise (its service names); the certificate names
-them all (tests/integration/test_compose_commands.py checks it against the compose file)."""
+them all (tests/system/test_compose_commands.py checks it against the compose file)."""
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 """Names and addresses of this machine, where the compose file publishes the servers' ports."""

@@ -1,5 +1,5 @@
 """``docker-compose.yml`` describes a shared-nothing cluster that fits together (no Docker engine here, so the
-file is checked here, and its services' command lines run as processes in tests/integration/test_compose_commands.py):
+file is checked here, and its services' command lines run as processes in tests/system/test_compose_commands.py):
 each segment store has its own volume and Tier-1 on the three NATS nodes, whose configurations the real
 ``nats-server`` accepts, route to each other, take a full data frame and fsync before they acknowledge
 (``sync_interval: always``, with their monitoring endpoints given to the segment stores); every server's command line
