@@ -175,12 +175,17 @@ def start_zookeeper(compose: Compose) -> None:
     """``segstore zookeeper`` on the port standing for the image's 2181; its health check, or the same question."""
     port = compose.port("zookeeper", 2181)
     data = str(compose.data("zookeeper"))
-    compose.spawn("zookeeper", [sys.executable, "-m", "segstore_cli", "zookeeper", "--port", str(port), "--data-dir", data])
+    compose.spawn("zookeeper", [sys.executable, "-m", "segstore_cli", "zookeeper", "--port", str(port), "--data-dir",
+                                data])  # fmt: skip
     if shutil.which("nc"):
         compose.wait_healthy("zookeeper", compose.probe("zookeeper"))
     else:
-        ruok = [sys.executable, "-c", "import sys; from segstore_shared.coordination.zookeeper_server import "
-                f"four_letter_word as ask; sys.exit(ask('127.0.0.1', {port}, 'ruok', timeout_s=2.0) != 'imok')"]
+        ruok = [
+            sys.executable,
+            "-c",
+            "import sys; from segstore_shared.coordination.zookeeper_server import "
+            f"four_letter_word as ask; sys.exit(ask('127.0.0.1', {port}, 'ruok', timeout_s=2.0) != 'imok')",
+        ]
         compose.wait_healthy("zookeeper", ruok)
     assert four_letter_word("127.0.0.1", port, "ruok", timeout_s=2.0) == "imok"
 
