@@ -10,8 +10,8 @@ Five files in ``DIR``, the names the compose file's ``secrets:`` reads:
                        ``admin`` with ``prn::*,READ_UPDATE``; its password printed, or read from standard input, 0600
 ``token-signing-key``  the key the controller and the segment stores sign and check delegation tokens with, 0600
 
-Nothing is overwritten unless ``--force``. A production cluster takes its certificates from its own CA and its
-users from ``segstore auth add-user``; these are for a cluster on one machine.
+A new ``DIR`` is made mode 0700. Nothing is overwritten unless ``--force``. A production cluster takes its
+certificates from its own CA and its users from ``segstore auth add-user``; these are for a cluster on one machine.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         "passwd": passwd,
         "token-signing-key": signing_key,
     }
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new directory: its owner only
     for name in FILES:
         write_private(directory / name, contents[name])
         if name not in PRIVATE:

@@ -45,6 +45,7 @@ def test_dev_secrets_with_new_directory_writes_the_five_files(
     password = re.search(r"^user admin, password: (\S+)$", out, re.MULTILINE)
     assert password, out
     assert sorted(p.name for p in directory.iterdir()) == sorted(FILES), "a temporary file left behind"
+    assert _mode(directory) == 0o700
     modes = {name: _mode(directory / name) for name in FILES}
     assert modes == {"ca.pem": 0o644, "server.pem": 0o644, "server.key": 0o600, "passwd": 0o600,
                      "token-signing-key": 0o600}  # fmt: skip
