@@ -215,7 +215,7 @@ def start_s3(compose: Compose) -> SeaweedServer:
     return server
 
 
-@pytest.mark.timeout(600)  # ten processes: half a minute on an idle 2-core machine, minutes on a busy one
+@pytest.mark.timeout(600)  # nine servers: half a minute on an idle 2-core machine, minutes on a busy one
 def test_compose_services_run_healthy_with_dev_secrets(compose: Compose) -> None:
     password = dev_secrets(compose.base / "secrets")
     start_zookeeper(compose)
