@@ -27,6 +27,7 @@ from segstore_cli.commands import (
     auth,
     controller,
     demo,
+    dev_secrets,
     nats,
     segmentstore,
     selftest,
@@ -35,7 +36,7 @@ from segstore_cli.commands import (
 )
 from segstore_shared.errors import SegstoreError
 
-COMMANDS = (zookeeper, nats, segmentstore, standalone, controller, auth, admin, selftest, demo)
+COMMANDS = (zookeeper, nats, segmentstore, standalone, controller, auth, dev_secrets, admin, selftest, demo)
 """The subcommands, in the order of ``segstore --help``."""
 
 EXIT_FAILED = 1

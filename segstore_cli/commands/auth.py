@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import getpass
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from segstore_cli.arguments import Subparsers
+from segstore_cli.private_files import write_private
 from segstore_shared.auth.passwords import (
     DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
@@ -117,28 +115,6 @@ def run_add_user(args: argparse.Namespace) -> int:
     verb = "replaced" if args.user in current.users else "added"
     print(f"{verb} user {args.user} in {path}")
     return 0
-
-
-def write_private(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically (a temporary file in its directory, fsynced, renamed), mode 0600."""
-    directory = path.parent
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)  # created 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp_name, 0o600)
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def run_check(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ in steps, one Python session): it runs appended to that block, as one example.
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -82,8 +83,19 @@ def test_the_readme_and_the_docs_have_python_examples() -> None:
 
 @pytest.mark.parametrize(("page", "index", "code"), EXAMPLES, ids=[f"{page}-{index}" for page, index, _ in EXAMPLES])
 def test_example_runs(page: str, index: int, code: str, tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    """The example runs, prints what it promises, and leaves no temporary file or directory behind: it runs with
+    ``TMPDIR`` a fresh directory (for it and the processes it starts; a JVM's own ``java.io.tmpdir`` is not
+    covered), which must be empty at the end."""
+    cwd, temporary = tmp_path / "cwd", tmp_path / "tmp"
+    cwd.mkdir()
+    temporary.mkdir()
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=environment, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, f"{page} example {index} failed:\n{code}\n{result.stderr}"
+    left = sorted(path.name for path in temporary.iterdir())
+    assert left == [], f"{page} example {index} left temporary files behind: {left}"
     output = iter(line.strip() for line in result.stdout.splitlines())
     for pattern in promised_lines(code):
         assert any(pattern.fullmatch(line) for line in output), (

@@ -31,7 +31,8 @@ def test_servers_with_metrics_port_are_checked_and_scraped() -> None:
     for name, service in servers.items():
         command = service["command"]
         port = command[command.index("--metrics-port") + 1]
-        ports.add(f"127.0.0.1:{port}")
+        ports.add(f"{name}:{port}")  # Prometheus, on the project's network, reaches it by service name
+        assert command[command.index("--metrics-host") + 1] == "0.0.0.0", f"{name}: metrics unreachable by name"
         assert f"http://127.0.0.1:{port}/readyz" in " ".join(service["healthcheck"]["test"]), name
     scraped = yaml.safe_load((ROOT / "prometheus.yml").read_text())["scrape_configs"]
     targets = {t for job in scraped for config in job["static_configs"] for t in config["targets"]}
@@ -45,7 +46,7 @@ def test_grafana_mounts_the_repository_provisioning_and_reads_the_compose_promet
     assert grafana["image"].startswith("grafana/grafana")
     assert "prometheus" in grafana["depends_on"]
     environment = {k: str(v) for k, v in grafana["environment"].items()}
-    assert environment["GF_SERVER_HTTP_ADDR"] == "127.0.0.1" and environment["GF_SERVER_HTTP_PORT"] == "3000"
+    assert environment["GF_SERVER_HTTP_PORT"] == "3000" and grafana["ports"] == ["127.0.0.1:3000:3000"]
     assert environment["GF_SECURITY_ADMIN_PASSWORD"].startswith("${"), "no password in the file"
     mounts = {}
     for volume in grafana["volumes"]:
@@ -56,10 +57,10 @@ def test_grafana_mounts_the_repository_provisioning_and_reads_the_compose_promet
     provisioning = mounts["/etc/grafana/provisioning"]
     (datasource,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
     assert datasource["uid"] == "prometheus" and datasource["type"] == "prometheus"
-    # Every service uses the host's network: Grafana reaches Prometheus at its listen address, not a service name.
+    # Grafana reaches Prometheus by its service name and listen port, on the project's network.
     prometheus_command = " ".join(compose["prometheus"]["command"])
-    listen = re.search(r"--web\.listen-address=(\S+)", prometheus_command)
-    assert listen and datasource["url"] == f"http://{listen[1]}"
+    listen = re.search(r"--web\.listen-address=:(\d+)", prometheus_command)
+    assert listen and datasource["url"] == f"http://prometheus:{listen[1]}"
     (provider,) = yaml.safe_load((provisioning / "dashboards" / "segstore.yml").read_text())["providers"]
     assert provider["type"] == "file"
     dashboards = mounts[provider["options"]["path"]]
