@@ -67,14 +67,21 @@ _ENV = {
 _CERT_MARK = b"-----BEGIN CERTIFICATE-----"
 
 
+def as_flag(option: str) -> str:
+    """A server's TLS setting as its command-line flag (``tls_cert`` -> ``--tls-cert``); other names as they are."""
+    return "--" + option.replace("_", "-") if option in _ENV else option
+
+
 class TlsConfigError(SegstoreError, ValueError):
-    """A TLS setting cannot be used; ``option`` names the setting, ``path`` its file, ``problem`` what is wrong."""
+    """A TLS setting cannot be used; ``option`` names the setting, ``path`` its file, ``problem`` what is wrong.
+    The message names a server's setting by its flag (``--tls-cert missing.pem: no such file``)."""
 
     def __init__(self, option: str, path: Path | str | None, problem: str) -> None:
         self.option = option
         self.path = None if path is None else str(path)
         self.problem = problem
-        super().__init__(f"{option} {path}: {problem}" if path is not None else f"{option}: {problem}")
+        flag = as_flag(option)
+        super().__init__(f"{flag} {path}: {problem}" if path is not None else f"{flag}: {problem}")
 
 
 def _as_path(value: Path | str | None) -> Path | None:
@@ -126,9 +133,9 @@ def _load_identity(
     except ssl.SSLError as error:
         text = f"{error.reason or ''} {error}".upper()
         if "KEY_VALUES_MISMATCH" in text or "KEY VALUES MISMATCH" in text:
-            problem = f"does not belong to the certificate in {cert_option} {cert}"
+            problem = f"does not belong to the certificate in {as_flag(cert_option)} {cert}"
             raise TlsConfigError(key_option, key, problem) from None
-        raise TlsConfigError(cert_option, cert, f"cannot be loaded with {key_option} {key}: {error}") from None
+        raise TlsConfigError(cert_option, cert, f"cannot be loaded with {as_flag(key_option)} {key}: {error}") from None
     except OSError as error:  # the files changed or vanished since they were read
         raise TlsConfigError(cert_option, cert, f"cannot be loaded: {error}") from None
     return chain, private_key

@@ -62,12 +62,12 @@ CASES = {
     "missing certificate file": Case(
         ["segmentstore", "--in-memory", "--port", "0", "--tls-cert", "{missing}", "--tls-key", "{missing}"],
         2,
-        "segstore segmentstore: tls_cert {missing}: no such file",
+        "segstore segmentstore: --tls-cert {missing}: no such file",
     ),
     "missing certificate file of the standalone": Case(
         ["standalone", "--data-dir", "{tmp}/data", "--tls-cert", "{missing}", "--tls-key", "{missing}"],
         2,
-        "segstore standalone: tls_cert {missing}: no such file",
+        "segstore standalone: --tls-cert {missing}: no such file",
     ),
     "missing password file": Case(
         ["standalone", "--data-dir", "{tmp}/data", "--auth-password-file", "{missing}"],

@@ -56,37 +56,37 @@ def test_server_context_with_ca_requires_client_certificates(files: TlsFiles) ->
 
 def test_server_context_with_missing_certificate_names_the_option_and_path(files: TlsFiles, tmp_path: Path) -> None:
     missing = tmp_path / "nope.pem"
-    with pytest.raises(TlsConfigError, match=r"^tls_cert .*nope\.pem: no such file$") as caught:
+    with pytest.raises(TlsConfigError, match=r"^--tls-cert .*nope\.pem: no such file$") as caught:
         TlsConfig(missing, files.key).check()
     assert (caught.value.option, caught.value.path) == ("tls_cert", str(missing))
 
 
 def test_server_context_with_missing_key_or_ca_names_that_option(files: TlsFiles, tmp_path: Path) -> None:
-    with pytest.raises(TlsConfigError, match=r"^tls_key .*gone\.key: no such file"):
+    with pytest.raises(TlsConfigError, match=r"^--tls-key .*gone\.key: no such file"):
         TlsConfig(files.cert, tmp_path / "gone.key").check()
-    with pytest.raises(TlsConfigError, match=r"^tls_ca .*gone-ca\.pem: no such file"):
+    with pytest.raises(TlsConfigError, match=r"^--tls-ca .*gone-ca\.pem: no such file"):
         TlsConfig(files.cert, files.key, tmp_path / "gone-ca.pem").check()
 
 
 def test_server_context_with_a_directory_says_so(files: TlsFiles, tmp_path: Path) -> None:
-    with pytest.raises(TlsConfigError, match=r"tls_cert .*: is a directory"):
+    with pytest.raises(TlsConfigError, match=r"--tls-cert .*: is a directory"):
         TlsConfig(tmp_path, files.key).check()
 
 
 def test_server_context_with_a_file_that_is_not_pem_says_so(files: TlsFiles, tmp_path: Path) -> None:
     junk = tmp_path / "junk.pem"
     junk.write_text("hello\n")
-    with pytest.raises(TlsConfigError, match=r"tls_cert .*junk.pem: holds no PEM certificate"):
+    with pytest.raises(TlsConfigError, match=r"--tls-cert .*junk.pem: holds no PEM certificate"):
         TlsConfig(junk, files.key).check()
-    with pytest.raises(TlsConfigError, match=r"tls_key .*junk.pem: holds no PEM private key"):
+    with pytest.raises(TlsConfigError, match=r"--tls-key .*junk.pem: holds no PEM private key"):
         TlsConfig(files.cert, junk).check()
-    with pytest.raises(TlsConfigError, match=r"tls_ca .*junk.pem: holds no PEM certificate"):
+    with pytest.raises(TlsConfigError, match=r"--tls-ca .*junk.pem: holds no PEM certificate"):
         TlsConfig(files.cert, files.key, junk).check()
 
 
 def test_server_context_with_a_key_of_another_certificate_names_both(files: TlsFiles, tmp_path: Path) -> None:
     other = make_tls_files(tmp_path / "other")
-    with pytest.raises(TlsConfigError, match=r"^tls_key .*other/server\.key: does not belong to the certificate in "):
+    with pytest.raises(TlsConfigError, match=r"^--tls-key .*other/server\.key: does not belong to the certificate in "):
         TlsConfig(files.cert, other.key).check()
     with pytest.raises(TlsConfigError, match="does not belong"):
         TlsConfig(files.cert, other.key).pem()  # gRPC's files are checked the same way
@@ -96,7 +96,7 @@ def test_server_context_with_an_encrypted_key_says_to_decrypt_it(files: TlsFiles
     key = load_pem_private_key(files.key.read_bytes(), password=None)
     encrypted = tmp_path / "encrypted.key"
     encrypted.write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, BestAvailableEncryption(b"secret")))
-    with pytest.raises(TlsConfigError, match=r"tls_key .*encrypted.key: the private key is encrypted"):
+    with pytest.raises(TlsConfigError, match=r"--tls-key .*encrypted.key: the private key is encrypted"):
         TlsConfig(files.cert, encrypted).check()
 
 
@@ -115,7 +115,7 @@ def test_server_context_with_an_unreadable_key_says_permission_denied(files: Tls
     result = subprocess.run(
         [sys.executable, "-c", code], preexec_fn=preexec, capture_output=True, text=True, timeout=60
     )
-    assert result.stdout.strip() == f"tls_key {key}: not readable by this process (permission denied)", result.stderr
+    assert result.stdout.strip() == f"--tls-key {key}: not readable by this process (permission denied)", result.stderr
 
 
 def _drop_file_read_capabilities() -> None:
@@ -180,9 +180,9 @@ def test_from_cli_flags_win_over_the_environment(files: TlsFiles) -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--tls-cert", "/c.pem"], "tls_key: --tls-cert was given without its private key"),
-        (["--tls-key", "/k.pem"], "tls_cert: --tls-key was given without a certificate"),
-        (["--tls-ca", "/ca.pem"], "tls_ca /ca.pem: client certificates need TLS"),
+        (["--tls-cert", "/c.pem"], "--tls-key: --tls-cert was given without its private key"),
+        (["--tls-key", "/k.pem"], "--tls-cert: --tls-key was given without a certificate"),
+        (["--tls-ca", "/ca.pem"], "--tls-ca /ca.pem: client certificates need TLS"),
     ],
 )
 def test_from_cli_with_half_a_setting_names_what_is_missing(flags: list[str], message: str) -> None:
@@ -243,7 +243,7 @@ def _handshake_in_memory(client: ssl.SSLContext, server: ssl.SSLContext, host: s
 
 
 def test_empty_paths_are_refused_naming_the_option(files: TlsFiles) -> None:
-    with pytest.raises(TlsConfigError, match=r"^tls_cert: empty path$"):
+    with pytest.raises(TlsConfigError, match=r"^--tls-cert: empty path$"):
         TlsConfig(" ", files.key)  # type: ignore[arg-type]
-    with pytest.raises(TlsConfigError, match=r"^tls_ca: empty path$"):
+    with pytest.raises(TlsConfigError, match=r"^--tls-ca: empty path$"):
         TlsConfig(files.cert, files.key, "")  # type: ignore[arg-type]

@@ -227,7 +227,7 @@ def test_standalone_with_a_key_of_another_certificate_exits_2_naming_it(
     result = subprocess.run([*command, *flags], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == (
-        f"segstore standalone: tls_key {stranger.key}: does not belong to the certificate in tls_cert {files.cert}"
+        f"segstore standalone: --tls-key {stranger.key}: does not belong to the certificate in --tls-cert {files.cert}"
     )
 
 
