@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -68,4 +69,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"segstore selftest: --report {config.report_path}: its directory does not exist", file=sys.stderr)
         return 2
     check_executables(config.tier1)
-    return 0 if run_selftest(config).ok else 1
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM as Ctrl-C: the clean-up runs
+    try:
+        return 0 if run_selftest(config).ok else 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)

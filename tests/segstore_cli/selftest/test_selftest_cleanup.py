@@ -101,6 +101,28 @@ def test_ctrl_c_leaves_no_temporary_directory(
     assert left_behind(temp_root) == []
 
 
+def test_sigterm_stops_like_ctrl_c_and_leaves_no_temporary_directory(
+    temp_root: Path, weed_found: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = threading.Event()
+
+    async def start(self: SelftestCluster) -> None:
+        (self.base / "zookeeper").mkdir(parents=True)
+        started.set()
+        while True:
+            await asyncio.sleep(0.05)
+
+    monkeypatch.setattr(SelftestCluster, "start", start)
+    main_thread = threading.get_ident()
+    threading.Thread(
+        target=lambda: started.wait(10) and signal.pthread_kill(main_thread, signal.SIGTERM), daemon=True
+    ).start()  # as `kill PID` or a supervisor stopping it
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["selftest", "--tier2", "fs", "--duration", "1"]) == 130
+    assert started.is_set() and left_behind(temp_root) == []
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_without_weed_tier2_falls_back_to_a_directory_in_one_line(
     temp_root: Path, no_weed: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
