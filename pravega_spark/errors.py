@@ -20,9 +20,16 @@ Reading and writing:
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from segstore_shared.errors import SegstoreError
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_E = TypeVar("_E", bound=ValueError)
 
 
 class SegstoreOptionError(ValueError):
@@ -33,7 +40,7 @@ class SegstoreOptionError(ValueError):
         self.option = option
 
 
-def shown_alone(error: SegstoreOptionError) -> SegstoreOptionError:
+def shown_alone(error: _E) -> _E:
     """``error``, to be shown by Spark as one line, without a traceback: Spark's Python worker formats the error it
     reports with its traceback, so the first line of what the user sees would be ``Traceback (most recent call
     last):``; with ``SPARK_HIDE_TRACEBACK`` set (what ``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` sets)
@@ -41,6 +48,24 @@ def shown_alone(error: SegstoreOptionError) -> SegstoreOptionError:
     reporting one, so nothing else it reports loses its traceback)."""
     os.environ["SPARK_HIDE_TRACEBACK"] = "1"
     return error
+
+
+def planned(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A data source method Spark runs in a planning worker (``schema``, ``reader``, ``writer``, ``streamWriter``):
+    an option or column error it raises is :func:`shown_alone`, so the first line the user reads names the option
+    (or column), not ``Traceback``. The worker reports that one error and ends. Not ``streamReader``: Spark's
+    streaming source runner then fails in its own clean-up (``UnboundLocalError`` for ``reader``, pyspark 4.3),
+    and only its traceback keeps the option's error in what the user reads."""
+
+    @functools.wraps(method)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except (SegstoreOptionError, SegstoreSchemaError) as error:
+            shown_alone(error)
+            raise
+
+    return run
 
 
 class OffsetFormatError(ValueError):

@@ -25,7 +25,7 @@ from controller_client.kvt.iterator import KeyValueTableIterator
 from controller_client.kvt.model import KeyValueTableConfiguration, TableEntry, table_segment_stream, validate_kvt_name
 from controller_client.model import InvalidModelError, SegmentRange, validate_scope_name
 from pravega_spark.connection import StreamConnection
-from pravega_spark.errors import SegstoreOptionError
+from pravega_spark.errors import SegstoreOptionError, planned
 from pravega_spark.options.common import DEFAULT_CONTROLLER, Options, StreamTarget
 
 SCHEMA = StructType(
@@ -176,9 +176,11 @@ class SegstoreKvtDataSource(DataSource):
     def name(cls) -> str:
         return "segstore-kvt"
 
+    @planned
     def schema(self) -> StructType:
         return SCHEMA
 
+    @planned
     def reader(self, schema: StructType) -> DataSourceReader:
         if [(f.name, f.dataType) for f in schema.fields] != [(f.name, f.dataType) for f in SCHEMA.fields]:
             raise ValueError(

@@ -22,7 +22,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
 from pravega_spark.connection import StreamConnection
-from pravega_spark.errors import SegstoreOptionError, UnreachableEndError
+from pravega_spark.errors import SegstoreOptionError, UnreachableEndError, planned
 from pravega_spark.offsets import ReadState, cut_at_timestamp, head_cut, is_initial, tail_cut
 from pravega_spark.options.common import Options, StreamTarget
 from pravega_spark.options.read import Position, ReadOptions, metadata_mode, watermark_column
@@ -86,6 +86,7 @@ class SegstoreDataSource(DataSource):
     def name(cls) -> str:
         return "segstore"
 
+    @planned
     def schema(self) -> StructType:
         view = Options.of(self.options)
         mode = metadata_mode(view)
@@ -95,6 +96,7 @@ class SegstoreDataSource(DataSource):
 
         return SCHEMAS[mode]
 
+    @planned
     def reader(self, schema: StructType) -> DataSourceReader:
         options = ReadOptions.parse(self.options)
         if options.subscriber is not None:
@@ -119,11 +121,13 @@ class SegstoreDataSource(DataSource):
             )
         return SegstoreStreamReader(options, _checked(schema, options))
 
+    @planned
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pravega_spark.write.sink import SegstoreBatchWriter
 
         return SegstoreBatchWriter(dict(self.options), schema, overwrite)
 
+    @planned
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from pravega_spark.write.sink import SegstoreStreamWriter
 

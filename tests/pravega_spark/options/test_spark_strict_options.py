@@ -3,6 +3,7 @@ and a streaming write with an error naming it and the closest option; Spark's ow
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,23 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 SCOPE = "strict"
 
 
+def first_line_names(raised: pytest.ExceptionInfo[Exception], pattern: str) -> None:
+    """The first line the user reads names the option (the connector hides the Python worker's traceback)."""
+    first = str(raised.value).strip().splitlines()[0]
+    assert re.search(pattern, first), f"first line: {first}\n{raised.value}"
+
+
 def test_batch_read_with_a_typo_fails_naming_it_and_the_suggestion(spark: Any, streams: Streams) -> None:
     streams.create(SCOPE, "typo-read")
     options = {**streams.options(SCOPE, "typo-read"), "startingOffset": "earliest"}
     with pytest.raises(Exception, match=r"option '(?i:startingOffset)': unknown option of reads; did you mean "
-                       r"'startingOffsets'\?"):  # fmt: skip
+                       r"'startingOffsets'\?") as raised:  # fmt: skip
         spark.read.format("segstore").options(**options).load().collect()
+    first_line_names(
+        raised,
+        r"option '(?i:startingOffset)': unknown option of reads; did you mean "
+        r"'startingOffsets'\?",
+    )
 
 
 def test_streaming_read_with_a_typo_fails_naming_it_and_the_suggestion(
@@ -41,8 +53,13 @@ def test_batch_write_with_a_typo_fails_naming_it_and_the_suggestion(spark: Any, 
     rows = spark.range(3).selectExpr("CAST(id AS STRING) AS event")
     options = {**streams.options(SCOPE, "typo-write"), "exactlyOnc": "false"}
     with pytest.raises(Exception, match=r"option '(?i:exactlyOnc)': unknown option of writes; did you mean "
-                       r"'exactlyOnce'\?"):  # fmt: skip
+                       r"'exactlyOnce'\?") as raised:  # fmt: skip
         rows.write.format("segstore").options(**options).mode("append").save()
+    first_line_names(
+        raised,
+        r"option '(?i:exactlyOnc)': unknown option of writes; did you mean "
+        r"'exactlyOnce'\?",
+    )
     assert not streams.manager.stream_exists(SCOPE, "typo-write")  # refused before anything was created
 
 
@@ -57,7 +74,7 @@ def test_streaming_write_with_a_typo_fails_naming_it_and_the_suggestion(
     )
     options = {**streams.options(SCOPE, "typo-write-stream"), "transactionTimeout": "60000"}
     with pytest.raises(Exception, match=r"option '(?i:transactionTimeout)': unknown option of writes; did you mean "
-                       r"'transactionTimeoutMs'\?"):  # fmt: skip
+                       r"'transactionTimeoutMs'\?") as raised:  # fmt: skip
         query = (
             rows.writeStream.format("segstore").options(**options).option("checkpointLocation", str(tmp_path)).start()
         )
@@ -65,6 +82,11 @@ def test_streaming_write_with_a_typo_fails_naming_it_and_the_suggestion(
             query.awaitTermination(120)
         finally:
             query.stop()
+    first_line_names(
+        raised,
+        r"option '(?i:transactionTimeout)': unknown option of writes; did you mean "
+        r"'transactionTimeoutMs'\?",
+    )
 
 
 def test_a_write_option_on_a_read_fails_saying_so(spark: Any, streams: Streams) -> None:
