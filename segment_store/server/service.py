@@ -186,7 +186,10 @@ class SegmentStoreService:
             if config.tier1.backend == "jetstream":
                 factory = JetStreamLogFactory(config.tier1.jetstream(), store)
             else:
-                factory = FileLedgerLogFactory(FileLedgerLogConfig(root_dir=config.data_dir / "tier1"), store)
+                ledgers = FileLedgerLogConfig(
+                    root_dir=config.data_dir / "tier1", ownership_lease_s=config.tier1.lease_ms / 1000
+                )
+                factory = FileLedgerLogFactory(ledgers, store)
             chunks = await asyncio.to_thread(open_chunk_storage, config.tier2, config.data_dir)
             if isinstance(chunks, FsChunkStorage):
                 chunks.sweep_temp_files()

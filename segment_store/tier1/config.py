@@ -17,6 +17,7 @@ field               environment                       flag
 ``nats_tls_ca``     ``SEGSTORE_NATS_TLS_CA``          ``--nats-tls-ca PEM``
 ``replicas``        ``SEGSTORE_TIER1_REPLICAS``       ``--tier1-replicas N``
 ``stream_prefix``   ``SEGSTORE_TIER1_STREAM_PREFIX``  ``--tier1-stream-prefix P``
+``lease_ms``        ``SEGSTORE_TIER1_LEASE_MS``       ``--tier1-lease-ms MS``
 ==================  ================================  ==============================
 """
 
@@ -39,9 +40,11 @@ _ENV = {
     "nats_tls_ca": "SEGSTORE_NATS_TLS_CA",
     "replicas": "SEGSTORE_TIER1_REPLICAS",
     "stream_prefix": "SEGSTORE_TIER1_STREAM_PREFIX",
+    "lease_ms": "SEGSTORE_TIER1_LEASE_MS",
 }
 _FLAGS = {"tier1": "backend", "nats": "nats", "nats_monitor": "nats_monitor", "nats_tls_ca": "nats_tls_ca",
-          "tier1_replicas": "replicas", "tier1_stream_prefix": "stream_prefix"}  # fmt: skip
+          "tier1_replicas": "replicas", "tier1_stream_prefix": "stream_prefix",
+          "tier1_lease_ms": "lease_ms"}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,11 @@ class Tier1Config:
     """JetStream: replicas of each container's stream; None = 3 when several servers are given, else 1."""
     stream_prefix: str = "segstore-tier1"
     """JetStream: stream names are ``<prefix>-container-<id>`` (lets several clusters share one NATS)."""
+    lease_ms: int = 1000
+    """File ledgers: the ownership lease (:mod:`segment_store.tier1.file.ledger_log`): one ZooKeeper check covers
+    the groups synced in the half lease after it. It assumes a stopped owner's clock runs on (boot time counts a
+    suspend, not a hypervisor pause or live migration that stops the guest's clock); 0 makes every group wait for
+    a check started after its sync (no clock assumption; one ZooKeeper round trip per group commit)."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("file", "jetstream"):
@@ -69,6 +77,8 @@ class Tier1Config:
             raise ValueError("nats: the JetStream Tier-1 needs NATS server URLs (--nats nats://host:4222,...)")
         if self.nats_tls_ca is not None and not os.path.isfile(self.nats_tls_ca):
             raise ValueError(f"nats_tls_ca: {self.nats_tls_ca}: no such file (--nats-tls-ca)")
+        if not 0 <= self.lease_ms <= 60_000:
+            raise ValueError(f"tier1_lease_ms: must be between 0 and 60000, not {self.lease_ms}")
         if self.replicas is not None and not 1 <= self.replicas <= 5:
             raise ValueError(f"tier1_replicas: must be between 1 and 5, not {self.replicas}")
 
@@ -107,11 +117,11 @@ class Tier1Config:
                     parsed[key] = parse_monitors(raw)
                 except ValueError as exc:
                     raise ValueError(f"nats_monitor: {exc}") from None
-            elif key == "replicas":
+            elif key in ("replicas", "lease_ms"):
                 try:
                     parsed[key] = int(raw)
                 except ValueError:
-                    raise ValueError(f"tier1_replicas: not a number: {raw!r}") from None
+                    raise ValueError(f"tier1_{key}: not a number: {raw!r}") from None
             elif key in ("stream_prefix", "nats_tls_ca"):
                 parsed[key] = raw.strip()
             else:
@@ -137,7 +147,7 @@ class Tier1Config:
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the Tier-1 flags (``--tier1``, ``--nats``, ``--nats-monitor``, ``--nats-tls-ca``, ``--tier1-replicas``,
-    ``--tier1-stream-prefix``)."""
+    ``--tier1-stream-prefix``, ``--tier1-lease-ms``)."""
     group = parser.add_argument_group("Tier-1", "where appends are made durable before they are acknowledged")
     group.add_argument(
         "--tier1",
@@ -165,3 +175,11 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
         help="JetStream: replicas of each container's stream (default 3 with several servers, else 1)",
     )
     group.add_argument("--tier1-stream-prefix", help="JetStream: stream name prefix (default segstore-tier1)")
+    group.add_argument(
+        "--tier1-lease-ms",
+        type=int,
+        metavar="MS",
+        help="file ledgers: the ownership lease (default 1000): one ZooKeeper check covers the appends synced in "
+        "the half lease after it, assuming a stopped owner's clock runs on; 0 checks ownership for every group "
+        "commit, safe also when a hypervisor pause or live migration stops the clock ($SEGSTORE_TIER1_LEASE_MS)",
+    )

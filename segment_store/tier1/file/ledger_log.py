@@ -61,6 +61,14 @@ epochs. Two initializers cannot both win: the epoch CAS admits one per version; 
 ambiguous CAS (connection loss) is reconciled by reading back the record, which names
 the owner.
 
+Clock assumption. The lease claims need the zombie's clock to run while it is stopped:
+boot time counts a suspend, but a hypervisor pause or a live migration that stops the
+guest's clock does not. A zombie whose clock stood still past B resumes believing its
+lease valid and may acknowledge groups synced after (b) without a check: those are lost
+(``tests/.../test_file_ledger_lease.py`` shows it). ``ownership_lease_s = 0``
+(``--tier1-lease-ms 0``) makes every group wait for a check started after its sync,
+which needs no clock; it costs one coalesced ZooKeeper round trip per group.
+
 Crashes. A crash mid-group leaves a torn tail: recovery keeps the last whole entry and
 ignores the rest (never acknowledged: acks need the fsync). An invalid entry followed by
 a valid one whose ``group_start`` is beyond it was synced, so it is reported as

@@ -218,3 +218,35 @@ def test_lease_counts_time_the_machine_spent_suspended(tmp_path: Path) -> None:
         await log.close()
 
     run(body)
+
+
+@pytest.mark.parametrize("lease_s", [0.8, 0.0])
+def test_a_zombie_whose_clock_stood_still_while_cut_off(tmp_path: Path, lease_s: float) -> None:
+    """The lease assumes the zombie's clock ran while it was stopped (boot time counts a suspend, not a
+    hypervisor pause or a live migration in which the guest's clock stands still). Frozen here, with its
+    ZooKeeper link cut: with a lease, the zombie acknowledges a group after the new owner read the ledger, and
+    that acknowledged entry is not in the log (the documented hole: docs/cluster.md's failure table); with
+    ``ownership_lease_s=0`` every group waits for a check that started after its sync, which the cut link fails,
+    so nothing more is acknowledged."""
+
+    async def body() -> None:
+        server = MemoryCoordinationServer()
+        frozen = 1000.0
+        zombie_store = FlakyStore(server.connect())
+        zombie = await open_log(make_config(tmp_path, ownership_lease_s=lease_s), zombie_store, clock=lambda: frozen)
+        acknowledged = await append_each(zombie, 1)  # a confirmed check: the lease starts now, and now stays
+        zombie_store.fail_syncs = True  # cut off from ZooKeeper
+        new = FileLedgerLog("log", make_config(tmp_path, ownership_lease_s=0.5), server.connect())
+        await new.initialize(timeout=10)  # waits the zombie's recorded lease on its own (running) clock
+        if lease_s:
+            late = await zombie.append(b"acknowledged by a zombie under a lease its clock never saw run out")
+            assert late.ledger_id == acknowledged[0].address.ledger_id  # in the ledger the new owner closed
+            assert late not in [item.address for item in await read_all(new)]  # acknowledged, yet not in the log
+        else:
+            with pytest.raises((DataLogNotAvailableError, DataLogWriterNotPrimaryError)):
+                await zombie.append(b"never acknowledged")
+        assert (await read_all(new))[:1] == acknowledged  # what was acknowledged before the cut is kept
+        await zombie.close()
+        await new.close()
+
+    run(body)

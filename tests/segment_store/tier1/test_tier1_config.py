@@ -38,6 +38,13 @@ def test_flags_win_over_the_environment() -> None:
     assert config.jetstream().stream_name("container-3") == "segstore-tier1-container-3"
 
 
+def test_the_file_ledger_lease_is_1000_ms_unless_set_by_flag_or_environment() -> None:
+    assert Tier1Config().lease_ms == 1000
+    assert Tier1Config.from_env({"SEGSTORE_TIER1_LEASE_MS": "250"}).lease_ms == 250
+    args = build_parser().parse_args(["segmentstore", "--tier1-lease-ms", "0"])
+    assert Tier1Config.from_cli(args, {"SEGSTORE_TIER1_LEASE_MS": "250"}).lease_ms == 0
+
+
 @pytest.mark.parametrize(
     ("environment", "message"),
     [
@@ -46,6 +53,8 @@ def test_flags_win_over_the_environment() -> None:
         ({"SEGSTORE_TIER1": "jetstream", "SEGSTORE_NATS": "h:1", "SEGSTORE_TIER1_REPLICAS": "7"}, "tier1_replicas"),
         ({"SEGSTORE_TIER1": "jetstream", "SEGSTORE_NATS": "h:1", "SEGSTORE_TIER1_REPLICAS": "x"}, "tier1_replicas"),
         ({"SEGSTORE_NATS": "http://h:1"}, "not a NATS server URL"),
+        ({"SEGSTORE_TIER1_LEASE_MS": "-1"}, "tier1_lease_ms: must be between 0 and 60000"),
+        ({"SEGSTORE_TIER1_LEASE_MS": "1s"}, "tier1_lease_ms: not a number"),
         (
             {"SEGSTORE_TIER1": "jetstream", "SEGSTORE_NATS": "h:1", "SEGSTORE_TIER1_STREAM_PREFIX": "a.b"},
             "stream_prefix",
