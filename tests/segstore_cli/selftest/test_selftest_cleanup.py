@@ -78,32 +78,9 @@ def test_a_data_dir_given_is_kept(
     assert left_behind(temp_root) == []
 
 
-def test_ctrl_c_leaves_no_temporary_directory(
-    temp_root: Path, weed_found: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    started = threading.Event()
-
-    async def start(self: SelftestCluster) -> None:
-        (self.base / "zookeeper").mkdir(parents=True)
-        started.set()
-        while True:  # waiting for ready lines, as a real start does (a signal is seen at the next wake-up)
-            await asyncio.sleep(0.05)
-
-    monkeypatch.setattr(SelftestCluster, "start", start)
-    main_thread = threading.get_ident()
-    threading.Thread(
-        target=lambda: started.wait(10) and signal.pthread_kill(main_thread, signal.SIGINT), daemon=True
-    ).start()  # as a Ctrl-C on the terminal: SIGINT to the main thread, waiting in the event loop
-    began = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        run_selftest(SelftestConfig(duration_s=1))
-    assert started.is_set() and time.monotonic() - began < 30
-    assert left_behind(temp_root) == []
-
-
-def test_sigterm_stops_like_ctrl_c_and_leaves_no_temporary_directory(
-    temp_root: Path, weed_found: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def signal_once_started(monkeypatch: pytest.MonkeyPatch, signum: int) -> threading.Event:
+    """Make the cluster's start wait forever (as for ready lines: a signal is seen at the next wake-up) and send
+    ``signum`` to the main thread, waiting in the event loop, once it started; the event tells it did."""
     started = threading.Event()
 
     async def start(self: SelftestCluster) -> None:
@@ -114,9 +91,25 @@ def test_sigterm_stops_like_ctrl_c_and_leaves_no_temporary_directory(
 
     monkeypatch.setattr(SelftestCluster, "start", start)
     main_thread = threading.get_ident()
-    threading.Thread(
-        target=lambda: started.wait(10) and signal.pthread_kill(main_thread, signal.SIGTERM), daemon=True
-    ).start()  # as `kill PID` or a supervisor stopping it
+    threading.Thread(target=lambda: started.wait(10) and signal.pthread_kill(main_thread, signum), daemon=True).start()
+    return started
+
+
+def test_ctrl_c_leaves_no_temporary_directory(
+    temp_root: Path, weed_found: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = signal_once_started(monkeypatch, signal.SIGINT)  # as a Ctrl-C on the terminal
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_selftest(SelftestConfig(duration_s=1))
+    assert started.is_set() and time.monotonic() - began < 30
+    assert left_behind(temp_root) == []
+
+
+def test_sigterm_stops_like_ctrl_c_and_leaves_no_temporary_directory(
+    temp_root: Path, weed_found: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = signal_once_started(monkeypatch, signal.SIGTERM)  # as `kill PID` or a supervisor stopping it
     before = signal.getsignal(signal.SIGTERM)
     assert main(["selftest", "--tier2", "fs", "--duration", "1"]) == 130
     assert started.is_set() and left_behind(temp_root) == []
