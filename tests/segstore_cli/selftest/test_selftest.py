@@ -47,8 +47,9 @@ def test_a_run_that_loses_acknowledged_events_fails(tmp_path: Path) -> None:
     process, report = run_selftest(
         tmp_path, "--duration", "25", "--tier2", "fs", "--faults", "lose_data", timeout_s=240
     )  # fmt: skip
-    assert process.returncode == 1
-    assert not report["ok"] and report["counts"]["lost"] > 0, report["counts"]
+    summary = f"seed {report['seed']}; {report['counts']}; faults {report['fault_log']}; failure {report['failure']}"
+    assert process.returncode == 1, summary  # the sabotage must be seen
+    assert not report["ok"] and report["counts"]["lost"] > 0, summary
     assert "FAILED" in process.stdout and "was acknowledged and is not in the stream" in process.stdout
 
 
