@@ -19,6 +19,7 @@ acknowledged = in the memory of a quorum), one row each. Prints a table and writ
 ``bench/results/tier1.json``). ``--quick``: 1 s cases and 64 MiB of 1 MiB entries.
 
     python bench/tier1.py [--backends file jetstream-r1 jetstream-r3] [--nats-sync always,default]
+                          [--file-lease-ms 1000,0]
                           [--seconds 3] [--total-mib 256] [--quick]
 """
 
@@ -60,7 +61,8 @@ Outcome = tuple[int, float, list[float]]  # acknowledged entries, seconds, laten
 class Result:
     backend: str
     sync: str
-    """``fsync`` (the file ledger log), else the NATS servers' ``sync_interval``."""
+    """``fsync lease <ms> ms`` (the file ledger log: fsync on, its ownership lease), else the NATS servers'
+    ``sync_interval``."""
     case: str
     entries: int
     seconds: float
@@ -84,12 +86,26 @@ async def zookeeper(root: Path) -> AsyncIterator[CoordinationStore]:
         await asyncio.to_thread(server.stop)
 
 
+def file_sync_label(lease_ms: int) -> str:
+    return f"fsync lease {lease_ms} ms"
+
+
+def file_lease_ms(label: str) -> int:
+    """The ownership lease of a file ledger run, from its label (:func:`file_sync_label`)."""
+    return int(label.removeprefix("fsync lease ").removesuffix(" ms"))
+
+
 @asynccontextmanager
 async def backend(kind: str, root: Path, store: CoordinationStore, sync: str) -> AsyncIterator[DurableDataLogFactory]:
     factory: DurableDataLogFactory
     with contextlib.ExitStack() as stack:
         if kind == "file":
-            factory = FileLedgerLogFactory(FileLedgerLogConfig(root_dir=root / "tier1", fsync=True), store)
+            lease_s = file_lease_ms(sync) / 1000
+            name = f"file-lease-{file_lease_ms(sync)}"
+            config = FileLedgerLogConfig(
+                root_dir=root / name, metadata_root=f"/bench/{name}", fsync=True, ownership_lease_s=lease_s
+            )
+            factory = FileLedgerLogFactory(config, store)
         else:
             size = 1 if kind == "jetstream-r1" else 3
             cluster = NatsCluster.on_free_ports(root / f"{kind}-{sync}", size, sync_interval=sync)
@@ -240,7 +256,8 @@ async def run_all(args: argparse.Namespace, root: Path) -> list[Result]:
     results: list[Result] = []
     async with zookeeper(root) as store:
         for kind in args.backends:
-            for sync in ("fsync",) if kind == "file" else args.nats_sync:
+            modes = [file_sync_label(ms) for ms in args.file_lease_ms] if kind == "file" else args.nats_sync
+            for sync in modes:
                 results += await run_backend(kind, sync, args, root, store)
     return results
 
@@ -259,6 +276,13 @@ def main() -> int:
         default=["always"],
         help="the NATS servers' sync_interval, comma-separated: each JetStream backend runs once per mode "
         "(always, default, or a duration such as 10s; default always)",
+    )
+    parser.add_argument(
+        "--file-lease-ms",
+        type=lambda text: [int(ms) for ms in text.split(",") if ms.strip()],
+        default=[1000],
+        help="the file ledger log's ownership lease in ms, comma-separated: the file backend runs once per lease "
+        "(1000, the default, and 0: a ZooKeeper check per group commit; default 1000)",
     )
     parser.add_argument("--dir", type=Path, default=None, help="where to put the logs (default: a temp dir)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "tier1.json")
@@ -290,6 +314,7 @@ def main() -> int:
     report = {
         "benchmark": "tier1",
         "nats_sync": args.nats_sync,
+        "file_lease_ms": args.file_lease_ms,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
