@@ -202,7 +202,8 @@ class SegmentReader:
             try:
                 reply = await asyncio.shield(head.task)
             except asyncio.CancelledError:
-                if head.task.cancelled() and not self._closed:
+                current = asyncio.current_task()
+                if head.task.cancelled() and not self._closed and not (current and current.cancelling()):
                     continue  # dropped by a seek or reset; the caller was not cancelled
                 raise
             except Exception as error:

@@ -168,3 +168,27 @@ async def test_read_of_sealed_segment_ends_at_end_of_segment() -> None:
         total += len(chunk)
     assert total == 250 and reader.at_end
     assert await reader.read() == b""
+
+
+class _NoAnswer:
+    """A connection source whose connections never come: every read waits until cancelled."""
+
+    async def connection_for(self, segment: str) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_a_caller_cancelled_while_a_seek_drops_its_read_is_cancelled() -> None:
+    """The caller and the read it waits on cancelled in the same turn (a seek dropped the read as the caller's task
+    was cancelled): the caller ends, cancelled, instead of issuing the read again and waiting on."""
+    from segment_store.client.reader import SegmentReader
+
+    reader = SegmentReader(_NoAnswer(), SEGMENT)  # type: ignore[arg-type]
+    waiting = asyncio.create_task(reader.read())
+    for _ in range(3):
+        await asyncio.sleep(0)  # let it issue its read and wait on it
+    assert reader.requests_sent >= 1
+    reader.seek(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(waiting, 5)
+    await reader.close()
