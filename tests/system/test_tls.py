@@ -165,7 +165,7 @@ async def test_plain_text_clients_of_tls_ports_fail_cleanly_and_tls_clients_go_o
     assert plain_failures, "one line per refused connection"
     assert "Traceback" not in log
     plain_controller = ControllerClientConfig(retry_timeout_s=2.0)
-    async with await ControllerClient.connect(f"tcp://localhost:{standalone.controller_port}", plain_controller) as c:
+    async with await ControllerClient.connect(f"tcp://127.0.0.1:{standalone.controller_port}", plain_controller) as c:
         with pytest.raises(ControllerUnavailableError, match="use a tls:// URI"):
             await c.create_scope("never")
 
