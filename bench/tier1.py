@@ -43,7 +43,7 @@ from pathlib import Path
 from benchlib import percentile, table
 
 from segment_store.tier1.file.config import FileLedgerLogConfig
-from segment_store.tier1.file.ledger_log import FileLedgerLogFactory
+from segment_store.tier1.file.factory import FileLedgerLogFactory
 from segment_store.tier1.jetstream.config import JetStreamLogConfig
 from segment_store.tier1.jetstream.factory import JetStreamLogFactory
 from segment_store.tier1.jetstream.nats_server import NatsCluster

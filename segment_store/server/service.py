@@ -173,7 +173,7 @@ class SegmentStoreService:
         in ZooKeeper) and Tier-2 as ``config.tier2`` says (filesystem under ``config.data_dir`` by default)."""
         from segment_store.storage.backends.filesystem import FsChunkStorage
         from segment_store.tier1.file.config import FileLedgerLogConfig
-        from segment_store.tier1.file.ledger_log import FileLedgerLogFactory
+        from segment_store.tier1.file.factory import FileLedgerLogFactory
         from segment_store.tier1.jetstream.factory import JetStreamLogFactory
         from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
 

@@ -344,3 +344,19 @@ class LedgerReader:
             self._map = None
         with contextlib.suppress(OSError):
             self._file.close()
+
+
+def recover_ledger(storage: LedgerStorage, directory: Path, ledger_id: int, epoch: int) -> int:
+    """The last entry of a ledger file another owner wrote, after making every entry found in it durable.
+
+    The scan may see entries the old owner wrote but never synced (it was fenced, or died, before its fsync). They
+    become part of the log once the metadata says "closed at" that entry, so they are synced first.
+    """
+    path = directory / ledger_file_name(ledger_id, epoch)
+    reader = LedgerReader(storage, path, ledger_id, epoch)
+    try:
+        last = reader.recover_last_entry()
+    finally:
+        reader.close()
+    storage.sync_file(path)
+    return last

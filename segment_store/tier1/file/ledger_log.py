@@ -111,6 +111,7 @@ from segment_store.tier1.file.ledger_file import (
     OsLedgerStorage,
     ledger_file_name,
     parse_ledger_file_name,
+    recover_ledger,
 )
 from segment_store.tier1.file.serial_worker import SerialWorker
 from segment_store.tier1.log import (
@@ -267,7 +268,7 @@ class FileLedgerLog:
         metadata = keeper.metadata
         for ledger in metadata.ledgers:
             if ledger.is_open:  # (b) recover what the previous owner wrote
-                last = await self._blocking(self._recover_ledger, ledger)
+                last = await self._blocking(recover_ledger, self._storage, self._dir, ledger.ledger_id, ledger.epoch)
                 self._check_not_rolled_back(ledger, last)
                 metadata = metadata.with_ledger_closed(ledger.ledger_id, last)
         metadata, dropped = metadata.without_empty_ledgers()
@@ -299,19 +300,6 @@ class FileLedgerLog:
         if worker is None:
             raise DataLogClosedError(f"log {self.name} is closed")
         return worker.run(function, *args)
-
-    def _recover_ledger(self, ledger: LedgerRecord) -> int:
-        path = self._dir / ledger_file_name(ledger.ledger_id, ledger.epoch)
-        reader = LedgerReader(self._storage, path, ledger.ledger_id, ledger.epoch)
-        try:
-            last = reader.recover_last_entry()
-        finally:
-            reader.close()
-        # The scan may have seen entries the old owner wrote but never synced (it was
-        # fenced, or died, before its fsync). They become part of the log once the
-        # metadata says "closed at last", so make them durable first.
-        self._storage.sync_file(path)
-        return last
 
     async def _discard_writer(self, writer: LedgerWriter) -> None:
         def discard() -> None:
@@ -600,31 +588,3 @@ class FileLedgerLog:
         if writer is not None:
             with contextlib.suppress(OSError):
                 writer.close()
-
-
-class FileLedgerLogFactory:
-    """``DurableDataLogFactory`` of file ledger logs named ``container-<id>``.
-
-    The coordination store is shared and owned by the caller (the composition root).
-    """
-
-    def __init__(
-        self, config: FileLedgerLogConfig, store: CoordinationStore, *, storage: LedgerStorage | None = None
-    ) -> None:
-        self._config = config
-        self._store = store
-        self._storage = storage if storage is not None else OsLedgerStorage(fsync=config.fsync)
-
-    async def initialize(self) -> None:
-        try:
-            await asyncio.to_thread(self._storage.make_directory, self._config.root_dir)
-        except OSError as exc:
-            raise DataLogNotAvailableError(f"cannot create {self._config.root_dir}: {exc}") from exc
-
-    def create_log(self, log_id: int) -> FileLedgerLog:
-        if log_id < 0:
-            raise ValueError(f"log_id must be >= 0, got {log_id}")
-        return FileLedgerLog(f"container-{log_id}", self._config, self._store, storage=self._storage)
-
-    async def close(self) -> None:
-        return None

@@ -113,10 +113,9 @@ from segment_store.tier1.jetstream.client import (
     JetStreamUnavailableError,
     StoredMessage,
     StreamMissingError,
-    StreamState,
     parse_ack,
 )
-from segment_store.tier1.jetstream.config import JetStreamLogConfig, stream_config
+from segment_store.tier1.jetstream.config import JetStreamLogConfig
 from segment_store.tier1.jetstream.metadata import JetStreamLogMetadata
 from segment_store.tier1.jetstream.records import (
     LENGTH_BYTES,
@@ -126,6 +125,7 @@ from segment_store.tier1.jetstream.records import (
     group_body,
     parse_record,
 )
+from segment_store.tier1.jetstream.stream_setup import create_log_stream, while_electing
 from segment_store.tier1.log import (
     MAX_ENTRY_ID,
     DataLogClosedError,
@@ -150,8 +150,6 @@ _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 MAX_GROUP = 4096
 """Most appends in one record (a group of tiny appends is bounded by count, not only by bytes)."""
-ERR_INSUFFICIENT_RESOURCES = 10023
-ERR_STREAM_NAME_IN_USE = 10058
 
 
 class _State(enum.Enum):
@@ -303,33 +301,7 @@ class JetStreamLog:
             )
 
     async def _create_stream(self) -> None:
-        """Create the stream of a brand-new log (before its metadata); retries while the cluster elects leaders."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._config.stream_ready_timeout_s
-        while True:
-            try:
-                await self._client.create_stream(stream_config(self._config, self.name))
-                break
-            except JetStreamUnavailableError:
-                if loop.time() >= deadline:
-                    raise
-            except JetStreamRequestError as exc:
-                if exc.err_code == ERR_STREAM_NAME_IN_USE:
-                    break  # there, with another configuration: checked below
-                if exc.err_code != ERR_INSUFFICIENT_RESOURCES or loop.time() >= deadline:
-                    raise JetStreamRequestError(
-                        f"cannot create stream {self._stream} with {self._config.replicas} replicas "
-                        f"(are there that many JetStream servers in the NATS cluster?): {exc.description}",
-                        exc.code,
-                        exc.err_code,
-                    ) from exc
-            await asyncio.sleep(0.1)
-        state: StreamState = await self._while_electing(lambda: self._client.stream_state(self._stream))
-        if state.last_seq > 0:
-            raise DataLogCorruptedError(
-                f"log {self.name}: stream {self._stream} already holds records (up to {state.last_seq}) but the log "
-                f"has no metadata in the coordination store; refusing to guess which are acknowledged"
-            )
+        await create_log_stream(self._client, self._config, self.name, self._stream)
 
     async def _publish_fence(self) -> int:
         # no leader yet, or the answer was lost: publishing again is harmless (a second fence is ignored)
@@ -338,16 +310,7 @@ class JetStreamLog:
         )
 
     async def _while_electing(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        """``call()``, again while JetStream is unavailable (a leader being elected), for ``stream_ready_timeout_s``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._config.stream_ready_timeout_s
-        while True:
-            try:
-                return await call()
-            except JetStreamUnavailableError:
-                if loop.time() >= deadline:
-                    raise
-            await asyncio.sleep(0.1)
+        return await while_electing(self._config, call)
 
     # -- appends --------------------------------------------------------------------------
 

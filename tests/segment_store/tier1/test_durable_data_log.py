@@ -21,7 +21,7 @@ import pytest
 from jetstream_helpers import delete_streams, log_config
 
 from segment_store.tier1.file.config import FileLedgerLogConfig
-from segment_store.tier1.file.ledger_log import FileLedgerLogFactory
+from segment_store.tier1.file.factory import FileLedgerLogFactory
 from segment_store.tier1.jetstream.factory import JetStreamLogFactory
 from segment_store.tier1.jetstream.nats_server import NatsCluster
 from segment_store.tier1.log import (

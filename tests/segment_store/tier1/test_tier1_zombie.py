@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from segment_store.tier1.file.config import FileLedgerLogConfig
-from segment_store.tier1.file.ledger_log import FileLedgerLogFactory
+from segment_store.tier1.file.factory import FileLedgerLogFactory
 from segment_store.tier1.jetstream.config import JetStreamLogConfig
 from segment_store.tier1.jetstream.factory import JetStreamLogFactory
 from segment_store.tier1.jetstream.nats_server import NatsCluster
