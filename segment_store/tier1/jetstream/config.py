@@ -58,6 +58,12 @@ class JetStreamLogConfig:
     ack_timeout_s: float = 10.0
     """An append not acknowledged by JetStream within this fails the log (NATS or the stream's quorum is
     unavailable): the container restarts on a new log instance, which recovers what was stored."""
+    refence_after_s: float = 2.0
+    """An append not acknowledged within this (or one JetStream refused with "no leader" or "wrong last sequence")
+    makes the owner fence the log again in place: a new epoch, a new fence, the pending entries JetStream stored
+    acknowledged and the others published again, instead of failing the log. Losing a NATS server then costs
+    writers the stream's leader election, not a container restart. Below ``ack_timeout_s``, which still bounds how
+    long an append may wait in all."""
     request_timeout_s: float = 5.0
     """One JetStream API request (stream info, fence publish, a read batch, purge)."""
     stream_ready_timeout_s: float = 30.0
@@ -93,6 +99,8 @@ class JetStreamLogConfig:
                     "coordination_timeout_s"):  # fmt: skip
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key}: must be positive")
+        if not 0 < self.refence_after_s < self.ack_timeout_s:
+            raise ValueError("refence_after_s: must be positive and below ack_timeout_s")
         if self.read_batch_bytes <= 0:
             raise ValueError("read_batch_bytes: must be positive")
         if not 0 < self.coordination_retry_delay_s <= self.coordination_timeout_s:

@@ -1,92 +1,7 @@
-"""The JetStream log: Tier-1 on NATS JetStream streams, replicated by JetStream's Raft, fenced by epochs.
+"""The JetStream log: ``DurableDataLog`` on one JetStream stream per log, fenced by epochs.
 
-A log is one JetStream stream (file storage, ``replicas`` copies, one subject) holding
-the records of :mod:`.jetstream_records`, plus one metadata record in the coordination
-store (:mod:`.jetstream_metadata`: epoch, owner, truncation point) changed only by
-versioned compare-and-set. No lease and no shared disk: the stream is the only copy of
-the data, on a quorum of NATS servers.
-
-Writing. ``append`` queues the entry and returns a future. A sender task publishes the
-entries in call order, pipelined (no wait between them), each as the data record
-``(epoch e, index i)`` with ``Nats-Expected-Last-Sequence`` = the sequence the owner's
-previous record got (its fence record for ``i = 0``), so the ``i``-th entry is stored at
-the fence's sequence + ``i`` + 1 or not at all. JetStream answers each publish on the
-log's reply subject once a quorum of the stream's replicas stored it; answers are
-matched to entries by sequence, and futures complete in call order: an entry is
-acknowledged only after JetStream acknowledged it and every earlier entry. The first
-rejection (wrong last sequence: the stream moved under us) or an answer missing for
-``ack_timeout_s`` ends the instance: every unacknowledged entry fails, with
-:class:`DataLogWriterNotPrimaryError` if a linearized read of the metadata shows a newer
-epoch, else :class:`DataLogWriteError` / :class:`DataLogNotAvailableError`. The container
-then restarts on a new instance, which recovers whatever was stored.
-
-Fencing. *New owner* ``initialize``: (a) reads the metadata and CASes it to epoch
-``e+1`` with its owner id (a brand-new log: creates the stream, then the metadata at
-epoch 1); (b) publishes the fence record of ``e+1`` and learns its sequence ``F`` from
-JetStream's acknowledgement; (c) CASes ``acknowledged = F`` into the metadata over the
-version (a) wrote, which succeeds only if the record still names ``e+1`` and us (else
-:class:`DataLogWriterNotPrimaryError`): ZooKeeper linearizes it like the ``sync`` + ``get``
-check it stands for. Recovery (``read``) then reads the stream from after the truncation
-point up to ``F``.
-
-Claim: every entry an older owner acknowledged is read by the new owner. Let the old
-owner have epoch ``e`` and fence sequence ``Fe``. It acknowledged an entry only after
-JetStream acknowledged it and every earlier one; each was stored only right after its
-predecessor, so its acknowledged entries occupy ``Fe+1 .. Fe+m`` with no foreign record
-among them. Its step (c) read epoch ``e`` and so is linearized before the CAS of (a)
-(ZooKeeper is linearizable for writes, and ``sync`` + ``get`` for this read), which
-precedes the new fence's publish: the new fence is not before ``Fe``, is foreign to the
-old run, and so lies after ``Fe+m``: the new owner reads up to ``F`` > ``Fe+m``. The
-records of the old run are accepted by :class:`~.jetstream_records.RecordFilter`: their
-indexes follow one another, and no fence of a higher epoch precedes them (an owner of a
-higher epoch CASed after the old owner's check (c), which came after ``Fe`` was stored,
-so its fence follows ``Fe`` and, being foreign to the run, follows ``Fe+m``).
-
-Claim: an older owner acknowledges nothing once the new fence is stored. Its next entry
-expects the sequence of its own previous record, which the fence now follows: rejected,
-and every later entry fails with it (completion in call order). A pipelined entry after
-the rejected one may still be stored (its expected sequence now matches the fence's);
-that record has the old epoch after a higher fence, so readers drop it, and it was
-never acknowledged. The same holds within one owner's run: once one of its records is
-rejected, a later one that realigns breaks the run of indexes and is dropped with every
-later record of that epoch. An owner that published its fence after a higher one fails
-its check (c) and acknowledges nothing; its fence (lower than the highest seen) is
-ignored. Two initializers cannot both pass (a): the CAS admits one per version; an
-ambiguous CAS (connection loss) is settled by reading the record back (it names the
-owner).
-
-Why the fence carries no expected last sequence: its position needs no condition (the
-bound ``F`` is whatever sequence it got), and with one a zombie writing continuously
-could make it lose every race. A fence published twice (an acknowledgement lost, then
-a retry) is harmless: the second, not higher than the first, is ignored.
-
-Durability. JetStream acknowledges a publish once a quorum of the stream's replicas has
-it in its Raft log. Servers segstore starts run ``sync_interval: always``: that log is
-fsync'd before the acknowledgement, meant to survive a power loss of every server (not
-tested here; and Jepsen, NATS 2.12.1, lost writes to corrupted or truncated files on a
-minority, which fsync does not prevent). With the NATS default (fsync every 2 minutes) it may be in memory
-only: a power loss of a quorum, or an OS crash of one server with a pause or partition,
-can lose acknowledged appends; the factory warns of such servers given their monitoring
-endpoints (:mod:`.sync_check`).
-
-Truncation CASes the new point into the metadata first (so a fenced owner cannot
-truncate), then purges the stream below it; a purge that fails is redone by the next.
-Recovery refuses a stream that is missing, starts after its first message, ends before
-what the log knows was written, or skips a sequence: :class:`DataLogCorruptedError`.
-
-Rollback. The metadata keeps ``acknowledged`` (``H``): a sequence JetStream acknowledged,
-written only at the updates the log makes anyway: the fence ``F`` at (c), and at each
-truncation the record of the last entry this owner had acknowledged by then (never a
-sequence not yet acknowledged, so an intact stream always reaches it). ``initialize``
-refuses, with :class:`DataLogCorruptedError` naming the log (``container-<id>``), the
-stream and both sequences, a stream whose last sequence is below ``H`` (checked before
-its fence is published), or whose new fence lands at or below ``H``. Covered: a stream
-that comes back shorter than the previous owner's fence or than its last truncation's
-mark (every NATS server lost its tail, a store restored from an older copy). Not covered:
-a loss confined to the entries acknowledged after the last metadata update of the
-previous owner (at most what it wrote since its last truncation, or since its open);
-those are missed, as before. A record without ``acknowledged`` (written by an older
-version) means unknown: no check, and the next fence records one.
+How it writes, fences, recovers, detects a rollback and fences again in place, and why nothing acknowledged is
+lost: the package docstring (:mod:`segment_store.tier1.jetstream`).
 """
 
 from __future__ import annotations
@@ -94,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import logging
 import os
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TypeVar
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -119,12 +34,14 @@ from segment_store.tier1.jetstream.config import JetStreamLogConfig
 from segment_store.tier1.jetstream.metadata import JetStreamLogMetadata
 from segment_store.tier1.jetstream.records import (
     LENGTH_BYTES,
+    Record,
     RecordFilter,
     data_headers,
     fence_headers,
     group_body,
     parse_record,
 )
+from segment_store.tier1.jetstream.refence import refenceable, stored_run
 from segment_store.tier1.jetstream.stream_setup import create_log_stream, while_electing
 from segment_store.tier1.log import (
     MAX_ENTRY_ID,
@@ -147,7 +64,6 @@ from segment_store.tier1.owner_identity import machine_identity
 from segstore_shared.coordination.store import CoordinationError, CoordinationStore, CoordinationUnavailableError
 
 _log = logging.getLogger(__name__)
-_T = TypeVar("_T")
 MAX_GROUP = 4096
 """Most appends in one record (a group of tiny appends is bounded by count, not only by bytes)."""
 
@@ -156,6 +72,7 @@ class _State(enum.Enum):
     NEW = "new"
     INITIALIZING = "initializing"
     OPEN = "open"
+    REFENCING = "refencing"  # an append went unanswered or was refused: fencing again in place (appends wait)
     FAILING = "failing"  # an append was rejected; finding out why before failing everything
     FENCED = "fenced"
     FAILED = "failed"
@@ -177,7 +94,7 @@ def _settle(item: _Append, error: BaseException | None) -> None:
 
 
 class JetStreamLog:
-    """``DurableDataLog`` over one JetStream stream and a coordination store (see module docstring)."""
+    """``DurableDataLog`` over one JetStream stream and a coordination store (see the package docstring)."""
 
     def __init__(
         self, name: str, config: JetStreamLogConfig, store: CoordinationStore, client: JetStreamClient
@@ -214,6 +131,11 @@ class JetStreamLog:
         self._work = asyncio.Event()
         self._metadata_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        self._send_task: asyncio.Task[None] | None = None
+        self._refencing: asyncio.Task[None] | None = None
+        self._progress_at = 0.0  # loop time of the last re-fence: the head's wait for an answer counts from here
+        self.refences = 0
+        """How many times this instance fenced its log again in place (for tools and tests)."""
 
     # -- properties -----------------------------------------------------------------------
 
@@ -228,6 +150,11 @@ class JetStreamLog:
         return self._config.max_append_length_bytes
 
     @property
+    def refencing(self) -> bool:
+        """Whether the log is fencing itself again in place now (appends wait meanwhile)."""
+        return self._state is _State.REFENCING
+
+    @property
     def stream(self) -> str:
         """The JetStream stream holding this log's records."""
         return self._stream
@@ -240,7 +167,7 @@ class JetStreamLog:
     # -- initialize -----------------------------------------------------------------------
 
     async def initialize(self, timeout: float = 60.0) -> None:
-        """Take over (steps a-c of the module docstring) and open for appends."""
+        """Take over (steps a-c of the package docstring) and open for appends."""
         if self._state is not _State.NEW:
             raise DataLogInitializationError(f"log {self.name}: initialize may be called once per instance")
         self._state = _State.INITIALIZING
@@ -265,25 +192,24 @@ class JetStreamLog:
                 raise DataLogInitializationError(f"log {self.name}: {exc}") from exc
             raise
         self._state = _State.OPEN
-        self._tasks = [
-            asyncio.create_task(self._send_loop(), name=f"tier1-send-{self.name}"),
-            asyncio.create_task(self._watch_loop(), name=f"tier1-watch-{self.name}"),
-        ]
+        self._start_sending()
+        self._tasks.append(asyncio.create_task(self._watch_loop(), name=f"tier1-watch-{self.name}"))
         _log.info("log %s initialized at epoch %d (stream %s, fence at %d)", self.name, self._epoch, self._stream,
                   self._fence_seq)  # fmt: skip
 
     async def _acquire(self) -> None:
         keeper = self._keeper
-        previous = await keeper.acquire(before_create=self._create_stream)  # (a)
+        create = functools.partial(create_log_stream, self._client, self._config, self.name, self._stream)
+        previous = await keeper.acquire(before_create=create)  # (a)
         self._epoch = keeper.metadata.epoch
         if previous is not None:
-            state = await self._while_electing(lambda: self._client.stream_state(self._stream))
+            state = await while_electing(self._config, lambda: self._client.stream_state(self._stream))
             if state.replicas != self._config.replicas:
                 _log.warning("log %s: stream %s has %d replicas, the configuration asks for %d (kept as it is)",
                              self.name, self._stream, state.replicas, self._config.replicas)  # fmt: skip
             self._check_not_rolled_back(state.last_seq, "ends at")
         self._inbox = self._client.new_inbox()
-        self._subscription = await self._client.subscribe(f"{self._inbox}.*", self._on_answer)
+        self._subscription = await self._client.subscribe(f"{self._inbox}.*.*", self._on_answer)
         fence = await self._publish_fence()  # (b)
         self._check_not_rolled_back(fence - 1, "stored our fence right after")
         # (c): a CAS over the version (a) wrote, so it fails if anyone took the epoch since; it records the fence
@@ -300,23 +226,17 @@ class JetStreamLog:
                 f"from an older copy, or its servers lost their tails) and acknowledged entries may be lost"
             )
 
-    async def _create_stream(self) -> None:
-        await create_log_stream(self._client, self._config, self.name, self._stream)
-
     async def _publish_fence(self) -> int:
         # no leader yet, or the answer was lost: publishing again is harmless (a second fence is ignored)
-        return await self._while_electing(
-            lambda: self._client.publish_and_wait(self._subject, b"", fence_headers(self._epoch))
+        return await while_electing(
+            self._config, lambda: self._client.publish_and_wait(self._subject, b"", fence_headers(self._epoch))
         )
-
-    async def _while_electing(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        return await while_electing(self._config, call)
 
     # -- appends --------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         state = self._state
-        if state is _State.OPEN:
+        if state in (_State.OPEN, _State.REFENCING):
             return
         if state in (_State.NEW, _State.INITIALIZING):
             raise DataLogNotInitializedError(f"log {self.name} is not initialized")
@@ -344,11 +264,17 @@ class JetStreamLog:
         if self._state is _State.OPEN:
             self._queue.append(item)
             self._work.set()
-        # FAILING: the entry is never published; the failure being established fails it too
+        # REFENCING: queued when the re-fence ends; FAILING: never published, the failure being established fails it
+
         return item.future
 
+    def _start_sending(self) -> None:
+        self._tasks = [task for task in self._tasks if not task.done()]
+        self._send_task = asyncio.create_task(self._send_loop(), name=f"tier1-send-{self.name}")
+        self._tasks.append(self._send_task)
+
     async def _send_loop(self) -> None:
-        client, subject, epoch, inbox = self._client, self._subject, self._epoch, self._inbox
+        client, subject, epoch, inbox = self._client, self._subject, self._epoch, f"{self._inbox}.{self._epoch}"
         try:
             while True:
                 while not self._queue:
@@ -374,8 +300,8 @@ class JetStreamLog:
                 await client.publish(subject, body, f"{inbox}.{sequence}", headers)
         except DurableDataLogError as exc:
             self._fail(exc)
-        except JetStreamUnavailableError as exc:
-            self._fail(with_cause(DataLogNotAvailableError(f"log {self.name}: {exc}"), exc))
+        except JetStreamUnavailableError as exc:  # the connection is down: fence again once NATS is back
+            self._begin_refence(exc)
         except Exception as exc:
             self._fail(with_cause(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
             raise
@@ -397,9 +323,11 @@ class JetStreamLog:
     async def _on_answer(self, msg: Msg) -> None:
         """JetStream's answer to one published entry (any order); completes entries at the head in call order."""
         try:
-            sequence = int(msg.subject.rsplit(".", 1)[1])
+            epoch, sequence = (int(part) for part in msg.subject.rsplit(".", 2)[1:])
         except ValueError:
             return
+        if epoch != self._epoch or self._state is not _State.OPEN:
+            return  # an answer to an earlier epoch's publish, or one a re-fence is settling by reading the stream
         group = self._published.pop(sequence, None)
         if group is None:
             return
@@ -429,7 +357,10 @@ class JetStreamLog:
                 self._acked = head.address
                 _settle(head, None)
             elif head.error is not None:
-                self._begin_failure(head.error)
+                if refenceable(head.error):
+                    self._begin_refence(head.error)
+                else:
+                    self._begin_failure(head.error)
             else:
                 return
 
@@ -454,12 +385,82 @@ class JetStreamLog:
                 error = DataLogWriteError(f"log {self.name}: stream {self._stream} refused an entry: {cause}")
         self._fail(with_cause(error, cause))
 
-    async def _watch_loop(self) -> None:
-        """Fail the log when the oldest unacknowledged entry waits longer than ``ack_timeout_s``."""
+    def _begin_refence(self, cause: JetStreamError) -> None:
+        """Stop sending and fence the log again in place (see "Re-fencing"), once."""
+        if self._state is not _State.OPEN:
+            return
+        self._state = _State.REFENCING
+        self._work.set()
+        _log.info("log %s: fencing again at epoch %d: %s", self.name, self._epoch + 1, cause)
+        self._refencing = asyncio.create_task(self._refence(), name=f"tier1-refence-{self.name}")
+        self._tasks.append(self._refencing)
+
+    async def _refence(self) -> None:
         loop = asyncio.get_running_loop()
-        timeout = self._config.ack_timeout_s
-        while self._state is _State.OPEN:
-            if self._outstanding and loop.time() - self._outstanding[0].accepted_at > timeout:
+        started = loop.time()
+        if self._send_task is not None:  # it returns once it sees REFENCING: nothing more of this epoch goes out
+            await asyncio.wait([self._send_task])
+        try:
+            async with self._metadata_lock:
+                keeper = self._keeper
+                await keeper.persist(keeper.metadata.fenced_by(self._owner))  # CAS over our version: still ours?
+                epoch = keeper.metadata.epoch
+                fence = await while_electing(
+                    self._config, lambda: self._client.publish_and_wait(self._subject, b"", fence_headers(epoch))
+                )
+                await keeper.persist(keeper.metadata.acknowledged_up_to(fence))  # as step (c): no one took it since
+            published = [item for item in self._outstanding if item.address is not None]
+            run: list[Record] = []
+            if published:
+                first = published[0].address
+                assert first is not None
+                records = [record async for record in self._records(first.ledger_id, fence - 1)]
+                run = stored_run(records, self._epoch, first.entry_id)
+        except DurableDataLogError as exc:
+            self._fail(exc)
+            return
+        except CoordinationError as exc:
+            self._fail(with_cause(DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}"), exc))
+            return
+        except JetStreamError as exc:
+            self._fail(with_cause(DataLogNotAvailableError(f"log {self.name}: fencing again: {exc}"), exc))
+            return
+        if self._state is not _State.REFENCING:
+            return  # failed (timed out) or closed meanwhile
+        items = iter(published)
+        for record in run:  # the entries JetStream stored for good: acknowledged where they are
+            for offset in range(record.count):
+                item = next(items)
+                item.address = LogAddress(ledger_id=record.sequence, entry_id=record.index + offset, epoch=self._epoch)
+                item.stored, item.error = True, None
+        for item in items:  # not stored (or beyond a break): published again under the new epoch
+            item.address, item.stored, item.error = None, False, None
+        found = sum(record.count for record in run)
+        self._epoch, self._fence_seq, self._last_seq, self._next_index = epoch, fence, fence, 0
+        self._published.clear()
+        self._queue = deque(item for item in self._outstanding if not item.stored)
+        self._state = _State.OPEN
+        self._progress_at = loop.time()
+        self.refences += 1
+        self._complete_head()
+        self._start_sending()
+        self._work.set()
+        _log.info("log %s fenced again at epoch %d (fence at %d) in %.2f s: %d pending entries were stored, %d "
+                  "go out again", self.name, epoch, fence, loop.time() - started, found,
+                  len(self._queue))  # fmt: skip
+
+    async def _watch_loop(self) -> None:
+        """Fence again when the oldest unacknowledged entry waits ``refence_after_s`` for an answer; fail the log
+        when it waited ``ack_timeout_s`` since it was appended."""
+        loop = asyncio.get_running_loop()
+        timeout, suspect = self._config.ack_timeout_s, self._config.refence_after_s
+        while self._state in (_State.OPEN, _State.REFENCING):
+            now = loop.time()
+            head = self._outstanding[0] if self._outstanding else None
+            waited = now - max(head.accepted_at, self._progress_at) if head is not None else 0.0
+            if self._state is _State.OPEN and waited > suspect:
+                self._begin_refence(JetStreamUnavailableError(f"no answer from JetStream within {suspect}s"))
+            if head is not None and now - head.accepted_at > timeout:
                 self._fail(
                     DataLogNotAvailableError(
                         f"log {self.name}: no acknowledgement from JetStream within {timeout}s (connected to "
@@ -467,14 +468,17 @@ class JetStreamLog:
                     )
                 )
                 return
-            await asyncio.sleep(min(0.5, timeout / 4))
+            await asyncio.sleep(min(0.25, suspect / 4))
 
     def _fail(self, error: DurableDataLogError) -> None:
         """Fail every accepted, unacknowledged append (in call order) and stop accepting."""
-        if self._state in (_State.OPEN, _State.FAILING):
+        if self._state in (_State.OPEN, _State.REFENCING, _State.FAILING):
             self._state = _State.FENCED if isinstance(error, DataLogWriterNotPrimaryError) else _State.FAILED
             self._failure = error
             _log.warning("log %s stops at epoch %d: %s", self.name, self._epoch, error)
+        refencing = self._refencing
+        if refencing is not None and refencing is not asyncio.current_task():
+            refencing.cancel()
         self._queue.clear()
         self._published.clear()
         while self._outstanding:
@@ -495,7 +499,7 @@ class JetStreamLog:
         end = max(self._fence_seq, self._acked.ledger_id if self._acked is not None else 0)
         records = RecordFilter(truncation)
         try:
-            state = await self._while_electing(lambda: self._client.stream_state(self._stream))
+            state = await while_electing(self._config, lambda: self._client.stream_state(self._stream))
         except StreamMissingError as exc:
             raise DataLogCorruptedError(f"log {self.name}: its stream {self._stream} is missing") from exc
         except JetStreamError as exc:
@@ -509,22 +513,25 @@ class JetStreamLog:
             raise DataLogCorruptedError(
                 f"log {self.name}: stream {self._stream} ends at {state.last_seq}, but the log wrote up to {end}"
             )
-        own = self._acked
         sequence = start
         while sequence <= end:
-            batch = await self._read_batch(sequence, end)
-            for message in batch:
-                if message.sequence != sequence:
-                    raise DataLogCorruptedError(f"log {self.name}: record {sequence} of {self._stream} is missing")
-                record = parse_record(message.sequence, message.headers, message.data)
+            async for record in self._records(sequence, end):
                 for address, payload in records.accept(record):
-                    if sequence <= self._fence_seq:
+                    if record.sequence <= self._fence_seq:
                         self._recovered = address
                     yield ReadItem(address, payload)
+            sequence = end + 1  # appended while reading: readable up to the last acknowledged entry
+            end = max(end, self._acked.ledger_id if self._acked is not None else 0)
+
+    async def _records(self, first: int, last: int) -> AsyncIterator[Record]:
+        """The records from sequence ``first`` to ``last``, decoded, every one present."""
+        sequence = first
+        while sequence <= last:
+            for message in await self._read_batch(sequence, last):
+                if message.sequence != sequence:
+                    raise DataLogCorruptedError(f"log {self.name}: record {sequence} of {self._stream} is missing")
+                yield parse_record(message.sequence, message.headers, message.data)
                 sequence += 1
-            if own is not self._acked:  # appended while reading: readable up to the last acknowledged entry
-                own = self._acked
-                end = max(end, own.ledger_id if own is not None else 0)
 
     async def _read_batch(self, first: int, last: int) -> list[StoredMessage]:
         """The next messages from ``first``; a replica that is behind answers with fewer: ask again."""
@@ -583,8 +590,6 @@ class JetStreamLog:
         """Fail unacknowledged appends, stop the tasks and the reply subscription; idempotent."""
         if self._state is _State.CLOSED:
             return
-        if self._state in (_State.OPEN, _State.FAILING):
-            self._state = _State.FAILED
         self._state = _State.CLOSED
         self._fail(DataLogClosedError(f"log {self.name} is closed"))
         tasks, self._tasks = self._tasks, []
