@@ -1,6 +1,7 @@
 """ControllerClient with a list of controllers (``tcp://h1:p1,h2:p2``) against scripted in-test gRPC controllers:
 a call that fails with UNAVAILABLE moves to the next controller at once, round robin, backs off only after a whole
-round, stays within the one budget, and the next call starts at the controller that answered last."""
+round, stays within the one budget, and the next call starts at the controller that answered last. With TLS each
+controller's certificate is checked against its own host name."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import grpc
 import grpc.aio
 import pytest
+import trustme
 from scripted_controller import FAST, ScriptedController, closed_port
 
 from controller_client.controller.api import ControllerClient, ControllerClientConfig
-from controller_client.errors import ControllerUnavailableError
+from controller_client.errors import ControllerTlsError, ControllerUnavailableError
 from controller_client.proto import Controller_pb2 as pb
 from controller_client.proto import Controller_pb2_grpc as pb_grpc
 from segstore_shared import deadline
@@ -167,3 +170,55 @@ async def test_a_missed_deadline_is_not_repeated_but_the_next_call_tries_the_nex
             assert a.log == ["a"]
             assert await client.create_scope("sc") is True
         assert a.log == ["a", "b"]
+
+
+@asynccontextmanager
+async def tls_controllers(base: Path, *names: str) -> AsyncIterator[tuple[list[Logged], str, Path]]:
+    """Scripted TLS controllers on 127.0.0.1, each with a certificate naming only the host name given (one CA), and
+    the URI listing them all as ``localhost``, and the CA's certificate (the trust store)."""
+    ca = trustme.CA(organization_name="segstore failover test CA")
+    trust_store = base / "ca.pem"
+    ca.cert_pem.write_to_path(str(trust_store))
+    log: list[str] = []
+    servers, servicers, hosts = [], [], []
+    try:
+        for position, name in enumerate(names):
+            issued = ca.issue_cert(name)
+            credentials = grpc.ssl_server_credentials(
+                [(issued.private_key_pem.bytes(), b"".join(pem.bytes() for pem in issued.cert_chain_pems))]
+            )
+            servicer = Logged(f"{position}:{name}", log)
+            server = grpc.aio.server()
+            pb_grpc.add_ControllerServiceServicer_to_server(servicer, server)
+            hosts.append(f"localhost:{server.add_secure_port('127.0.0.1:0', credentials)}")
+            await server.start()
+            servers.append(server)
+            servicers.append(servicer)
+        yield servicers, "tls://" + ",".join(hosts), trust_store
+    finally:
+        for server in servers:
+            await server.stop(grace=None)
+
+
+async def test_tls_checks_each_controller_against_its_own_name_and_leaves_out_one_that_does_not_fit(
+    tmp_path: Path,
+) -> None:
+    async with tls_controllers(tmp_path, "other.example", "localhost") as ([wrong, right], uri, trust_store):
+        right.on("createScope", OK)
+        config = ControllerClientConfig(retry_timeout_s=10.0, initial_backoff_s=0.01, trust_store=str(trust_store))
+        async with await ControllerClient.connect(uri, config) as client:
+            assert await client.create_scope("sc") is True
+        assert right.log == ["1:localhost"] and not wrong.requests  # the first's certificate names another host
+
+
+async def test_tls_error_comes_at_once_when_no_controller_of_the_list_fits(tmp_path: Path) -> None:
+    async with tls_controllers(tmp_path, "a.example", "b.example") as (_, uri, trust_store):
+        config = ControllerClientConfig(retry_timeout_s=30.0, trust_store=str(trust_store))
+        started = time.monotonic()
+        async with await ControllerClient.connect(uri, config) as client:
+            with pytest.raises(ControllerTlsError) as raised:
+                await client.create_scope("sc")
+        assert time.monotonic() - started < 15.0  # not the whole budget
+    message = str(raised.value)
+    assert message.startswith("createScope: TLS to controllers localhost:")
+    assert message.count("does not name host 'localhost'") == 2, message
