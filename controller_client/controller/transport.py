@@ -271,8 +271,9 @@ class ControllerTransport:
                     return answer
                 following = self._after(index, set(left_out))
                 assert following is not None  # not every controller is left out (else raised above)
+                if index not in left_out:  # a controller left out does not count towards the round
+                    failed_in_round += 1
                 index = following
-                failed_in_round += 1
                 if failed_in_round < len(self._endpoints) - len(left_out):
                     continue  # the next controller at once
                 failed_in_round = 0  # every controller failed once since the last pause: back off
