@@ -1,12 +1,14 @@
 """Controller failover as users run it: two ``segstore controller`` processes on one ZooKeeper, one
 ``segstore segmentstore --cluster``, and every client given both controllers, ``tcp://c1,c2`` (the first one first).
 
-A writer of our client library writes numbered events under several routing keys, and a Spark streaming query
-(``controller`` option the same list, ``startingOffsets`` earliest) reads them into a ``foreachBatch`` sink.
+A writer of our client library writes numbered events under several routing keys; a Spark streaming query
+(``controller`` option the same list, ``startingOffsets`` earliest) reads them into a ``foreachBatch`` sink, and a
+reader group's reader (client library, same list) reads them too.
 Midway the first controller of the list is killed with -9, the one every client was talking to; then the
 stream is split through the same list, so the writer and the query must ask the controllers for the successors.
-The writer and the query go on, and ``segstore admin --controller tcp://dead,live scope list`` works. At the
-end every acknowledged event arrived exactly once, each routing key in order, and nothing else did.
+The writer, the query and the reader go on, and ``segstore admin --controller tcp://dead,live scope list`` works. At the
+end every acknowledged event arrived exactly once at the query and at the reader, each routing key in order, and
+nothing else did.
 """
 
 from __future__ import annotations
@@ -168,7 +170,40 @@ class Sink:
             return [event for batch_id in sorted(self.batches) for event in self.batches[batch_id]]
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 120.0) -> None:
+class GroupReader(threading.Thread):
+    """One reader of a reader group (made through the controller list) reading from the head until stopped and
+    drained: it keeps every event it got, in order."""
+
+    def __init__(self, manager: BlockingStreamManager) -> None:
+        super().__init__(daemon=True, name="failover-group-reader")
+        self.group = manager.create_reader_group(SCOPE, "audit", [manager.head_cut(SCOPE, STREAM)], refresh_ms=500)
+        self.stopping = threading.Event()
+        self.events: list[bytes] = []
+        self.lock = threading.Lock()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with self.group.create_reader("r1") as reader:
+                while True:
+                    read = reader.next_event(timeout_s=1.0)
+                    if read is None:
+                        if self.stopping.is_set():
+                            return
+                        continue
+                    if read.data is not None:
+                        with self.lock:
+                            self.events.append(read.data)
+        except BaseException as error:
+            self.error = error
+
+    def read_now(self) -> set[bytes]:
+        with self.lock:
+            return set(self.events)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 300.0) -> None:
+    """Poll ``condition`` until it holds (generous: Spark's first micro-batches are slow on a loaded machine)."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, f"no {what} within {timeout_s:g} s"
@@ -195,8 +230,8 @@ def in_key_order(events: list[bytes]) -> bool:
     return True
 
 
-@pytest.mark.timeout(600)
-def test_writer_and_streaming_query_go_on_when_the_first_controller_of_the_list_is_killed(
+@pytest.mark.timeout(1200)
+def test_writer_streaming_query_and_group_reader_go_on_when_the_first_controller_of_the_list_is_killed(
     spark: Any,  # noqa: F811 (the fixture)
     cluster: Cluster,
     tmp_path: Path,
@@ -205,10 +240,13 @@ def test_writer_and_streaming_query_go_on_when_the_first_controller_of_the_list_
     connection = StreamConnection(cluster.uri, timeout_s=30.0)
     query = None
     writer = Writer(manager)
+    group_reader: GroupReader | None = None
     try:
         manager.create_scope(SCOPE)
         manager.create_stream(SCOPE, STREAM, StreamConfiguration(ScalingPolicy.fixed(2)))
         writer.start()
+        group_reader = GroupReader(manager)
+        group_reader.start()
         options = {"controller": cluster.uri, "scope": SCOPE, "stream": STREAM, "startingOffsets": "earliest"}
         sink = Sink()
         query = (
@@ -227,11 +265,13 @@ def test_writer_and_streaming_query_go_on_when_the_first_controller_of_the_list_
         )  # fmt: skip
         assert admin.returncode == 0 and SCOPE in admin.stdout, admin
 
-        def went_on() -> bool:  # events acked after the kill, into the new segments, came through the query
+        def went_on() -> bool:  # events acked after the kill, into the new segments, came through query and reader
             assert query.exception() is None, query.exception()
             assert writer.error is None, writer.error
+            assert group_reader.error is None, group_reader.error
             newer = writer.acked_now() - acked_at_kill
-            return len(newer) >= 2 * RATE and len(newer & set(sink.events())) >= RATE
+            through = len(newer & set(sink.events())), len(newer & group_reader.read_now())
+            return len(newer) >= 2 * RATE and min(through) >= RATE
 
         wait_until(went_on, "progress of the writer and the query after the kill")
         writer.stopping.set()
@@ -239,8 +279,15 @@ def test_writer_and_streaming_query_go_on_when_the_first_controller_of_the_list_
         assert writer.error is None, f"the writer failed: {writer.error!r}"
         query.processAllAvailable()
         assert query.exception() is None, query.exception()
+        wait_until(lambda: group_reader.read_now() >= writer.acked, "every acknowledged event at the group's reader")
+        group_reader.stopping.set()
+        group_reader.join(60)
+        assert group_reader.error is None, f"the group's reader failed: {group_reader.error!r}"
     finally:
         writer.stopping.set()
+        if group_reader is not None:
+            group_reader.stopping.set()
+            group_reader.join(60)
         if query is not None:
             query.stop()
         connection.close()
@@ -251,3 +298,7 @@ def test_writer_and_streaming_query_go_on_when_the_first_controller_of_the_list_
     assert not duplicates, f"{len(duplicates)} events arrived twice, e.g. {duplicates[:3]}"
     assert set(arrived) == writer.acked, f"{len(arrived)} arrived, {len(writer.acked)} acknowledged"
     assert in_key_order(arrived), "a routing key's events arrived out of order"
+    assert group_reader is not None
+    read = group_reader.events
+    assert len(read) == len(set(read)) and set(read) == writer.acked, f"{len(read)} read by the group's reader"
+    assert in_key_order(read), "the group's reader got a routing key's events out of order"
