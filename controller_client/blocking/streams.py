@@ -166,9 +166,11 @@ class BlockingStreamManager(LoopOwningFacade):
         config: StreamManagerConfig | None = None,
         controller_config: ControllerClientConfig | None = None,
     ) -> BlockingStreamManager:
-        """A manager of the controller at ``uri`` (``tcp://host:port``, or ``tls://host:port`` for TLS to the
-        controller and the segment stores, trusting ``config.trust_store``, else ``controller_config``'s, else
-        the system's trust store). ``config.retry_timeout_s``, if given, is the controller client's too."""
+        """A manager of the controllers at ``uri`` (``tcp://host:port``, or ``tls://host:port`` for TLS to the
+        controller and the segment stores; a list ``tcp://h1:port1,h2:port2`` fails over between them:
+        :mod:`controller_client.controller.transport`), trusting ``config.trust_store``, else
+        ``controller_config``'s, else the system's trust store. ``config.retry_timeout_s``, if given, is the
+        controller client's too."""
         from controller_client.controller.api import ControllerClient
 
         settings = controller_config or ControllerClientConfig()

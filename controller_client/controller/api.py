@@ -1,7 +1,9 @@
 """Async client of the controller's gRPC service (``Controller.proto``).
 
 :class:`ControllerClient` speaks to segstore's controller or to a Pravega controller over one
-``grpc.aio`` channel, plain text or TLS as the URI's scheme says (:mod:`controller_client.controller.channel`).
+``grpc.aio`` channel, plain text or TLS as the URI's scheme says (:mod:`controller_client.controller.channel`);
+a URI listing several controllers (``tcp://h1:9090,h2:9090``) gets a channel per controller and fails over
+between them (:mod:`controller_client.controller.transport`).
 Every method takes and returns :mod:`controller_client.model` values (never protobuf messages) and
 turns the status enums of the responses into the typed errors of :mod:`controller_client.errors`.
 

@@ -1,9 +1,12 @@
-"""The gRPC channel to a controller: its URI, the client's settings, and TLS.
+"""The gRPC channels to the controllers: their URI, the client's settings, and TLS.
 
-URIs name one controller: ``tcp://host:port`` (also ``pravega://`` or a bare ``host:port``) is plain text;
-``tls://host:port`` (also ``ssl://``, ``tcps://``, ``pravegas://``, Pravega's TLS schemes) is TLS, and then
-the segment stores are reached with TLS too (as Pravega's clients decide: by the controller URI's scheme, since
-``getURI`` answers a bare host and port). IPv6 hosts are written ``[::1]``.
+A URI names one controller or a list of them (:mod:`controller_client.controller.uri`): ``tcp://h1:9090,h2:9090``
+(also ``pravega://`` or no scheme) is plain text; ``tls://h1:9090,h2:9090`` (also ``ssl://``, ``tcps://``,
+``pravegas://``, Pravega's TLS schemes) is TLS, and then the segment stores are reached with TLS too (as Pravega's
+clients decide: by the controller URI's scheme, since ``getURI`` answers a bare host and port). Each controller
+gets a channel of its own (:func:`open_channel`), so TLS checks each one's certificate against its own host name.
+(gRPC's own multi-address target, ``ipv4:h1:p1,h2:p2`` with ``pick_first`` or ``round_robin``, takes IP addresses
+only and checks every address's certificate against the one name of the channel: no per-host name check.)
 
 TLS: the channel checks the controller's certificate against ``ControllerClientConfig.trust_store`` (a PEM
 file of CA certificates, or of the servers' own; None = the system's default trust store) and that it names
@@ -13,13 +16,15 @@ machine). A controller that requires client certificates gets ``client_cert``/``
 Certificate problems are not retried: gRPC reports them as UNAVAILABLE, like a controller that is down. On
 the first UNAVAILABLE of a call the client looks closer, by what gRPC says (:func:`tls_problem`) and with one
 TLS connection of its own (:func:`probe_tls`), and raises :class:`~controller_client.errors.ControllerTlsError`
-at once when the certificates do not fit, instead of retrying for ``retry_timeout_s``. A plain-text client that
+at once when the certificates do not fit, instead of retrying for ``retry_timeout_s`` (with several controllers:
+once no controller of the list is left whose certificates fit; the others are tried meanwhile). A plain-text client that
 gives up on a controller serving TLS is told so (:func:`serves_tls`). Other gRPC statuses map to the typed errors
 of :mod:`controller_client.errors` in :func:`status_error`.
 
 A controller that cannot be reached within the budget (``retry_timeout_s``) gives one message, whoever asked (the
 client library, ``segstore admin``, Spark): :func:`unreachable_message`, e.g. ``controller tcp://127.0.0.1:9999
-unreachable after 30.0 s: connection refused (is the controller running, and is the URI right?)``.
+unreachable after 30.0 s: connection refused (is the controller running, and is the URI right?)``; with a list,
+``controllers tcp://h1:9090,h2:9090 unreachable after 30.0 s: last h2:9090: connection refused (...)``.
 """
 
 from __future__ import annotations
@@ -28,11 +33,15 @@ import asyncio
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import grpc
 import grpc.aio
 
+from controller_client.controller.uri import ControllerAddress as ControllerAddress  # re-exported
+from controller_client.controller.uri import ControllerList as ControllerList  # re-exported
+from controller_client.controller.uri import parse_controller_address as parse_controller_address  # re-exported
+from controller_client.controller.uri import parse_controller_uri as parse_controller_uri  # re-exported
+from controller_client.controller.uri import parse_controllers as parse_controllers  # re-exported
 from controller_client.errors import (
     ControllerAuthenticationError,
     ControllerError,
@@ -42,7 +51,7 @@ from controller_client.errors import (
     InvalidArgumentError,
 )
 from segstore_shared.auth.passwords import basic_header
-from segstore_shared.auth.tls import TrustConfig, is_tls_scheme
+from segstore_shared.auth.tls import TrustConfig
 from segstore_shared.deadline import DEFAULT_UNREACHABLE_TIMEOUT_S
 
 
@@ -106,49 +115,6 @@ class ControllerClientConfig:
             cert_path=Path(self.client_cert) if self.client_cert else None,
             key_path=Path(self.client_key) if self.client_key else None,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerAddress:
-    """A parsed controller URI."""
-
-    host: str
-    port: int
-    tls: bool
-
-    @property
-    def target(self) -> str:
-        """gRPC's ``host:port`` (``[v6]:port``); with TLS, ``host`` is the name the certificate must hold."""
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-    @property
-    def uri(self) -> str:
-        """The URI this address was given as, in its canonical form (``tcp://host:port``, ``tls://host:port``)."""
-        return f"{'tls' if self.tls else 'tcp'}://{self.target}"
-
-
-def parse_controller_address(uri: str) -> ControllerAddress:
-    """``tcp://host:port`` or ``tls://host:port`` (module docstring) -> host, port and whether TLS is on."""
-    text = uri.strip()
-    parts = urlsplit(text if "://" in text else f"tcp://{text}")
-    scheme = parts.scheme.lower()
-    if scheme not in ("tcp", "pravega") and not is_tls_scheme(scheme):
-        raise InvalidArgumentError(
-            f"controller uri {uri!r}: the scheme must be tcp:// (plain text) or tls:// (also ssl, tcps, pravegas)"
-        )
-    try:
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        host = port = None
-    if not host or port is None or "," in parts.netloc or parts.path not in ("", "/"):
-        raise InvalidArgumentError(f"controller uri {uri!r}: expected tcp://host:port or tls://host:port")
-    return ControllerAddress(host, port, is_tls_scheme(scheme))
-
-
-def parse_controller_uri(uri: str) -> tuple[str, int]:
-    """``tcp://host:port`` (or ``tls://``, ``pravega://``, bare ``host:port``; IPv6 as ``[::1]``) -> (host, port)."""
-    address = parse_controller_address(uri)
-    return address.host, address.port
 
 
 def open_channel(address: ControllerAddress, config: ControllerClientConfig) -> grpc.aio.Channel:
@@ -271,15 +237,23 @@ def reach_failure(details: str) -> str:
 _NOTHING_THERE = (_REASONS[0][1], _REASONS[1][1], _REASONS[2][1])  # refused, no answer, no such host: no TLS there
 
 
-async def unreachable_message(address: ControllerAddress | None, target: str, elapsed_s: float, details: str) -> str:
-    """The one message for a controller not reached within the budget (module docstring). A plain-text client that
-    finds TLS there is told to use a ``tls://`` URI instead of what to check."""
+async def unreachable_message(
+    address: ControllerAddress | None, target: str, elapsed_s: float, details: str, tried: ControllerList | None = None
+) -> str:
+    """The one message for controllers not reached within the budget (module docstring): the URI and the last
+    error; with several controllers (``tried``), the whole list, and which one the last error came from
+    (``address``). A plain-text client that finds TLS there is told to use a ``tls://`` URI instead of what to
+    check."""
     reason = reach_failure(details)
-    where = address.uri if address is not None else target
     hint = "is the controller running, and is the URI right?"
     plain = address is not None and not address.tls
     if plain and reason not in _NOTHING_THERE and address is not None and await serves_tls(address, 1.0):
         hint = "it serves TLS: use a tls:// URI"
+    if tried is not None and len(tried.addresses) > 1:
+        last = address.target if address is not None else target
+        hint = hint.replace("is the controller running", "are the controllers running")
+        return f"controllers {tried.uri} unreachable after {elapsed_s:.1f} s: last {last}: {reason} ({hint})"
+    where = address.uri if address is not None else target
     return f"controller {where} unreachable after {elapsed_s:.1f} s: {reason} ({hint})"
 
 

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller_client.controller.channel import ControllerClientConfig
+from controller_client.controller.uri import parse_controllers
+from controller_client.errors import InvalidArgumentError
 from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
 from pravega_spark.errors import SegstoreOptionError
 from pravega_spark.options.names import Kind, check_known, is_registered
-from segstore_shared.auth.tls import is_tls_scheme
 from segstore_shared.deadline import DEFAULT_UNREACHABLE_TIMEOUT_S
 
 DEFAULT_CONTROLLER = "tcp://127.0.0.1:9090"
@@ -137,12 +138,13 @@ class StreamTarget:
     def parse(cls, options: Options, require_stream: bool = True) -> StreamTarget:
         """``require_stream=False``: the stream may be left out (then ``stream`` is ``""``)."""
         controller = options.string("controller", DEFAULT_CONTROLLER)
-        scheme = controller.partition("://")[0].lower() if "://" in controller else "tcp"
-        if scheme not in ("tcp", "pravega") and not is_tls_scheme(scheme):
-            raise SegstoreOptionError("controller", f"must be tcp://host:port or tls://host:port, got {controller!r}")
+        try:
+            tls = parse_controllers(controller).tls  # one controller or a list of them, one scheme for all
+        except InvalidArgumentError as error:
+            raise SegstoreOptionError("controller", str(error)) from None
         trust_store = options.raw("trustStore", ("trust_store",))
         trust_store = trust_store.strip() if trust_store is not None and trust_store.strip() else None
-        if trust_store is not None and not is_tls_scheme(scheme):
+        if trust_store is not None and not tls:
             raise SegstoreOptionError(
                 "trustStore", f"is for TLS: the controller URI must then be tls://host:port, got {controller!r}"
             )

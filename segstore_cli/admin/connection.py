@@ -3,7 +3,8 @@
 ===========================  ===========================  ===============================================
 option                       environment                  meaning
 ===========================  ===========================  ===============================================
-``--controller URI``         ``SEGSTORE_CONTROLLER``      ``tcp://host:port`` or ``tls://host:port``
+``--controller URI``         ``SEGSTORE_CONTROLLER``      ``tcp://host:port`` or ``tls://host:port``, or
+                                                          a list ``tcp://h1:port1,h2:port2`` (failover)
                                                           (default ``tcp://127.0.0.1:9090``)
 ``--trust-store PEM``        ``SEGSTORE_TRUST_STORE``     TLS: the CA certificates trusted (default: the
                                                           system's trust store)
@@ -69,7 +70,8 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, suppress: bool)
         "--controller",
         metavar="URI",
         default=default(None),
-        help=f"tcp://host:port or tls://host:port ($SEGSTORE_CONTROLLER; default {DEFAULT_CONTROLLER})",
+        help="tcp://host:port or tls://host:port, or a list tcp://h1:port1,h2:port2 to fail over "
+        f"($SEGSTORE_CONTROLLER; default {DEFAULT_CONTROLLER})",
     )
     group.add_argument(
         "--trust-store",
@@ -141,7 +143,7 @@ class Connection:
     def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str], stdin: TextIO) -> Connection:
         """Options, then the environment (module docstring). Raises AdminError (exit 2) for a bad URI, a user
         without a password, a password without a user, or half a client certificate."""
-        from controller_client.controller.channel import parse_controller_address
+        from controller_client.controller.uri import parse_controllers
         from controller_client.errors import InvalidArgumentError
 
         def pick(key: str) -> str | None:
@@ -150,7 +152,7 @@ class Connection:
 
         controller = pick("controller") or DEFAULT_CONTROLLER
         try:
-            parse_controller_address(controller)
+            parse_controllers(controller)
         except InvalidArgumentError as e:
             raise AdminError(f"--controller: {e}", EXIT_USAGE) from None
         username = pick("username")

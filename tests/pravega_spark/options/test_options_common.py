@@ -60,3 +60,24 @@ def test_stream_target_with_a_trust_store_needs_a_tls_controller() -> None:
         StreamTarget.parse(
             Options.of({"controller": "tcp://h:1", "trustStore": "/ca.pem", "scope": "s", "stream": "x"})
         )
+
+
+def test_stream_target_takes_a_list_of_controllers() -> None:
+    options = {"controller": "tls://c1:9090,c2:9090", "trustStore": "/ca.pem", "scope": "s", "stream": "x"}
+    target = StreamTarget.parse(Options.of(options))
+    assert target == StreamTarget("tls://c1:9090,c2:9090", "s", "x", "/ca.pem")
+
+
+@pytest.mark.parametrize(
+    ("controller", "said"),
+    [
+        ("tcp://c1:9090,,c2:9090", "host 2 is empty"),
+        ("tcp://c1:9090,tls://c2:9090", "mixes schemes"),
+        ("tcp://c1:9090,c2:port", "the port must be a number"),
+        ("tcp://c1:9090,c2", "no port"),
+    ],
+)
+def test_a_bad_controller_list_fails_in_one_line_naming_the_option(controller: str, said: str) -> None:
+    with pytest.raises(SegstoreOptionError, match=f"^option 'controller': controller uri .*{said}") as raised:
+        StreamTarget.parse(Options.of({"controller": controller, "scope": "s", "stream": "x"}))
+    assert "\n" not in str(raised.value)

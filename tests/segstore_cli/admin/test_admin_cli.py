@@ -359,6 +359,24 @@ def test_unreachable_controller_exits_3_quickly(standalone: StandaloneProcess) -
     assert line.startswith(f"segstore admin: controller tcp://127.0.0.1:{port} unreachable after 0.5 s: ")
 
 
+def test_a_controller_list_passes_over_a_dead_controller(standalone: StandaloneProcess) -> None:
+    dead = free_port()  # nothing listens there
+    listed = f"tcp://127.0.0.1:{dead},127.0.0.1:{standalone.controller_port}"
+    began = time.monotonic()
+    result = admin(standalone, "--controller", listed, "scope", "list", "--json")
+    assert time.monotonic() - began < 20  # the dead one refused at once: no budget waited out
+    assert "scopes" in result.json()  # type: ignore[operator]
+    both_dead = f"tcp://127.0.0.1:{dead},127.0.0.1:{free_port()}"
+    line = one_error_line(admin(standalone, "--controller", both_dead, "--retry-timeout", "0.5", "scope", "list"), 3)
+    assert line.startswith(f"segstore admin: controllers {both_dead} unreachable after 0.5 s: last 127.0.0.1:")
+    mixed = one_error_line(admin(standalone, "--controller", "tcp://a:1,tls://b:2", "scope", "list"), 2)
+    assert mixed == (
+        "segstore admin: --controller: controller uri tcp://a:1,tls://b:2: host 2 (tls://b:2): mixes schemes: "
+        "one scheme for all controllers, expected tcp://host:port or tls://host:port, or a list "
+        "tcp://host1:port1,host2:port2"
+    )
+
+
 async def test_authentication_and_permissions(standalone: StandaloneProcess) -> None:
     async with await manager(standalone) as streams:
         await streams.create_scope("view")
