@@ -2,20 +2,28 @@
 clean environments): the executors get the connector from ``spark.submit.pyFiles`` and their Python from
 ``spark.pyspark.python`` only, never from the driver's environment or files.
 
-Each check reads the stream back with the client library, not with Spark.
+Each check reads the stream back with the client library, not with Spark. With TLS and authentication, the trust
+store reaches the executors as a file Spark ships (``addFile``, as ``spark.files`` does) and named by its bare name,
+and the password never does: the executors work with the driver's delegation token.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_cluster import SparkCluster, executor_python
+from auth_fixtures import write_password_file
+from spark_cluster import REPO, SparkCluster, executor_python, package_zip
 from spark_fixtures import Streams
+from standalone_process import StandaloneProcess
+from tls_fixtures import TlsFiles, make_tls_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -147,3 +155,68 @@ def test_exactly_once_streaming_write_across_a_restart(
     assert run() == first  # restarted from the checkpoint: the same query goes on
     written = sorted(data for _, _, data in cluster_streams.events(SCOPE, "sink"))
     assert written == sorted(f"line-{n}-{i}".encode() for n in range(4) for i in range(200))
+
+
+USERS = {
+    "writer": ("writer-pw", "prn::*,READ_UPDATE"),
+    "reader": ("reader-pw", "prn::/,READ;prn::/scope:secure/*,READ"),
+}
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StandaloneProcess, TlsFiles]]:
+    """A standalone with TLS (a certificate for ``localhost``) and password authentication."""
+    base = tmp_path_factory.mktemp("cluster-secured")
+    files = make_tls_files(base / "tls")
+    write_password_file(base / "passwd", USERS)
+    flags = ("--tls-cert", str(files.cert), "--tls-key", str(files.key), "--auth-password-file", str(base / "passwd"))
+    with StandaloneProcess(base / "data", extra_args=flags) as process:
+        yield process, files
+
+
+def test_tls_and_authentication_with_the_trust_store_shipped_by_spark(
+    cluster_spark: Any, secured: tuple[StandaloneProcess, TlsFiles], tmp_path: Path
+) -> None:
+    process, files = secured
+    shipped = tmp_path / "segstore-ca.pem"  # a name no host has a file under but the one Spark ships
+    shutil.copy(files.ca, shipped)
+    cluster_spark.sparkContext.addFile(str(shipped))  # as spark.files / spark-submit --files would
+    assert not Path("segstore-ca.pem").exists()
+
+    def options(user: str) -> dict[str, str]:
+        return {
+            "controller": f"tls://localhost:{process.controller_port}",
+            "trustStore": "segstore-ca.pem",
+            "scope": "secure",
+            "stream": "events",
+            "username": user,
+            "password": USERS[user][0],
+        }
+
+    rows = cluster_spark.range(0, 2_000, numPartitions=4).selectExpr(
+        "cast(id as string) as event", "cast(id % 5 as string) as routing_key"
+    )
+    rows.write.format("segstore").options(**options("writer"), defaultNumSegments="2").mode("append").save()
+    read = cluster_spark.read.format("segstore").options(**options("reader")).load()
+    assert sorted(int(row.event.decode()) for row in read.select("event").collect()) == list(range(2_000))
+
+
+def test_the_docs_cluster_example_runs_on_the_cluster(
+    cluster_spark: Any,
+    cluster: SparkCluster,
+    cluster_streams: Streams,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/spark.md, "Running on a Spark cluster": its ```python cluster block, with the names it leaves to the
+    reader set to this cluster's (its ``getOrCreate()`` returns the module's session: one driver per process)."""
+    text = (REPO / "docs" / "spark.md").read_text()
+    (example,) = re.findall(r"^```python cluster\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
+    names = {
+        "master_url": cluster.master_url,
+        "executor_python": executor_python(),
+        "segstore_zip": str(package_zip(tmp_path / "segstore.zip")),
+        "controller": cluster_streams.controller_uri,
+    }
+    exec(compile(example, "docs/spark.md (cluster example)", "exec"), names)
+    assert capsys.readouterr().out.splitlines()[-1] == "1000"
