@@ -80,10 +80,21 @@ __all__ = [
 
 def register(spark: SparkSession) -> None:
     """Make ``format("segstore")`` and ``format("segstore-kvt")`` (key-value tables) available in ``spark``
-    (idempotent)."""
+    (idempotent).
+
+    On a cluster, the Python that plans and runs the data source is the one the session's context names: pyspark
+    takes it from ``PYSPARK_PYTHON`` when the session starts and reads ``spark.pyspark.python`` only under
+    ``spark-submit``. A session given ``spark.pyspark.python`` alone (a notebook, a test) would run the connector
+    with the driver's ``python3``; so when that option is set, the context adopts it first, as ``spark-submit``
+    would have (and ``format("segstore")`` then works without ``PYSPARK_PYTHON``)."""
     from pravega_spark.kvt_source import SegstoreKvtDataSource
     from pravega_spark.read.source import SegstoreDataSource
 
+    if not type(spark).__module__.startswith("pyspark.sql.connect"):  # a Connect server has its own Python
+        context = spark.sparkContext
+        python = context.getConf().get("spark.pyspark.python")
+        if python:
+            context.pythonExec = python
     spark.dataSource.register(SegstoreDataSource)
     spark.dataSource.register(SegstoreKvtDataSource)
 

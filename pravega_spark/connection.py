@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -42,6 +43,25 @@ from segstore_shared.loop_thread import LoopThread
 _log = logging.getLogger("pravega_spark.offsets")  # its logger before it had a module of its own
 _T = TypeVar("_T")
 MIB = 1024 * 1024
+
+
+def shipped_file(path: str | None) -> str | None:
+    """The file ``path`` names as this process finds it (the ``trustStore`` of a driver and its executors).
+
+    As given when a file is there; else the file of the same name Spark shipped to this process
+    (``spark.files``, ``--files`` or ``SparkContext.addFile``: in the Python workers of the driver and of the
+    executors, ``SparkFiles.getRootDirectory()``); else as given, so that reading it fails naming that path. So
+    one option value works on every host of a cluster: the driver's path, or the bare name of a shipped file."""
+    if path is None or os.path.isfile(path):
+        return path
+    try:
+        from pyspark import SparkFiles
+    except ImportError:  # no pyspark here: nothing shipped
+        return path
+    if not SparkFiles._is_running_on_worker or SparkFiles._root_directory is None:
+        return path
+    shipped = os.path.join(SparkFiles._root_directory, os.path.basename(path))
+    return shipped if os.path.isfile(shipped) else path
 
 
 class Credentials(Protocol):
@@ -76,7 +96,7 @@ class StreamConnection:
         if credentials is not None:
             config = credentials.controller_config(**timeouts)
         else:
-            config = ControllerClientConfig(trust_store=trust_store, **timeouts)
+            config = ControllerClientConfig(trust_store=shipped_file(trust_store), **timeouts)
         self._token_auth = config.token is not None
         self._no_ingest_times = False  # the segment store turned out not to know ReadIngestTimes
         try:

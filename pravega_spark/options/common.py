@@ -19,6 +19,7 @@ from controller_client.controller.channel import ControllerClientConfig
 from controller_client.controller.uri import parse_controllers
 from controller_client.errors import InvalidArgumentError
 from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
+from pravega_spark.connection import shipped_file
 from pravega_spark.errors import SegstoreOptionError
 from pravega_spark.options.names import Kind, check_known, is_registered
 from segstore_shared.deadline import DEFAULT_UNREACHABLE_TIMEOUT_S
@@ -109,8 +110,9 @@ class StreamTarget:
     stream: str
     trust_store: str | None = None
     """Option ``trustStore``: with a ``tls://`` controller, the PEM file of trusted certificates (CAs) for the
-    controller and the segment stores, read by the driver and by every executor at this same path; None = the
-    system's default trust store."""
+    controller and the segment stores, read by the driver and by every executor at this same path or, where no
+    file is there, as the file of that name Spark shipped (``spark.files``; see
+    :func:`pravega_spark.connection.shipped_file`); None = the system's default trust store."""
     username: str | None = None
     """Options ``username`` and ``password``: the driver logs in with them; executors never get them (they work
     with a delegation token the driver gets for the stream, see :meth:`for_executors`)."""
@@ -122,7 +124,11 @@ class StreamTarget:
     def controller_config(self, **settings: Any) -> ControllerClientConfig:
         """The controller client's configuration: ``settings``, the trust store and the credentials."""
         return ControllerClientConfig(
-            trust_store=self.trust_store, username=self.username, password=self.password, token=self.token, **settings
+            trust_store=shipped_file(self.trust_store),
+            username=self.username,
+            password=self.password,
+            token=self.token,
+            **settings,
         )
 
     def for_executors(self, token: str) -> StreamTarget:
