@@ -234,7 +234,9 @@ def reach_failure(details: str) -> str:
     return " ".join(details.split()) or "unavailable"
 
 
-_NOTHING_THERE = (_REASONS[0][1], _REASONS[1][1], _REASONS[2][1])  # refused, no answer, no such host: no TLS there
+_NOTHING_THERE = (_REASONS[1][1], _REASONS[2][1])  # no answer, no such host: no TLS to find there
+# "connection refused" is probed (at once refused again if nothing listens): ``localhost`` may name ``::1``, which
+# refuses, and 127.0.0.1, where a TLS controller listens; gRPC reports the first.
 
 
 async def unreachable_message(
