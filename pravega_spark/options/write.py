@@ -41,10 +41,19 @@ class WriteOptions:
     (the controller client's ``retry_timeout_s``)."""
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
-        """Raises SegstoreOptionError naming the first missing or invalid option."""
+    def parse(cls, options: Mapping[str, str], per_row: bool = False) -> WriteOptions:
+        """Raises SegstoreOptionError naming the first missing or invalid option. ``per_row``: the rows name their
+        streams (a ``stream`` column, :mod:`pravega_spark.write.targets`): option ``stream`` is then only the
+        default for rows naming none, and may be left out (``target.stream`` is then ``""``)."""
         view = Options.of(options, "write")
-        target = StreamTarget.parse(view)
+        target = StreamTarget.parse(view, require_stream=not per_row)
+        if per_row and target.logs_in:
+            raise SegstoreOptionError(
+                "username",
+                "rows that name their stream (a 'stream' column) cannot be written with username/password: "
+                "executors get a token for one stream only, and the streams of the rows are not known in advance; "
+                "write each stream with its own query, or leave the 'stream' column out",
+            )
         exactly_once = view.boolean("exactlyOnce", True, aliases=["exactly_once"])
         timeout = view.integer(
             "transactionTimeoutMs",

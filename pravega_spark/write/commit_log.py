@@ -6,7 +6,13 @@ name). Each key is ``<query id>/<batch id>`` (the batch id zero-padded); the que
 of a streaming query, which it keeps in the checkpoint, so a query restarted from its checkpoint finds its
 records and a new query (or a deleted checkpoint) starts afresh. The value is JSON::
 
-    {"state": "pending" | "done", "txns": ["<uuid>", ...]}
+    {"state": "pending" | "done", "txns": ["<uuid>", ...], "streams": {"<uuid>": "<scope>/<stream>", ...}}
+
+``streams`` (per-row target streams, :mod:`pravega_spark.write.targets`) names the stream of each transaction that
+is not on the committer's stream; it is left out when there is none, so a write to one stream records what it
+always did. A write whose rows name their streams, without a ``stream`` option, keeps its records in
+``<scope>/_sparkcommits./0.#epoch.0`` (the table of no stream: no stream is named ``""``); with one, in that
+stream's table as before. A batch's transactions on several streams are recorded, committed and recovered as one.
 
 **Protocol** (:meth:`BatchCommitter.commit`, run by the driver for ``commit(messages, batchId)``):
 
@@ -43,8 +49,8 @@ import enum
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from controller_client.errors import TxnFailedError, TxnNotFoundError
@@ -83,13 +89,22 @@ def record_key(query_key: str, batch_id: int) -> bytes:
     return f"{query_key}/{batch_id:020d}".encode()
 
 
+Target = tuple[str, str]
+"""``(scope, stream)`` of a transaction."""
+
+
 @dataclass(frozen=True, slots=True)
 class BatchRecord:
     state: str
     txn_ids: tuple[uuid.UUID, ...]
+    streams: Mapping[uuid.UUID, Target] = field(default_factory=dict)
+    """The stream of each transaction not on the committer's stream (module docstring)."""
 
     def encode(self) -> bytes:
-        return json.dumps({"state": self.state, "txns": [str(t) for t in self.txn_ids]}).encode()
+        value: dict[str, object] = {"state": self.state, "txns": [str(t) for t in self.txn_ids]}
+        if self.streams:
+            value["streams"] = {str(t): f"{scope}/{stream}" for t, (scope, stream) in self.streams.items()}
+        return json.dumps(value).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> BatchRecord:
@@ -97,11 +112,15 @@ class BatchRecord:
             value = json.loads(data)
             state = value["state"]
             txns = tuple(uuid.UUID(t) for t in value["txns"])
-        except (ValueError, KeyError, TypeError) as error:
+            streams: dict[uuid.UUID, Target] = {}
+            for txn, name in value.get("streams", {}).items():
+                scope, stream = name.split("/")
+                streams[uuid.UUID(txn)] = (scope, stream)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise CommitLogError(f"commit log: unreadable record {data[:200]!r}: {error}") from None
         if state not in (PENDING, DONE):
             raise CommitLogError(f"commit log: unknown state {state!r}")
-        return cls(state, txns)
+        return cls(state, txns, streams)
 
 
 class CommitOutcome(enum.Enum):
@@ -191,7 +210,8 @@ class CommitLog:
 
 
 class BatchCommitter:
-    """Commits and aborts the transactions of a write on ``scope/stream`` (see the module docstring)."""
+    """Commits and aborts the transactions of a write on ``scope/stream``, and on the streams ``streams`` names for
+    some of them (per-row targets; see the module docstring)."""
 
     def __init__(
         self,
@@ -205,9 +225,11 @@ class BatchCommitter:
         crash_hook: CrashHook | None = None,
         retry: RetryPolicy | None = None,
         poll_interval_s: float = 0.25,
+        streams: Mapping[uuid.UUID, Target] | None = None,
     ) -> None:
         """``poll_interval_s``: while waiting for commits, the longest wait between two polls of the transactions'
-        states (the first comes after 5 ms, each next one after twice as long)."""
+        states (the first comes after 5 ms, each next one after twice as long). ``streams``: the stream of each
+        transaction not on ``scope/stream`` (records read add theirs)."""
         self.controller = controller
         self.log = log
         self.scope = scope
@@ -218,6 +240,15 @@ class BatchCommitter:
         self.crash_hook = crash_hook
         self._retry = retry or RetryPolicy(max_attempts=10, max_delay_ms=2_000)
         self.poll_interval_s = poll_interval_s
+        self.streams: dict[uuid.UUID, Target] = dict(streams or {})
+
+    def _where(self, txn: uuid.UUID) -> Target:
+        return self.streams.get(txn, (self.scope, self.stream))
+
+    def _elsewhere(self, txn_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Target]:
+        """What a record says of ``txn_ids``' streams: those not on the committer's."""
+        home = (self.scope, self.stream)
+        return {t: self.streams[t] for t in txn_ids if self.streams.get(t, home) != home}
 
     async def _controller(self, call: Callable[[], Awaitable[_T]]) -> _T:
         return await self._retry.call(call)
@@ -230,7 +261,7 @@ class BatchCommitter:
         async def ping(txn: uuid.UUID) -> object:
             try:
                 return await self._controller(
-                    lambda: self.controller.ping_transaction(self.scope, self.stream, txn, self.lease_ms)
+                    lambda: self.controller.ping_transaction(*self._where(txn), txn, self.lease_ms)
                 )
             except (TxnNotFoundError, TxnFailedError) as error:
                 raise CommitLogError(
@@ -242,20 +273,21 @@ class BatchCommitter:
         for txn, state in zip(txn_ids, states, strict=True):
             if state != TxnState.OPEN:
                 name = state.name if isinstance(state, TxnState) else state
+                scope, stream = self._where(txn)
                 raise CommitLogError(
-                    f"{what}: transaction {txn} of {self.scope}/{self.stream} is {name}, not OPEN: its lease "
+                    f"{what}: transaction {txn} of {scope}/{stream} is {name}, not OPEN: its lease "
                     f"(transactionTimeoutMs={self.lease_ms}) ran out before the driver committed; raise it"
                 )
 
     async def _commit_all(self, txn_ids: Sequence[uuid.UUID]) -> None:
         async def commit(txn: uuid.UUID) -> None:
-            await self._controller(lambda: self.controller.commit_transaction(self.scope, self.stream, txn))
+            await self._controller(lambda: self.controller.commit_transaction(*self._where(txn), txn))
 
         await asyncio.gather(*(commit(t) for t in txn_ids))
 
     async def _states(self, txn_ids: Sequence[uuid.UUID]) -> list[TxnState]:
         async def state(txn: uuid.UUID) -> TxnState:
-            return await self._controller(lambda: self.controller.check_transaction_state(self.scope, self.stream, txn))
+            return await self._controller(lambda: self.controller.check_transaction_state(*self._where(txn), txn))
 
         return list(await asyncio.gather(*(state(t) for t in txn_ids)))
 
@@ -280,7 +312,7 @@ class BatchCommitter:
 
         async def abort(txn: uuid.UUID) -> None:
             try:
-                await self._controller(lambda: self.controller.abort_transaction(self.scope, self.stream, txn))
+                await self._controller(lambda: self.controller.abort_transaction(*self._where(txn), txn))
             except (TxnNotFoundError, TxnFailedError) as error:
                 _log.info("segstore sink: transaction %s not aborted: %s", txn, error)
 
@@ -305,7 +337,8 @@ class BatchCommitter:
         log = self.log
         if log is None:
             raise CommitLogError("commit: a streaming commit needs the commit log")
-        what = f"batch {batch_id} of query {query_key} on {self.scope}/{self.stream}"
+        where = f"{self.scope}/{self.stream}" if self.stream else f"streams of its rows (scope {self.scope})"
+        what = f"batch {batch_id} of query {query_key} on {where}"
         new = tuple(dict.fromkeys(txn_ids))
         while True:
             found = await log.get(query_key, batch_id)
@@ -313,12 +346,13 @@ class BatchCommitter:
                 if not new:
                     return CommitOutcome.EMPTY
                 await self._renew(new, what)
-                version = await log.insert(query_key, batch_id, BatchRecord(PENDING, new))
+                version = await log.insert(query_key, batch_id, BatchRecord(PENDING, new, self._elsewhere(new)))
                 if version is None:
                     continue  # another committer recorded the batch meanwhile: handle its record
                 await self._finish(query_key, batch_id, new, version, what)
                 return CommitOutcome.COMMITTED
             record, version = found
+            self.streams.update(record.streams)
             if record.state == DONE:
                 await self.abort_transactions(t for t in new if t not in record.txn_ids)
                 _log.info("segstore sink: %s was committed before; %d new transaction(s) aborted", what, len(new))
@@ -332,7 +366,8 @@ class BatchCommitter:
                     f"(states {[s.name for s in states]}); whether they were committed cannot be told"
                 )
             if all(s in gone for s in states):
-                replaced = await log.replace(query_key, batch_id, BatchRecord(PENDING, new), version)
+                fresh = BatchRecord(PENDING, new, self._elsewhere(new))
+                replaced = await log.replace(query_key, batch_id, fresh, version)
                 if replaced is None:
                     continue
                 _log.warning("segstore sink: %s: recorded transactions were aborted; committing the new ones", what)
@@ -367,7 +402,8 @@ class BatchCommitter:
         if not recorded:
             self._hook("recorded", batch_id)
         await self._commit_all(txn_ids)
-        if await self.log.replace(query_key, batch_id, BatchRecord(DONE, txn_ids), version) is None:
+        done = BatchRecord(DONE, txn_ids, self._elsewhere(txn_ids))
+        if await self.log.replace(query_key, batch_id, done, version) is None:
             raise CommitLogError(f"{what}: the record changed while committing (two drivers on one query?)")
         await self._await_committed(txn_ids, what)
         self._hook("committed", batch_id)
@@ -381,4 +417,5 @@ class BatchCommitter:
             found = await self.log.get(query_key, batch_id)
             if found is not None:
                 keep = set(found[0].txn_ids)
+                self.streams.update(found[0].streams)
         await self.abort_transactions(t for t in dict.fromkeys(txn_ids) if t not in keep)

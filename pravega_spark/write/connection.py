@@ -57,14 +57,18 @@ async def token_for_executors(options: WriteOptions) -> str:
 
 async def ensure_stream(options: WriteOptions) -> None:
     """Create the scope and the stream unless they exist, as options allowCreateScope/allowCreateStream allow
-    (once per process). Raises SegstoreOptionError naming the option."""
+    (once per process). Raises SegstoreOptionError naming the option. Without a stream (rows name theirs and
+    there is no default), only the scope, which holds the write's commit log, is created if missing and allowed."""
     target = options.target
     key = (target.controller, target.scope, target.stream)
     if key in ENSURED:
         return
     controller = await connect(options, wait_ready=True)
     try:
-        if await stream_creation.ensure_stream(controller, target, options.creation):
+        if not target.stream:
+            if options.creation.allow_create_scope:
+                await controller.create_scope(target.scope)
+        elif await stream_creation.ensure_stream(controller, target, options.creation):
             _log.info("segstore sink: created stream %s/%s", target.scope, target.stream)
     finally:
         await controller.close()

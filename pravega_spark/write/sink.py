@@ -1,11 +1,14 @@
 """The ``segstore`` sink: ``df.write.format("segstore")`` and ``df.writeStream.format("segstore")``.
 
 Input columns: ``event`` (binary or string, required, not null) and ``routing_key`` (string, optional;
-null means no key). Other columns are ignored. Options: the README's Spark section (parsed in
-:mod:`pravega_spark.options.write`; an option writes do not take fails, naming it). The scope and the stream
-are created when missing (a fixed number of segments, ``defaultNumSegments``). Streams are append-only:
-``mode("overwrite")`` and the ``complete`` output mode are refused; use ``append`` (Spark offers no ``update``
-mode to Python data sources).
+null means no key), and optionally ``stream`` and ``scope`` (strings): with a ``stream`` column each row goes to
+the stream it names (:mod:`pravega_spark.write.targets`; null: the ``stream`` option), in the scope its ``scope``
+column names (null or no such column: the ``scope`` option); without one every row goes to the ``stream``
+option. None of these but ``event`` is written into the event. Other columns are ignored. Options: the README's
+Spark section (parsed in :mod:`pravega_spark.options.write`; an option writes do not take fails, naming it). The
+scope and the stream are created when missing (a fixed number of segments, ``defaultNumSegments``). Streams are
+append-only: ``mode("overwrite")`` and the ``complete`` output mode are refused; use ``append`` (Spark offers no
+``update`` mode to Python data sources).
 
 Example::
 
@@ -15,19 +18,19 @@ Example::
        .option("checkpointLocation", "/tmp/ckpt")
        .start())
 
-**Exactly once** (``exactlyOnce=true``, the default). Each write task opens one transaction, appends its
-rows to the transaction's segments and returns the transaction id in its commit message; nothing is
-visible yet. The driver's ``commit`` commits every transaction of the micro-batch and keeps a durable
-record of the batch id per query in a table segment (:mod:`pravega_spark.write.commit_log`): the record is
-written *before* the transactions are committed and marked done after, so a batch Spark replays after a
-crash (its own commit log entry was not written) commits nothing twice: its new transactions are aborted,
-and a commit an earlier run left half done is finished. The query's identity is Spark's persistent query id
-(kept in the checkpoint), so restart from the same ``checkpointLocation``. ``abort`` aborts the batch's
-transactions. A task renews its transaction's lease every ``transactionTimeoutMs / 3`` while it runs and
-once when it finishes; between the end of a task and the driver's commit the lease must not run out, so
-``transactionTimeoutMs`` must exceed the longest micro-batch (default two minutes). Ordering: rows with
-the same routing key keep the order in which their task wrote them (tasks of one batch are committed in
-no particular order relative to each other).
+**Exactly once** (``exactlyOnce=true``, the default). Each write task opens one transaction per stream it writes
+to (one, without a ``stream`` column), appends its rows to the transaction's segments and returns the transaction
+ids (and their streams) in its commit message; nothing is visible yet. The driver's ``commit`` commits every
+transaction of the micro-batch (on every stream) and keeps a durable record of the batch id per query in a table
+segment (:mod:`pravega_spark.write.commit_log`): the record is written *before* the transactions are committed
+and marked done after, so a batch Spark replays after a crash (its own commit log entry was not written) commits
+nothing twice: its new transactions are aborted, and a commit an earlier run left half done is finished. The
+query's identity is Spark's persistent query id (kept in the checkpoint), so restart from the same
+``checkpointLocation``. ``abort`` aborts the batch's transactions. A task renews its transaction's lease every
+``transactionTimeoutMs / 3`` while it runs and once when it finishes; between the end of a task and the driver's
+commit the lease must not run out, so ``transactionTimeoutMs`` must exceed the longest micro-batch (default two
+minutes). Ordering: rows with the same routing key keep the order in which their task wrote them (tasks of one
+batch are committed in no particular order relative to each other).
 
 A batch write (``df.write``) commits all its tasks' transactions once every task succeeded, so a failed
 job leaves nothing behind; Spark calls that commit once, no record is kept.
@@ -74,9 +77,10 @@ from controller_client.writers.txn_writer import Transaction, TransactionalEvent
 from pravega_spark.errors import CommitLogError, SegstoreOptionError, SegstoreSchemaError
 from pravega_spark.options.write import WriteOptions
 from pravega_spark.write.commit_log import BatchCommitter, CommitLog, CommitOutcome, CrashHook
-from pravega_spark.write.connection import connect, ensure_stream, token_for_executors
+from pravega_spark.write.connection import ENSURED, connect, ensure_stream, token_for_executors
 from pravega_spark.write.framing import Router, framed_blocks
 from pravega_spark.write.plain import PlainTaskWriter
+from pravega_spark.write.targets import SCOPE_COLUMN, STREAM_COLUMN, ensure_row_stream, split_by_target
 from segment_store.client import SegmentWriter
 
 _log = logging.getLogger(__name__)
@@ -100,10 +104,20 @@ class SinkColumns:
 
     event: str
     routing_key: str | None
+    stream: str | None = None
+    """The per-row target stream's column, if the DataFrame has one."""
+    scope: str | None = None
+    """The per-row target scope's column, if the DataFrame has one and a ``stream`` column."""
+
+    @property
+    def per_row(self) -> bool:
+        """Whether rows name their streams."""
+        return self.stream is not None
 
     @classmethod
     def of(cls, schema: StructType) -> SinkColumns:
-        """Raises SegstoreSchemaError for a missing ``event`` column or a column of the wrong type."""
+        """Raises SegstoreSchemaError for a missing ``event`` column or a column of the wrong type. A ``scope``
+        column without a ``stream`` column is ignored, as any other column."""
         fields = {f.name: f for f in schema.fields}
         event = fields.get(EVENT_COLUMN)
         if event is None:
@@ -115,7 +129,16 @@ class SinkColumns:
         key = fields.get(ROUTING_KEY_COLUMN)
         if key is not None and not isinstance(key.dataType, StringType):
             raise SegstoreSchemaError(ROUTING_KEY_COLUMN, f"must be string, not {key.dataType.simpleString()}")
-        return cls(EVENT_COLUMN, ROUTING_KEY_COLUMN if key is not None else None)
+        stream, scope = fields.get(STREAM_COLUMN), fields.get(SCOPE_COLUMN)
+        for column in (stream, scope if stream is not None else None):
+            if column is not None and not isinstance(column.dataType, StringType):
+                raise SegstoreSchemaError(column.name, f"must be string, not {column.dataType.simpleString()}")
+        return cls(
+            EVENT_COLUMN,
+            ROUTING_KEY_COLUMN if key is not None else None,
+            STREAM_COLUMN if stream is not None else None,
+            SCOPE_COLUMN if stream is not None and scope is not None else None,
+        )
 
 
 @dataclass
@@ -128,6 +151,8 @@ class SegstoreCommitMessage(WriterCommitMessage):
     query_id: str | None = None
     batch_id: int | None = None
     writer_id: str = ""
+    txn_streams: tuple[str, ...] = ()
+    """``scope/stream`` of each of ``txn_ids``, in their order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,39 +290,90 @@ class _TxnTaskWriter:
             await self.txn_writer.close()
 
 
+@dataclass
+class _TaskWriters:
+    """A task's writer per target stream: one (the ``stream`` option's) without a ``stream`` column; with one, a
+    writer per stream its rows name, each made when the first row for it comes (the stream made sure of then)."""
+
+    manager: StreamManager
+    options: WriteOptions
+    writer_id: uuid.UUID
+    writers: dict[tuple[str, str], _TxnTaskWriter | PlainTaskWriter] = field(default_factory=dict)
+
+    async def get(self, scope: str, stream: str, ensure: bool) -> _TxnTaskWriter | PlainTaskWriter:
+        writer = self.writers.get((scope, stream))
+        if writer is not None:
+            return writer
+        target = dataclasses.replace(self.options.target, scope=scope, stream=stream)
+        if ensure and (target.controller, scope, stream) not in ENSURED:
+            await ensure_row_stream(self.manager.controller, target, self.options.creation)  # type: ignore[arg-type]
+            ENSURED.add((target.controller, scope, stream))
+        options = dataclasses.replace(self.options, target=target)
+        if options.exactly_once:
+            writer = _TxnTaskWriter(self.manager, options, self.writer_id)
+        else:
+            writer = PlainTaskWriter(self.manager, options, self.writer_id)
+        self.writers[(scope, stream)] = writer
+        return writer
+
+    async def finish(self) -> list[tuple[str, str]]:
+        """``(transaction id, scope/stream)`` of each transaction (none at least once)."""
+        txns = []
+        for (scope, stream), writer in self.writers.items():
+            if isinstance(writer, _TxnTaskWriter):
+                txns += [(txn, f"{scope}/{stream}") for txn in await writer.finish()]
+            else:
+                await writer.finish()
+        return txns
+
+    async def cancel(self) -> None:
+        for writer in self.writers.values():
+            await writer.cancel()
+
+
+async def _write_batch(writers: _TaskWriters, columns: SinkColumns, batch: pa.RecordBatch) -> None:
+    events = _binary_events(batch, columns.event)
+    keys = batch.column(columns.routing_key) if columns.routing_key is not None else None
+    default = writers.options.target
+    if columns.stream is None:
+        writer = await writers.get(default.scope, default.stream, ensure=False)  # the driver made sure of it
+        await writer.write(events, keys)
+        return
+    for (scope, stream), rows in split_by_target(batch, columns.stream, columns.scope, default):
+        writer = await writers.get(scope, stream, ensure=True)
+        if rows is None:
+            await writer.write(events, keys)
+        else:
+            await writer.write(events.take(rows), keys.take(rows) if keys is not None else None)
+
+
 async def _write_task(
     options: WriteOptions, columns: SinkColumns, batches: Iterator[pa.RecordBatch], task: _TaskInfo
 ) -> SegstoreCommitMessage:
     controller = await connect(options)
     manager = StreamManager(controller)
     writer_id = task.writer_id()
-    writer: _TxnTaskWriter | PlainTaskWriter
-    if options.exactly_once:
-        writer = _TxnTaskWriter(manager, options, writer_id)
-    else:
-        writer = PlainTaskWriter(manager, options, writer_id)
+    writers = _TaskWriters(manager, options, writer_id)
     rows = 0
     try:
         try:
             while (batch := await asyncio.to_thread(next, batches, None)) is not None:
                 if batch.num_rows == 0:
                     continue
-                events = _binary_events(batch, columns.event)
-                keys = batch.column(columns.routing_key) if columns.routing_key is not None else None
-                await writer.write(events, keys)
+                await _write_batch(writers, columns, batch)
                 rows += batch.num_rows
-            if isinstance(writer, _TxnTaskWriter):
-                txn_ids = await writer.finish()
-            else:
-                await writer.finish()
-                txn_ids = ()
+            txns = await writers.finish()
         except BaseException:
-            await writer.cancel()
+            await writers.cancel()
             raise
     finally:
         await manager.close()
         await controller.close()
-    return SegstoreCommitMessage(txn_ids, rows, task.partition, task.query_id, task.batch_id, str(writer_id))
+    txn_ids = tuple(txn for txn, _ in txns)
+    streams = tuple(stream for _, stream in txns)
+    return SegstoreCommitMessage(
+        txn_ids, rows, task.partition, task.query_id, task.batch_id, str(writer_id), txn_streams=streams
+    )
 
 
 # ---- driver side ---------------------------------------------------------------------------------------------
@@ -329,7 +405,21 @@ def _txn_ids(messages: Sequence[SegstoreCommitMessage]) -> list[uuid.UUID]:
     return [uuid.UUID(t) for m in messages for t in m.txn_ids]
 
 
-async def _with_committer(options: WriteOptions, logged: bool, work: Any) -> Any:
+def _txn_streams(messages: Sequence[SegstoreCommitMessage]) -> dict[uuid.UUID, tuple[str, str]]:
+    """The stream of each transaction whose task named it (per-row targets)."""
+    found = {}
+    for message in messages:
+        for txn, name in zip(message.txn_ids, message.txn_streams, strict=False):
+            scope, _, stream = name.partition("/")
+            found[uuid.UUID(txn)] = (scope, stream)
+    return found
+
+
+async def _with_committer(
+    options: WriteOptions, logged: bool, work: Any, messages: Sequence[SegstoreCommitMessage] = ()
+) -> Any:
+    """Run ``work`` with a committer of the write's transactions. Its commit log is the ``stream`` option's table,
+    or with rows naming their streams and no ``stream`` option, the scope's table of no stream (``commit_log``)."""
     controller = await connect(options)
     manager = StreamManager(controller)
     try:
@@ -346,6 +436,7 @@ async def _with_committer(options: WriteOptions, logged: bool, work: Any) -> Any
             wait_timeout_s=max(120.0, options.transaction_timeout_ms / 1000.0),
             crash_hook=_env_crash_hook(),
             poll_interval_s=options.transaction_status_poll_interval_ms / 1000.0,
+            streams=_txn_streams(messages),
         )
         return await work(committer)
     finally:
@@ -357,12 +448,12 @@ class _SinkWriter:
     """What the batch and the streaming writer share: options, columns, the task's write."""
 
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
-        self.options = WriteOptions.parse(options)
         self.columns = SinkColumns.of(schema)
+        self.options = WriteOptions.parse(options, per_row=self.columns.per_row)
         if overwrite:
             raise SegstoreOptionError(
                 "mode",
-                f"stream {self.options.target.scope}/{self.options.target.stream}: segstore streams are "
+                f"stream {self.options.target.scope}/{self.options.target.stream or '(per row)'}: segstore streams are "
                 "append-only; overwrite (or the complete output mode) is not supported, use append",
             )
         asyncio.run(ensure_stream(self.options))
@@ -391,16 +482,19 @@ class SegstoreBatchWriter(_SinkWriter, DataSourceArrowWriter):
     """``df.write.format("segstore")``: see the module docstring."""
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        ids = _txn_ids(_messages(messages))
+        mine = _messages(messages)
+        ids = _txn_ids(mine)
         if not ids:
             return
-        what = f"batch write to {self.options.target.scope}/{self.options.target.stream}"
-        asyncio.run(_with_committer(self.driver_options, False, lambda c: c.commit_unlogged(ids, what)))
+        target = self.options.target
+        what = f"batch write to {target.scope}/{target.stream or '(the streams of its rows)'}"
+        asyncio.run(_with_committer(self.driver_options, False, lambda c: c.commit_unlogged(ids, what), mine))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        ids = _txn_ids(_messages(messages))
+        mine = _messages(messages)
+        ids = _txn_ids(mine)
         if ids:
-            asyncio.run(_with_committer(self.driver_options, False, lambda c: c.abort_transactions(ids)))
+            asyncio.run(_with_committer(self.driver_options, False, lambda c: c.abort_transactions(ids), mine))
 
 
 class SegstoreStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
@@ -428,7 +522,7 @@ class SegstoreStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
                 "exactly-once needs one"
             )
         outcome: CommitOutcome = asyncio.run(
-            _with_committer(self.driver_options, True, lambda c: c.commit(query, batchId, ids))
+            _with_committer(self.driver_options, True, lambda c: c.commit(query, batchId, ids), mine)
         )
         _log.info("segstore sink: batch %d of query %s: %s (%d transactions)", batchId, query, outcome.value, len(ids))
 
@@ -438,4 +532,4 @@ class SegstoreStreamWriter(_SinkWriter, DataSourceStreamArrowWriter):
         if not ids:
             return
         query = self._query_key(mine)
-        asyncio.run(_with_committer(self.driver_options, True, lambda c: c.abort(query, batchId, ids)))
+        asyncio.run(_with_committer(self.driver_options, True, lambda c: c.abort(query, batchId, ids), mine))
