@@ -42,12 +42,14 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], per_row: bool = False) -> WriteOptions:
-        """Raises SegstoreOptionError naming the first missing or invalid option. ``per_row``: the rows name their
-        streams (a ``stream`` column, :mod:`pravega_spark.write.targets`): option ``stream`` is then only the
-        default for rows naming none, and may be left out (``target.stream`` is then ``""``)."""
+        """Raises SegstoreOptionError naming the first missing or invalid option. ``per_row``: the DataFrame has a
+        ``stream`` column (:mod:`pravega_spark.write.targets`): option ``stream`` may then be left out, and the rows
+        name their streams (``target.stream`` is then ``""``); given, it wins over the column, as the ``topic``
+        option of Spark's Kafka sink does (a DataFrame read from one stream, written with ``stream`` set, goes
+        there, not back where it came from)."""
         view = Options.of(options, "write")
         target = StreamTarget.parse(view, require_stream=not per_row)
-        if per_row and target.logs_in:
+        if per_row and not target.stream and target.logs_in:
             raise SegstoreOptionError(
                 "username",
                 "rows that name their stream (a 'stream' column) cannot be written with username/password: "

@@ -448,8 +448,11 @@ class _SinkWriter:
     """What the batch and the streaming writer share: options, columns, the task's write."""
 
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
-        self.columns = SinkColumns.of(schema)
-        self.options = WriteOptions.parse(options, per_row=self.columns.per_row)
+        columns = SinkColumns.of(schema)
+        self.options = WriteOptions.parse(options, per_row=columns.per_row)
+        if columns.per_row and self.options.target.stream:  # the option wins over the column (WriteOptions.parse)
+            columns = dataclasses.replace(columns, stream=None, scope=None)
+        self.columns = columns
         if overwrite:
             raise SegstoreOptionError(
                 "mode",

@@ -4,9 +4,10 @@ goes, like the ``topic`` column of Spark's Kafka sink.
 Invariants:
 
 * Without a ``stream`` column nothing here is used: every row goes to the ``stream`` option, as always.
-* A row whose ``stream`` is null goes to the ``stream`` option (the default stream); a row whose ``scope`` is null (or
-  a DataFrame without a ``scope`` column) to the ``scope`` option. A null ``stream`` without a default fails the
-  task naming the column.
+* With the ``stream`` option given, nothing here is used either: the option wins over the column, as the ``topic``
+  option of Spark's Kafka sink does over its ``topic`` column.
+* A row whose ``scope`` is null (or a DataFrame without a ``scope`` column) goes to the ``scope`` option. A null
+  ``stream`` fails the task naming the column.
 * :func:`split_by_target` keeps the order of the rows within each target (a stable split), so rows of one routing
   key and one stream keep the order in which the task wrote them.
 * A stream named by a row that does not exist fails the task naming it, unless ``allowCreateStream`` (default

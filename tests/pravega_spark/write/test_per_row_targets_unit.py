@@ -78,9 +78,11 @@ def test_columns_with_a_stream_column_route_per_row() -> None:
         SinkColumns.of(_schema(event=BinaryType(), stream=StringType(), scope=LongType()))
 
 
-def test_options_per_row_make_the_stream_option_a_default() -> None:
+def test_options_per_row_need_no_stream_option_and_it_wins_when_given() -> None:
     assert WriteOptions.parse({"scope": "s"}, per_row=True).target.stream == ""
     assert WriteOptions.parse({"scope": "s", "stream": "d"}, per_row=True).target.stream == "d"
+    given = {"scope": "s", "stream": "d", "username": "u", "password": "p"}  # one stream: a token for it will do
+    assert WriteOptions.parse(given, per_row=True).target.logs_in
     with pytest.raises(SegstoreOptionError, match="option 'stream': is required"):
         WriteOptions.parse({"scope": "s"})
     with pytest.raises(SegstoreOptionError, match="option 'username': rows that name their stream"):
