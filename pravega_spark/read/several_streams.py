@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
-from controller_client.errors import ScopeNotFoundError
+from controller_client.errors import ScopeNotFoundError, StreamNotFoundError
+from controller_client.model import StreamCut
 from pravega_spark.connection import StreamConnection
 from pravega_spark.errors import DataLossError, SegstoreOptionError
 from pravega_spark.offsets import ReadState, StreamKey, StreamsState, head_cut
@@ -62,8 +63,28 @@ class StreamSet:
             return connection.run(connection.manager.list_streams(scope))
         except ScopeNotFoundError:
             if strict:
-                raise SegstoreOptionError(self.selection.option, f"scope {scope} does not exist") from None
+                raise SegstoreOptionError("scope", f"scope {scope} does not exist") from None
             return []
+
+
+def _gone(connection: StreamConnection, key: StreamKey) -> bool:
+    """Whether ``key`` was deleted (asked after a look-up in it failed)."""
+    return not connection.run(connection.manager.stream_exists(*key))
+
+
+def cuts(
+    connection: StreamConnection, keys: Sequence[StreamKey], look_up: Callable[[StreamConnection, str, str], StreamCut]
+) -> StreamsState:
+    """The cut ``look_up`` finds in each stream (``head_cut``, ``tail_cut``), leaving out a stream deleted since it
+    was listed."""
+    states: dict[StreamKey, ReadState] = {}
+    for key in keys:
+        try:
+            states[key] = ReadState.from_stream_cut(look_up(connection, *key))
+        except SegstoreOptionError:
+            if not _gone(connection, key):
+                raise
+    return StreamsState(states)
 
 
 def share_budget(available: Mapping[StreamKey, int], max_bytes: int) -> dict[StreamKey, int]:
@@ -102,17 +123,19 @@ def advance_streams(
         streams = [key for key in streams if key in target.states]
     states: dict[StreamKey, ReadState] = {}
     full: dict[StreamKey, ReadState] = {}
+    new = [key for key in streams if key not in start.states]
+    for key, head in cuts(connection, new, head_cut).states.items():
+        _log.info("segstore: reading %s/%s from its head, from the next micro-batch on", *key)
+        states[key] = head
     for key in streams:
         state = start.states.get(key)
         if state is None:
-            _log.info("segstore: reading %s/%s from its head, from the next micro-batch on", *key)
-            states[key] = ReadState.from_stream_cut(head_cut(connection, *key))
             continue
         cap = None if target is None else target.states[key].positions
         try:
             full[key] = advance(state, catalog_of(key), fail_on_data_loss=fail_on_data_loss, cap=cap)
-        except DataLossError:
-            if connection.run(connection.manager.stream_exists(*key)):
+        except (DataLossError, StreamNotFoundError):
+            if not _gone(connection, key):
                 raise
             _log.info("segstore: %s/%s was deleted; no longer read", *key)
             continue
@@ -150,8 +173,8 @@ def plan_streams(
             continue
         try:
             ranges = plan_ranges(begin, stop, catalog_of(key), fail_on_data_loss=fail_on_data_loss)
-        except DataLossError:
-            if connection.run(connection.manager.stream_exists(*key)):
+        except (DataLossError, StreamNotFoundError):
+            if not _gone(connection, key):
                 raise
             _log.info("segstore: %s/%s was deleted; its rest is not read", *key)
             continue
