@@ -79,6 +79,9 @@ class SegstoreDataSource(DataSource):
     event starts with options ``maxBytesPerPartition`` / ``minPartitions``: :mod:`pravega_spark.read.splitting`);
     admission control by ``maxBytesPerTrigger``; Trigger.AvailableNow is supported.
 
+    With option ``streams`` or ``streamPattern`` instead of ``stream`` a query reads several streams
+    (:mod:`pravega_spark.read.several_streams`: :class:`SeveralStreamsBatchReader`, :class:`SeveralStreamsReader`).
+
     With option ``metadata`` a batch read gives rows about the scope (``Streams``) or the stream (``StreamInfo``:
     its head and tail cuts as Base64 text) instead: :mod:`pravega_spark.read.metadata`.
 
