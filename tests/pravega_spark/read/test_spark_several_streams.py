@@ -144,13 +144,17 @@ def test_restart_from_checkpoint_after_the_set_of_streams_changed(spark: Any, st
         query = (
             spark.readStream.format("segstore")
             .options(controller=controller, scope=scope, startingOffsets="earliest", **selection)
+            .option("maxBytesPerTrigger", "20000")
             .load()
             .writeStream.foreachBatch(collector)
             .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
+            .trigger(processingTime="100 milliseconds")
             .start()
         )
-        assert query.awaitTermination(120), "Trigger.AvailableNow did not stop"
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
         assert query.exception() is None
         return collector
 
