@@ -119,10 +119,17 @@ class ReadState:
 
     @classmethod
     def from_offset(
-        cls, offset: object, scope: str | None = None, stream: str | None = None, *, allow_end: bool = False
+        cls,
+        offset: object,
+        scope: str | None = None,
+        stream: str | None = None,
+        *,
+        allow_end: bool = False,
+        allow_empty: bool = False,
     ) -> ReadState:
         """Parse a Spark offset or a stream-cut JSON object. ``scope``/``stream``: the expected stream (used
         when the object leaves them out). ``allow_end``: accept offset -1 (the segment's end, resolved later).
+        ``allow_empty``: accept empty ``positions`` (a sealed stream read to its end, in a :class:`StreamsState`).
         Raises OffsetFormatError."""
         if not isinstance(offset, Mapping):
             raise OffsetFormatError(f"expected a JSON object, got {type(offset).__name__}")
@@ -140,7 +147,7 @@ class ReadState:
         if scope is not None and stream is not None and (got_scope, got_stream) != (scope, stream):
             raise OffsetFormatError(f"it is a position in {got_scope}/{got_stream}, not in {scope}/{stream}")
         raw_positions = offset.get("positions")
-        if not isinstance(raw_positions, Mapping) or not raw_positions:
+        if not isinstance(raw_positions, Mapping) or not (raw_positions or allow_empty):
             raise OffsetFormatError("'positions' must be a non-empty object {\"<segment id>\": offset}")
         positions: dict[int, int] = {}
         for key, value in raw_positions.items():
@@ -178,6 +185,59 @@ class ReadState:
     @classmethod
     def from_stream_cut(cls, cut: StreamCut) -> ReadState:
         return cls(cut.scope, cut.stream, dict(sorted(cut.positions.items())))
+
+
+StreamKey = tuple[str, str]
+"""``(scope, stream)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsState:
+    """Where a query over several streams is (options ``streams`` / ``streamPattern``): one :class:`ReadState` per
+    stream it reads now. Its Spark offset keys each stream's positions by ``"scope/stream"`` (names cannot hold a
+    ``/``), in ascending order, so equal states have equal JSON::
+
+        {"streams": {"demo/a": {"positions": {"0": 120}},
+                     "demo/b": {"positions": {"4294967296": 0}, "pending": {...}}}}
+
+    A stream's ``positions`` may be empty (a sealed stream read to its end). The offset of a single-stream query
+    (a :class:`ReadState`) is accepted as the state of that one stream, so a query started with option ``stream``
+    restarts from its checkpoint with option ``streams`` or ``streamPattern``."""
+
+    states: Mapping[StreamKey, ReadState]
+
+    def to_offset(self) -> dict[str, Any]:
+        streams: dict[str, Any] = {}
+        for key in sorted(self.states):
+            offset = self.states[key].to_offset()
+            del offset["scope"], offset["stream"]
+            streams[f"{key[0]}/{key[1]}"] = offset
+        return {"streams": streams}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_offset(), separators=(",", ":"))
+
+    @classmethod
+    def from_offset(cls, offset: object) -> StreamsState:
+        """Parse this class's offset, or a single stream's (:meth:`ReadState.from_offset`). Raises
+        OffsetFormatError."""
+        if not isinstance(offset, Mapping):
+            raise OffsetFormatError(f"expected a JSON object, got {type(offset).__name__}")
+        if "streams" not in offset:
+            single = ReadState.from_offset(offset)
+            return cls({(single.scope, single.stream): single})
+        raw = offset["streams"]
+        if set(offset) != {"streams"} or not isinstance(raw, Mapping):
+            raise OffsetFormatError('expected {"streams": {"<scope>/<stream>": {"positions": ...}}}')
+        states: dict[StreamKey, ReadState] = {}
+        for name, value in raw.items():
+            parts = str(name).split("/")
+            if len(parts) != 2 or not all(parts):
+                raise OffsetFormatError(f"stream {name!r} is not 'scope/stream'")
+            if not isinstance(value, Mapping) or {"scope", "stream"} & set(value):
+                raise OffsetFormatError(f'stream {name}: expected {{"positions": ...}}')
+            states[(parts[0], parts[1])] = ReadState.from_offset(value, parts[0], parts[1], allow_empty=True)
+        return cls(dict(sorted(states.items())))
 
 
 def offset_to_stream_cut(offset: Mapping[str, Any] | str) -> StreamCut:
@@ -236,6 +296,8 @@ def tail_offset(controller_uri: str, scope: str, stream: str) -> dict[str, Any]:
 
 __all__ = [
     "ReadState",
+    "StreamKey",
+    "StreamsState",
     "cut_at_timestamp",
     "head_cut",
     "head_offset",

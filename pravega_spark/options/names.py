@@ -77,6 +77,8 @@ OPTIONS: tuple[OptionName, ...] = (
     OptionName("metadata", writes=False),
     OptionName("subscriber", writes=False),
     OptionName("watermarkColumn", writes=False),
+    OptionName("streams", writes=False),
+    OptionName("streamPattern", writes=False),
     # writes
     OptionName("exactlyOnce", ("exactly_once",), reads=False),
     OptionName("transactionTimeoutMs", ("transaction_timeout_ms",), reads=False),

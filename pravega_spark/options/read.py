@@ -7,10 +7,12 @@ What each option means is in the README's Spark section (one table for reads and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
 from pravega_spark.errors import OffsetFormatError, SegstoreOptionError, StreamCutTextError
 from pravega_spark.offsets import INITIAL, ReadState, initial_offset
 from pravega_spark.options.common import DEFAULT_CONTROLLER_TIMEOUT_MS, Options, StreamTarget
@@ -117,6 +119,9 @@ class ReadOptions:
     split: SplitOptions = field(default_factory=SplitOptions)
     """Options ``maxBytesPerPartition`` and ``minPartitions``: several input partitions per segment range
     (:mod:`pravega_spark.read.splitting`)."""
+    selection: StreamSelection | None = None
+    """Options ``streams`` / ``streamPattern``: the query reads several streams (``target.stream`` is ``""``);
+    None: the one stream of option ``stream``."""
 
     @property
     def controller_timeout_s(self) -> float:
@@ -126,14 +131,23 @@ class ReadOptions:
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
         view = Options.of(options, "read")
         metadata = metadata_mode(view)
-        target = StreamTarget.parse(view, require_stream=metadata != "Streams")
-        starting = _position(view, "startingOffsets", ("start_stream_cut",), target, start=True)
+        selection = StreamSelection.parse(view)
+        if selection is not None and view.raw("scope") is None and selection.names:
+            view = Options({**view.values, "scope": selection.names[0][0]}, view.kind, view.looked_up)
+        target = StreamTarget.parse(view, require_stream=metadata != "Streams" and selection is None)
+        if selection is not None:
+            _check_selection(view, selection, target, metadata)
+        starting = _position(
+            view, "startingOffsets", ("start_stream_cut",), target, start=True, several=selection is not None
+        )
         timestamp = view.integer("startingTimestamp", None, minimum=0)
         if timestamp is not None:
             if starting is not None:
                 raise SegstoreOptionError("startingTimestamp", f"cannot be combined with option '{starting.option}'")
             starting = Position("timestamp", "startingTimestamp", timestamp_ms=timestamp)
-        ending = _position(view, "endingOffsets", ("end_stream_cut",), target, start=False)
+        ending = _position(
+            view, "endingOffsets", ("end_stream_cut",), target, start=False, several=selection is not None
+        )
         end_timestamp = view.integer("endingTimestamp", None, minimum=0)
         if end_timestamp is not None:
             if ending is not None:
@@ -171,6 +185,12 @@ class ReadOptions:
         column = watermark_column(view)
         if metadata is not None and column is not None:
             raise SegstoreOptionError("watermarkColumn", f"means nothing with option 'metadata' ({metadata})")
+        if selection is not None:
+            for name, value in (("subscriber", subscriber), ("watermarkColumn", column)):
+                if value is not None:
+                    raise SegstoreOptionError(
+                        name, f"cannot be combined with option '{selection.option}' (it is for one stream)"
+                    )
         return cls(
             target,
             starting,
@@ -184,6 +204,7 @@ class ReadOptions:
             subscriber,
             column,
             split,
+            selection,
         )
 
     def starting_or(self, default: PositionKind) -> Position:
@@ -220,7 +241,7 @@ def metadata_mode(view: Options) -> MetadataMode | None:
 
 
 def _position(
-    view: Options, option: str, aliases: tuple[str, ...], target: StreamTarget, *, start: bool
+    view: Options, option: str, aliases: tuple[str, ...], target: StreamTarget, *, start: bool, several: bool = False
 ) -> Position | None:
     """A start (``earliest``, ``latest``, ``unbounded`` = the head, a cut) or an end (``latest``, ``unbounded`` = no
     end: a batch read to the tail, a streaming query forever, a cut); None if not given or ``unbounded`` end."""
@@ -230,6 +251,10 @@ def _position(
     label = view.label(option, aliases)
     text = raw.strip()
     lowered = text.lower()
+    if several and lowered not in ("latest", "unbounded", "earliest"):
+        raise SegstoreOptionError(
+            label, "a stream cut names one stream: with several streams give 'earliest', 'latest' or a timestamp"
+        )
     if lowered == "latest":
         return Position.latest(label)
     if lowered == "unbounded":
@@ -261,6 +286,67 @@ def parse_cut_option(option: str, text: str, scope: str, stream: str) -> ReadSta
             f"not a stream cut of {scope}/{stream} ({error}); expected 'earliest', 'latest', 'unbounded', JSON like "
             '{"positions": {"<segment id>": <offset>}} or the Base64 text of a Pravega StreamCut (asText())',
         ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSelection:
+    """Options ``streams`` (``names``: each ``stream`` or ``scope/stream``; a bare name is in option ``scope``) and
+    ``streamPattern`` (``pattern``: a regular expression that must match a whole stream name of option ``scope``;
+    streams whose name starts with ``_``, internal ones, never match)."""
+
+    option: str
+    names: tuple[tuple[str, str], ...] = ()
+    pattern: str | None = None
+
+    @classmethod
+    def parse(cls, view: Options) -> StreamSelection | None:
+        """None when neither option is given. Raises SegstoreOptionError naming the option."""
+        listed, pattern = view.raw("streams"), view.raw("streamPattern")
+        if listed is not None and pattern is not None:
+            raise SegstoreOptionError("streamPattern", "give either option 'streams' or 'streamPattern', not both")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise SegstoreOptionError("streamPattern", f"not a regular expression ({error}): {pattern!r}") from None
+            return cls("streamPattern", pattern=pattern)
+        if listed is None:
+            return None
+        return cls("streams", names=tuple(dict.fromkeys(_listed_stream(view, item) for item in listed.split(","))))
+
+    def matches(self, name: str) -> bool:
+        """Whether a stream of the scope named ``name`` is read (pattern mode)."""
+        return self.pattern is not None and not name.startswith("_") and re.fullmatch(self.pattern, name) is not None
+
+
+def _listed_stream(view: Options, item: str) -> tuple[str, str]:
+    text = item.strip()
+    parts = text.split("/")
+    if len(parts) == 1 and text:
+        scope = (view.raw("scope") or "").strip()
+        if not scope:
+            raise SegstoreOptionError(
+                "streams", f"{text!r} names no scope: write 'scope/{text}' or give option 'scope'"
+            )
+        return scope, text
+    if len(parts) != 2 or not all(parts):
+        raise SegstoreOptionError("streams", f"each entry must be 'stream' or 'scope/stream', got {item!r}")
+    return parts[0], parts[1]
+
+
+def _check_selection(view: Options, selection: StreamSelection, target: StreamTarget, metadata: str | None) -> None:
+    if target.stream:
+        raise SegstoreOptionError(
+            selection.option, f"give either option 'stream' or option '{selection.option}', not both"
+        )
+    if metadata is not None:
+        raise SegstoreOptionError(selection.option, f"means nothing with option 'metadata' ({metadata})")
+    for scope, stream in selection.names:
+        try:
+            validate_scope_name(scope)
+            validate_stream_name(stream)
+        except InvalidModelError as error:
+            raise SegstoreOptionError("streams", f"{scope}/{stream}: {error}") from None
 
 
 def _check_tier2_location(value: str) -> None:

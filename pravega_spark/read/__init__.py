@@ -2,6 +2,7 @@
 
 * ``source`` - the data source Spark sees (reads, and writes handed to :mod:`pravega_spark.write.sink`);
 * driver: ``planning`` (micro-batch ends, segment ranges across scaling), ``splitting`` (ranges cut at event starts),
+  ``several_streams`` (options ``streams`` / ``streamPattern``: which streams, a byte budget over them),
   ``metadata`` (option ``metadata``), ``subscription`` (option ``subscriber``), ``watermark_column`` (option
   ``watermarkColumn``);
 * executors: ``partition_reader`` (a segment range as Arrow record batches), ``tier2_direct`` and

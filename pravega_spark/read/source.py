@@ -6,7 +6,8 @@ Writers live in :mod:`pravega_spark.write.sink`; this class only hands them the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -23,12 +24,21 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 
 from pravega_spark.connection import StreamConnection
 from pravega_spark.errors import SegstoreOptionError, UnreachableEndError, planned
-from pravega_spark.offsets import ReadState, cut_at_timestamp, head_cut, is_initial, tail_cut
+from pravega_spark.offsets import (
+    ReadState,
+    StreamKey,
+    StreamsState,
+    cut_at_timestamp,
+    head_cut,
+    is_initial,
+    tail_cut,
+)
 from pravega_spark.options.common import Options, StreamTarget
 from pravega_spark.options.read import Position, ReadOptions, metadata_mode, watermark_column
 from pravega_spark.options.stream_creation import ensure_stream
 from pravega_spark.read.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
 from pravega_spark.read.planning import LiveCatalog, ReadRange, advance, plan_ranges
+from pravega_spark.read.several_streams import StreamSet, advance_streams, cuts, plan_streams
 from pravega_spark.read.splitting import EventLocator, partition_groups
 from pravega_spark.read.streaming_runner import end_if_spark_hung_up
 from pravega_spark.read.subscription import Subscription
@@ -69,6 +79,9 @@ class SegstoreDataSource(DataSource):
     event starts with options ``maxBytesPerPartition`` / ``minPartitions``: :mod:`pravega_spark.read.splitting`);
     admission control by ``maxBytesPerTrigger``; Trigger.AvailableNow is supported.
 
+    With option ``streams`` or ``streamPattern`` instead of ``stream`` a query reads several streams
+    (:mod:`pravega_spark.read.several_streams`: :class:`SeveralStreamsBatchReader`, :class:`SeveralStreamsReader`).
+
     With option ``metadata`` a batch read gives rows about the scope (``Streams``) or the stream (``StreamInfo``:
     its head and tail cuts as Base64 text) instead: :mod:`pravega_spark.read.metadata`.
 
@@ -107,6 +120,8 @@ class SegstoreDataSource(DataSource):
             from pravega_spark.read.metadata import SegstoreMetadataReader
 
             return SegstoreMetadataReader(options, schema)
+        if options.selection is not None:
+            return SeveralStreamsBatchReader(options, _checked(schema, options))
         return SegstoreBatchReader(options, _checked(schema, options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -119,6 +134,8 @@ class SegstoreDataSource(DataSource):
                 "is for batch queries only: a streaming query has no end here (end_stream_cut takes 'unbounded'; "
                 "the Pravega connector takes an end cut and never stops at it); read up to an end with spark.read",
             )
+        if options.selection is not None:
+            return SeveralStreamsReader(options, _checked(schema, options))
         return SegstoreStreamReader(options, _checked(schema, options))
 
     @planned
@@ -159,7 +176,11 @@ def _arrow_schema(schema: StructType) -> pa.Schema:
 # ---- shared by both readers ----------------------------------------------------------------------------------
 def resolve_position(connection: StreamConnection, options: ReadOptions, position: Position) -> ReadState:
     """The read state of a start or end position (looked up now)."""
-    scope, stream = options.target.scope, options.target.stream
+    return resolve_stream_position(connection, options.target.scope, options.target.stream, position)
+
+
+def resolve_stream_position(connection: StreamConnection, scope: str, stream: str, position: Position) -> ReadState:
+    """The read state of a start or end position in ``scope/stream`` (looked up now)."""
     if position.kind == "earliest":
         return ReadState.from_stream_cut(head_cut(connection, scope, stream))
     if position.kind == "latest":
@@ -193,11 +214,13 @@ def _create_if_allowed(connection: StreamConnection, options: ReadOptions) -> No
         _log.info("segstore: created stream %s/%s", options.target.scope, options.target.stream)
 
 
-def _executor_token(connection: StreamConnection, target: StreamTarget) -> str | None:
+def _executor_token(connection: StreamConnection, target: StreamTarget, key: StreamKey | None = None) -> str | None:
     """What the executors read with: a READ token the driver gets now when it logs in with a password (a new
-    one for every batch, so a long query never outlives it), the ``token`` option as given, or None."""
+    one for every batch, so a long query never outlives it), the ``token`` option as given, or None.
+    ``key``: the stream read (default the target's)."""
     if target.logs_in:
-        return connection.delegation_token(target.scope, target.stream, write=False)
+        scope, stream = key or (target.scope, target.stream)
+        return connection.delegation_token(scope, stream, write=False)
     return target.token
 
 
@@ -218,17 +241,19 @@ def _partitions(
     token: str | None = None,
     thresholds: dict[int, Any] | None = None,
     locator: EventLocator | None = None,
+    key: StreamKey | None = None,
 ) -> list[InputPartition]:
     """One input partition per group of :func:`~pravega_spark.read.splitting.partition_groups` (small ranges packed,
     large ones cut at event starts ``locator`` finds, as options ``maxBytesPerPartition`` and ``minPartitions``
-    ask); ``thresholds``: see :func:`_thresholds`."""
+    ask); ``thresholds``: see :func:`_thresholds`; ``key``: the stream read (default the target's)."""
     target = options.target
+    scope, stream = key or (target.scope, target.stream)
 
     def part(r: ReadRange) -> SegmentRangePartition:
         return SegmentRangePartition(
             target.controller,
-            target.scope,
-            target.stream,
+            scope,
+            stream,
             r.segment_id,
             r.start,
             r.end,
@@ -409,6 +434,154 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         """Spark's streaming runner calls it when the query stops, or when the JVM hung up on the runner: then
         the runner process ends here, quietly (:mod:`pravega_spark.read.streaming_runner`)."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+        end_if_spark_hung_up()
+
+
+# ---- several streams (options streams / streamPattern: pravega_spark.read.several_streams) -----------------------
+class _SeveralStreams:
+    """What both readers of several streams share: the driver's connection and the stream set."""
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        assert options.selection is not None
+        self.options = options
+        self.arrow_schema = _arrow_schema(schema)
+        self.streams = StreamSet(options.selection, options.target.scope)
+        self._successors: dict[StreamKey, dict[int, dict[int, list[int]]]] = {}
+
+    def _start_streams(self, connection: StreamConnection) -> list[StreamKey]:
+        """The streams at the start of the query (created first if allowed; a missing listed one fails)."""
+        creation, target = self.options.creation, self.options.target
+        if creation.allow_create_scope or creation.allow_create_stream:
+            for scope, stream in self.options.selection.names if self.options.selection else ():
+                connection.run(
+                    ensure_stream(connection.controller, replace(target, scope=scope, stream=stream), creation)
+                )
+        return self.streams.current(connection, strict=True)
+
+    def _catalog_of(self, connection: StreamConnection) -> Callable[[StreamKey], LiveCatalog]:
+        catalogs: dict[StreamKey, LiveCatalog] = {}
+
+        def catalog(key: StreamKey) -> LiveCatalog:
+            if key not in catalogs:
+                catalogs[key] = LiveCatalog(connection, *key, self._successors.setdefault(key, {}))
+            return catalogs[key]
+
+        return catalog
+
+    def _resolve(self, connection: StreamConnection, keys: Sequence[StreamKey], position: Position) -> StreamsState:
+        """``position`` in each stream; a cut (the initial offset of a query started on one stream) is where that
+        stream starts, the others start at their head."""
+        states = {}
+        for key in keys:
+            at = position
+            if position.kind == "cut" and position.cut is not None and (position.cut.scope, position.cut.stream) != key:
+                at = Position.earliest(position.option)
+            states[key] = resolve_stream_position(connection, *key, at)
+        return StreamsState(states)
+
+    def _partitions(self, connection: StreamConnection, start: StreamsState, end: StreamsState) -> list[InputPartition]:
+        catalog_of = self._catalog_of(connection)
+        parts: list[InputPartition] = []
+        for key, ranges in plan_streams(connection, start, end, catalog_of, self.options.fail_on_data_loss):
+            token = _executor_token(connection, self.options.target, key)
+            parts += _partitions(self.options, ranges, token, None, catalog_of(key), key)
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition, self.arrow_schema)
+
+
+class SeveralStreamsBatchReader(_SeveralStreams, DataSourceReader):
+    """``spark.read`` with option ``streams`` or ``streamPattern``: every stream between the start and the end."""
+
+    @planned  # a missing listed stream: one line naming option 'streams'
+    def partitions(self) -> list[InputPartition]:
+        options = self.options
+        with StreamConnection(options.target.controller, options.controller_timeout_s, credentials=options.target) as c:
+            keys = self._start_streams(c)
+            start = self._resolve(c, keys, options.starting_or("earliest"))
+            try:
+                return self._partitions(
+                    c, start, self._resolve(c, keys, options.ending or Position.latest("endingOffsets"))
+                )
+            except UnreachableEndError as error:
+                ending = options.ending.option if options.ending is not None else "endingOffsets"
+                raise SegstoreOptionError(ending, f"is not after the start: {error}") from None
+
+
+class SeveralStreamsReader(_SeveralStreams, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream`` with option ``streams`` or ``streamPattern``: micro-batches between
+    :class:`~pravega_spark.offsets.StreamsState` offsets, the stream set looked up at every ``latestOffset``."""
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        super().__init__(options, schema)
+        self._connection: StreamConnection | None = None
+        self._target: StreamsState | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_connection": None}
+
+    def _connect(self) -> StreamConnection:
+        if self._connection is None:
+            target = self.options.target
+            connection = StreamConnection(target.controller, self.options.controller_timeout_s, credentials=target)
+            try:
+                self._start_streams(connection)
+            except BaseException:
+                connection.close()
+                raise
+            self._connection = connection
+        return self._connection
+
+    def initialOffset(self) -> dict[str, Any]:
+        """The start, not looked up (the same JSON every time, as for one stream), with the stream selection."""
+        self._connect()  # a wrong controller or a missing listed stream fails the query here
+        selection = self.options.selection
+        assert selection is not None
+        initial = self.options.starting_or("latest").to_initial_offset(self.options.target.scope, "")
+        return {**initial, "stream": selection.pattern or ",".join(f"{s}/{n}" for s, n in selection.names)}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_bytes_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxBytes(limit)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        connection = self._connect()
+        keys = self.streams.current(connection)
+        if is_initial(start):  # the first micro-batch: look the start up; that batch reads nothing
+            return self._resolve(connection, keys, Position.from_initial_offset(start)).to_offset()
+        state = advance_streams(
+            connection,
+            StreamsState.from_offset(start),
+            keys,
+            self._catalog_of(connection),
+            fail_on_data_loss=self.options.fail_on_data_loss,
+            max_bytes=limit.max_bytes if isinstance(limit, ReadMaxBytes) else None,
+            target=self._target,
+        )
+        return state.to_offset()
+
+    def reportLatestOffset(self) -> dict[str, Any]:
+        """The tails of the streams read now (the ``latestOffset`` of the micro-batch's progress)."""
+        connection = self._connect()
+        return cuts(connection, self.streams.current(connection), tail_cut).to_offset()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        connection = self._connect()
+        self._target = cuts(connection, self.streams.current(connection), tail_cut)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        if is_initial(start):
+            return []
+        return self._partitions(self._connect(), StreamsState.from_offset(start), StreamsState.from_offset(end))
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing: option ``subscriber`` is refused with several streams."""
+
+    def stop(self) -> None:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
