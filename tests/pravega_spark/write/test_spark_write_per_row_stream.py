@@ -117,11 +117,11 @@ def test_without_a_stream_column_or_option_the_write_fails_naming_it(spark, stan
 
 def test_a_row_naming_a_missing_stream_fails_the_write_naming_it(spark, standalone: StandaloneProcess) -> None:  # type: ignore[no-untyped-def]
     prefix = _prefix()
-    options = {"controller": standalone.controller_uri, "scope": SCOPE, "stream": f"{prefix}-default"}
-    spark.range(1).selectExpr("'first' AS event").write.format("segstore").mode("append").options(**options).save()
-    df = spark.range(0, 100, numPartitions=2).selectExpr(
-        "CAST(id AS STRING) AS event", f"CASE WHEN id = 77 THEN '{prefix}-missing' END AS stream"
-    )
+    options = {"controller": standalone.controller_uri, "scope": SCOPE}
+    first = spark.range(1).selectExpr("'first' AS event").write.format("segstore").mode("append")
+    first.options(**options, stream=f"{prefix}-default").save()
+    target = f"CASE WHEN id = 77 THEN '{prefix}-missing' ELSE '{prefix}-default' END AS stream"
+    df = spark.range(0, 100, numPartitions=2).selectExpr("CAST(id AS STRING) AS event", target)  # no stream option
     with pytest.raises(Exception) as caught:
         df.write.format("segstore").mode("append").options(**options, allowCreateStream="false").save()
     expected = (
