@@ -43,6 +43,8 @@ def _start_standalone(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
 def _spark_job(controller: str, checkpoint: str) -> bool:
     from pyspark.sql import SparkSession
 
+    import pravega_spark
+
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("segstore-demo")
@@ -53,6 +55,7 @@ def _spark_job(controller: str, checkpoint: str) -> bool:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    pravega_spark.register(spark)  # not only Spark's own lookup, which runs the JVM's Python (PYSPARK_PYTHON)
     try:
         stream_name = f"orders-{int(time.time())}"  # a new stream per run: a kept data dir holds every run's
         options = {"controller": controller, "scope": "demo", "stream": stream_name}
