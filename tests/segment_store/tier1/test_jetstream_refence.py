@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import nats
@@ -14,7 +15,6 @@ import pytest
 
 from segment_store.tier1.jetstream.config import JetStreamLogConfig
 from segment_store.tier1.jetstream.factory import JetStreamLogFactory
-from segment_store.tier1.jetstream.log import JetStreamLog
 from segment_store.tier1.jetstream.nats_server import NatsCluster
 from segment_store.tier1.log import LogAddress
 from segstore_shared.coordination.memory_store import MemoryCoordinationServer
@@ -31,10 +31,36 @@ async def until(condition: Callable[[], bool], timeout_s: float, what: str) -> N
         await asyncio.sleep(0.02)
 
 
-async def read_all(factory: JetStreamLogFactory) -> tuple[JetStreamLog, list[bytes]]:
+async def read_all(factory: JetStreamLogFactory) -> list[bytes]:
+    """What the next owner of log 0 reads (it takes the log over, reads it, and closes)."""
     log = factory.create_log(0)
     await log.initialize(timeout=60)
-    return log, [item.payload async for item in log.read()]
+    try:
+        return [item.payload async for item in log.read()]
+    finally:
+        await log.close()
+
+
+@asynccontextmanager
+async def opened_factory(config: JetStreamLogConfig) -> AsyncIterator[JetStreamLogFactory]:
+    factory = JetStreamLogFactory(config, MemoryCoordinationServer().connect())
+    await factory.initialize()
+    try:
+        yield factory
+    finally:
+        await factory.close()
+
+
+def run_on_cluster(
+    tmp_path: Path, size: int, name: str, body: Callable[[NatsCluster], Awaitable[None]], timeout_s: float
+) -> None:
+    """``body`` on a NATS cluster of ``size`` servers of its own (tests here pause and kill them)."""
+    cluster = NatsCluster.on_free_ports(tmp_path, size, name=name)
+    cluster.start()
+    try:
+        asyncio.run(asyncio.wait_for(body(cluster), timeout_s))
+    finally:
+        cluster.stop()
 
 
 @pytest.mark.timeout(120)
@@ -44,9 +70,10 @@ def test_a_paused_server_costs_appends_a_refence_not_the_log(tmp_path: Path) -> 
 
     async def body(cluster: NatsCluster) -> None:
         config = JetStreamLogConfig(servers=tuple(cluster.urls), replicas=1, refence_after_s=1.0, ack_timeout_s=20.0)
-        store = MemoryCoordinationServer()
-        factory = JetStreamLogFactory(config, store.connect())
-        await factory.initialize()
+        async with opened_factory(config) as factory:
+            await paused(cluster, factory)
+
+    async def paused(cluster: NatsCluster, factory: JetStreamLogFactory) -> None:
         log = factory.create_log(0)
         await log.initialize(timeout=30)
         before = [await log.append(b"before %d" % i) for i in range(20)]
@@ -65,18 +92,10 @@ def test_a_paused_server_costs_appends_a_refence_not_the_log(tmp_path: Path) -> 
         after = await log.append(b"after")
         assert after.epoch == 2 and after > addresses[-1]
         await log.close()
-        again, payloads = await read_all(factory)
         expected = [b"before %d" % i for i in range(20)] + [b"during %d" % i for i in range(20)] + [b"after"]
-        assert payloads == expected
-        await again.close()
-        await factory.close()
+        assert await read_all(factory) == expected
 
-    cluster = NatsCluster.on_free_ports(tmp_path, 1, name="paused")
-    cluster.start()
-    try:
-        asyncio.run(asyncio.wait_for(body(cluster), 100))
-    finally:
-        cluster.stop()
+    run_on_cluster(tmp_path, 1, "paused", body, 100)
 
 
 @pytest.mark.timeout(240)
@@ -86,10 +105,10 @@ def test_killing_the_stream_leader_costs_writers_the_election(tmp_path: Path) ->
     order. The longest wait of an append is printed (the benchmark ``bench/tier1.py --leader-loss`` measures it)."""
 
     async def body(cluster: NatsCluster) -> None:
-        config = JetStreamLogConfig(servers=tuple(cluster.urls), replicas=3)
-        store = MemoryCoordinationServer()
-        factory = JetStreamLogFactory(config, store.connect())
-        await factory.initialize()
+        async with opened_factory(JetStreamLogConfig(servers=tuple(cluster.urls), replicas=3)) as factory:
+            await killed(cluster, factory)
+
+    async def killed(cluster: NatsCluster, factory: JetStreamLogFactory) -> None:
         log = factory.create_log(0)
         await log.initialize(timeout=60)
         loop = asyncio.get_running_loop()
@@ -133,14 +152,6 @@ def test_killing_the_stream_leader_costs_writers_the_election(tmp_path: Path) ->
         assert [payload for _, payload in acked] == [b"entry %d" % i for i in range(len(acked))]  # call order
         assert [address for address, _ in acked] == sorted(address for address, _ in acked)
         await log.close()
-        again, payloads = await read_all(factory)
-        assert payloads == [payload for _, payload in acked]
-        await again.close()
-        await factory.close()
+        assert await read_all(factory) == [payload for _, payload in acked]
 
-    cluster = NatsCluster.on_free_ports(tmp_path, 3, name="leaderloss")
-    cluster.start()
-    try:
-        asyncio.run(asyncio.wait_for(body(cluster), 220))
-    finally:
-        cluster.stop()
+    run_on_cluster(tmp_path, 3, "leaderloss", body, 220)
