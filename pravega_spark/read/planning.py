@@ -116,6 +116,14 @@ class LiveCatalog:
         return self.connection.event_starts(self.scope, self.stream, segment_id, targets)
 
 
+def forget_successors(successor_cache: dict[int, dict[int, list[int]]], positions: Mapping[int, int]) -> None:
+    """Keep in a :class:`LiveCatalog`'s ``successor_cache`` only the segments of ``positions`` (a query's start):
+    the others were finished, so a long query's cache holds the segments alive, not the stream's history (a
+    forgotten entry is only asked of the controller again)."""
+    for segment in [s for s in successor_cache if s not in positions]:
+        del successor_cache[segment]
+
+
 def scan_boundary(chunks: Iterable[bytes], start: int) -> int:
     """The last event boundary in the bytes ``chunks`` (which begin at event boundary ``start``)."""
     position = start
