@@ -108,6 +108,10 @@ class LiveCatalog:
                 self._successors[segment_id] = cached
         return cached
 
+    def forget_successors(self, positions: Mapping[int, int]) -> None:
+        """Keep in the shared successor cache only the segments of ``positions``: see :func:`forget_successors`."""
+        forget_successors(self._successors, positions)
+
     def chunks(self, segment_id: int, start: int, end: int) -> Iterable[bytes]:
         return self.connection.chunks(self.scope, self.stream, segment_id, start, end)
 
