@@ -57,6 +57,7 @@ from segment_store.client import (
     ReaderConfig,
     RetryPolicy,
     SegmentClient,
+    SegmentIsTruncatedError,
     SegmentStatus,
     SegmentStoreUnreachableError,
     WrongHostError,
@@ -410,9 +411,12 @@ class StreamManager:
             start = max(offset, info.start_offset)
             if not info.exists or info.deleted or start >= info.write_offset:
                 return [], start
-            data = await self._segment_call(
-                name, lambda: self.read_segment_range(scope, mark, 0, start, info.write_offset)
-            )
+            try:
+                data = await self._segment_call(
+                    name, lambda: self.read_segment_range(scope, mark, 0, start, info.write_offset)
+                )
+            except SegmentIsTruncatedError as error:  # truncated between the two calls: from its new start
+                return await self.watermarks_from(scope, stream, error.start_offset)
         except NoSuchSegmentError:
             return [], offset
         return decode_watermark_events(data, start)
