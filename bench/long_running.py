@@ -15,9 +15,12 @@ the wall p50 is shown too.
 
     .venv/bin/python bench/long_running.py [--quick] [--batches 300] [--out PATH]
 
-About 3 minutes (most of it making the year's history and one full re-read of it); ``--quick`` simulates a month
-(720 scales, 82,080 watermarks) in about 15 s. Writes JSON (default ``bench/results/long_running.json``).
-The target: the aged query's micro-batch within 1.2x of the fresh one's.
+About 3.5 minutes of CPU (110 s making the year's history, 100 s its one full re-read) and 250 MB of memory;
+``--quick`` simulates a month (720 scales, 82,080 watermarks) in about 15 s. Writes JSON (default
+``bench/results/long_running.json``). The target: the aged query's micro-batch within 1.2x of the fresh one's.
+
+Measured (2 CPUs, shared): fresh 318 us, aged 347 us of CPU per micro-batch (p50; 1.09x); the full re-read of the
+year's 999,000 watermarks (233 MB) that every micro-batch did before took 98.6 s.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from segment_store.protocol import encode_events
 
 RESULTS = Path(__file__).resolve().parent / "results"
 HOURS_PER_YEAR = 8_760
-WATERMARKS_PER_HOUR = 114  # 998,640 in a year
+WATERMARKS_PER_HOUR = 114  # 998,640 in a year (999,000 with the measured batches)
 EVENT_BYTES = 1_000
 
 
