@@ -171,8 +171,10 @@ def plan_streams(
         begin = start.states.get(key)
         if begin is None or begin == stop:
             continue
+        catalog = catalog_of(key)
+        catalog.forget_successors(begin.positions)  # of segments finished: a long query's cache stays small
         try:
-            ranges = plan_ranges(begin, stop, catalog_of(key), fail_on_data_loss=fail_on_data_loss)
+            ranges = plan_ranges(begin, stop, catalog, fail_on_data_loss=fail_on_data_loss)
         except (DataLossError, StreamNotFoundError):
             if not _gone(connection, key):
                 raise

@@ -37,12 +37,13 @@ from pravega_spark.options.common import Options, StreamTarget
 from pravega_spark.options.read import Position, ReadOptions, metadata_mode, watermark_column
 from pravega_spark.options.stream_creation import ensure_stream
 from pravega_spark.read.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
-from pravega_spark.read.planning import LiveCatalog, ReadRange, advance, plan_ranges
+from pravega_spark.read.planning import LiveCatalog, ReadRange, advance, forget_successors, plan_ranges
 from pravega_spark.read.several_streams import StreamSet, advance_streams, cuts, plan_streams
 from pravega_spark.read.splitting import EventLocator, partition_groups
 from pravega_spark.read.streaming_runner import end_if_spark_hung_up
 from pravega_spark.read.subscription import Subscription
-from pravega_spark.read.watermark_column import ARROW_TYPE, driver_thresholds, thresholds_in_range, with_bound_column
+from pravega_spark.read.watermark_cache import WatermarkCache, driver_thresholds
+from pravega_spark.read.watermark_column import ARROW_TYPE, thresholds_in_range, with_bound_column
 
 _log = logging.getLogger(__name__)
 
@@ -225,14 +226,14 @@ def _executor_token(connection: StreamConnection, target: StreamTarget, key: Str
 
 
 def _thresholds(
-    connection: StreamConnection, options: ReadOptions, ranges: Sequence[ReadRange], known: dict[int, Any]
+    connection: StreamConnection, options: ReadOptions, ranges: Sequence[ReadRange], start: ReadState, cache: Any
 ) -> dict[int, Any] | None:
-    """With option ``watermarkColumn``: each range's segment's watermark thresholds, read now; else None."""
+    """With option ``watermarkColumn``: each range's segment's watermark thresholds (``cache``: what a
+    :class:`WatermarkCache` read before, from ``start`` on); else None."""
     if options.watermark_column is None:
         return None
-    target = options.target
-    segments = sorted({r.segment_id for r in ranges})
-    return driver_thresholds(connection, target.scope, target.stream, segments, known)
+    asked, target = {r.segment_id: r.start for r in ranges}, options.target
+    return driver_thresholds(connection, target.scope, target.stream, asked, cache, start.positions, [*start.pending])
 
 
 def _partitions(
@@ -314,7 +315,7 @@ class SegstoreBatchReader(DataSourceReader):
                 ending = options.ending.option if options.ending is not None else "endingOffsets"
                 starting = options.starting.option if options.starting is not None else "startingOffsets"
                 raise SegstoreOptionError(ending, f"is not after option '{starting}': {error}") from None
-            thresholds = _thresholds(connection, options, ranges, {})
+            thresholds = _thresholds(connection, options, ranges, start, WatermarkCache())
             return _partitions(options, ranges, token, thresholds, catalog)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -335,7 +336,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._successors: dict[int, dict[int, list[int]]] = {}
         self._target: ReadState | None = None
         self._subscription: Subscription | None = None
-        self._key_ranges: dict[int, Any] = {}  # segment id -> SegmentWithRange (immutable), for watermarkColumn
+        self._watermarks = WatermarkCache()  # for watermarkColumn: the watermarks read so far
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -410,12 +411,11 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if is_initial(start):
             self._state(end)  # the looked-up start: nothing before it is read
             return []
-        catalog = self._catalog()
-        ranges = plan_ranges(
-            self._state(start), self._state(end), catalog, fail_on_data_loss=self.options.fail_on_data_loss
-        )
+        catalog, first = self._catalog(), self._state(start)
+        forget_successors(self._successors, first.positions)  # of segments finished: never asked again
+        ranges = plan_ranges(first, self._state(end), catalog, fail_on_data_loss=self.options.fail_on_data_loss)
         connection = self._connect()
-        thresholds = _thresholds(connection, self.options, ranges, self._key_ranges)
+        thresholds = _thresholds(connection, self.options, ranges, first, self._watermarks)
         token = _executor_token(connection, self.options.target)
         return _partitions(self.options, ranges, token, thresholds, catalog)
 
