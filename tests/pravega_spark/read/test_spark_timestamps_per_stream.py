@@ -75,7 +75,7 @@ class Writer(threading.Thread):
                     for name, writer in writers.items():
                         writer.write_events(self.planned[name][self.count : self.count + 10]).result(60)
                     self.count += 10
-                    time.sleep(0.05)  # pacing, not synchronization
+                    time.sleep(0.2)  # pacing, not synchronization
             finally:
                 for writer in writers.values():
                     writer.close()
@@ -90,6 +90,7 @@ class Writer(threading.Thread):
             raise self.error
 
 
+@pytest.mark.timeout(900)  # a shared Spark session on a busy machine: setting up alone may take minutes
 def test_batch_and_streaming_reads_start_and_end_each_stream_at_its_own_time_while_a_writer_writes(
     spark: Any, streams: Streams, tmp_path: Path
 ) -> None:
@@ -140,7 +141,7 @@ def test_batch_and_streaming_reads_start_and_end_each_stream_at_its_own_time_whi
 
     query = (
         spark.readStream.format("segstore")
-        .options(**controller, streamPattern="[abc]", startingOffsets="earliest", maxBytesPerTrigger="50000")
+        .options(**controller, streamPattern="[abc]", startingOffsets="earliest")
         .option("startingTimestamp", f'{{"a": {t2}, "{SCOPE}/c": {t3}}}')  # b: startingOffsets
         .load()
         .writeStream.foreachBatch(collect)
@@ -167,6 +168,7 @@ def test_batch_and_streaming_reads_start_and_end_each_stream_at_its_own_time_whi
     assert {name: sorted(e for s, e in seen if s == name) for name in STREAMS} == expected
 
 
+@pytest.mark.timeout(900)
 def test_a_start_after_the_last_event_starts_at_the_tail_or_fails_with_strategy_error(
     spark: Any, streams: Streams, tmp_path: Path
 ) -> None:
