@@ -69,6 +69,7 @@ OPTIONS: tuple[OptionName, ...] = (
     OptionName("endingOffsets", ("end_stream_cut",), writes=False),
     OptionName("startingTimestamp", writes=False),
     OptionName("endingTimestamp", writes=False),
+    OptionName("startingTimestampStrategy", writes=False),
     OptionName("maxBytesPerTrigger", ("approx_bytes_per_trigger",), writes=False),
     OptionName("maxBytesPerPartition", writes=False),
     OptionName("minPartitions", writes=False),

@@ -28,7 +28,6 @@ from pravega_spark.offsets import (
     ReadState,
     StreamKey,
     StreamsState,
-    cut_at_timestamp,
     head_cut,
     is_initial,
     tail_cut,
@@ -42,6 +41,7 @@ from pravega_spark.read.several_streams import StreamSet, advance_streams, cuts,
 from pravega_spark.read.splitting import EventLocator, partition_groups
 from pravega_spark.read.streaming_runner import end_if_spark_hung_up
 from pravega_spark.read.subscription import Subscription
+from pravega_spark.read.timestamp_cuts import checked_named_streams, timestamp_state
 from pravega_spark.read.watermark_cache import WatermarkCache, driver_thresholds
 from pravega_spark.read.watermark_column import ARROW_TYPE, thresholds_in_range, with_bound_column
 
@@ -187,8 +187,7 @@ def resolve_stream_position(connection: StreamConnection, scope: str, stream: st
     if position.kind == "latest":
         return ReadState.from_stream_cut(tail_cut(connection, scope, stream))
     if position.kind == "timestamp":
-        assert position.timestamp_ms is not None
-        return ReadState.from_stream_cut(cut_at_timestamp(connection, scope, stream, position.timestamp_ms))
+        return timestamp_state(connection, scope, stream, position)
     assert position.cut is not None
     positions = dict(position.cut.positions)
     for segment, offset in positions.items():
@@ -459,7 +458,7 @@ class _SeveralStreams:
                 connection.run(
                     ensure_stream(connection.controller, replace(target, scope=scope, stream=stream), creation)
                 )
-        return self.streams.current(connection, strict=True)
+        return checked_named_streams(self.options, self.streams.current(connection, strict=True))
 
     def _catalog_of(self, connection: StreamConnection) -> Callable[[StreamKey], LiveCatalog]:
         catalogs: dict[StreamKey, LiveCatalog] = {}
