@@ -15,6 +15,7 @@ from typing import Any, Literal
 from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
 from pravega_spark.errors import OffsetFormatError, SegstoreOptionError, StreamCutTextError
 from pravega_spark.offsets import INITIAL, ReadState, initial_offset
+from pravega_spark.options.admission import AdmissionOptions
 from pravega_spark.options.common import DEFAULT_CONTROLLER_TIMEOUT_MS, Options, StreamTarget
 from pravega_spark.options.stream_creation import StreamCreation
 from pravega_spark.options.stream_cut_text import decode_text
@@ -133,6 +134,8 @@ class ReadOptions:
     split: SplitOptions = field(default_factory=SplitOptions)
     """Options ``maxBytesPerPartition`` and ``minPartitions``: several input partitions per segment range
     (:mod:`pravega_spark.read.splitting`)."""
+    admission: AdmissionOptions = field(default_factory=AdmissionOptions)
+    """Options ``maxEventsPerTrigger``, ``minEventsPerTrigger``, ``maxTriggerDelay`` (read.admission)."""
     selection: StreamSelection | None = None
     """Options ``streams`` / ``streamPattern``: the query reads several streams (``target.stream`` is ``""``);
     None: the one stream of option ``stream``."""
@@ -210,6 +213,7 @@ class ReadOptions:
             subscriber,
             column,
             split,
+            AdmissionOptions.parse(view),
             selection,
         )
 

@@ -140,7 +140,10 @@ def scan_boundary(chunks: Iterable[bytes], start: int) -> int:
     return position
 
 
-class _Walk:
+class Walk:
+    """One walk over the segments from a read state (see the module docstring): ``move`` reads a segment up to an
+    offset, ``settle`` finishes the sealed segments read to their end, ``state`` is where the walk is."""
+
     def __init__(
         self,
         state: ReadState,
@@ -260,7 +263,7 @@ def advance(
 ) -> ReadState:
     """The state after reading everything available from ``start`` (up to ``cap`` if given), or at most
     ``max_bytes`` bytes of it (at least one event when anything is available)."""
-    walk = _Walk(start, catalog, fail_on_data_loss, cap)
+    walk = Walk(start, catalog, fail_on_data_loss, cap)
     walk.settle()
     if max_bytes is None:
         while True:
@@ -345,7 +348,7 @@ def plan_ranges(
     """
     if start == end:
         return []
-    walk = _Walk(start, catalog, fail_on_data_loss, cap=end.positions, strict=True)
+    walk = Walk(start, catalog, fail_on_data_loss, cap=end.positions, strict=True)
     walk.settle()
     while True:
         active = walk.active()

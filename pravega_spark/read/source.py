@@ -19,7 +19,7 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
 from pravega_spark.connection import StreamConnection
@@ -35,8 +35,9 @@ from pravega_spark.offsets import (
 from pravega_spark.options.common import Options, StreamTarget
 from pravega_spark.options.read import Position, ReadOptions, metadata_mode, watermark_column
 from pravega_spark.options.stream_creation import ensure_stream
+from pravega_spark.read.admission import Admission
 from pravega_spark.read.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
-from pravega_spark.read.planning import LiveCatalog, ReadRange, advance, forget_successors, plan_ranges
+from pravega_spark.read.planning import LiveCatalog, ReadRange, forget_successors, plan_ranges
 from pravega_spark.read.several_streams import StreamSet, advance_streams, cuts, plan_streams
 from pravega_spark.read.splitting import EventLocator, partition_groups
 from pravega_spark.read.streaming_runner import end_if_spark_hung_up
@@ -78,7 +79,8 @@ class SegstoreDataSource(DataSource):
     follows scaling: a sealed segment read to its end is replaced by its successors, each started once all of
     its predecessors are read; one input partition per segment range (small ones packed together; large ones cut at
     event starts with options ``maxBytesPerPartition`` / ``minPartitions``: :mod:`pravega_spark.read.splitting`);
-    admission control by ``maxBytesPerTrigger``; Trigger.AvailableNow is supported.
+    admission control by ``maxBytesPerTrigger``, ``maxEventsPerTrigger`` and ``minEventsPerTrigger``
+    (:mod:`pravega_spark.read.admission`); Trigger.AvailableNow is supported.
 
     With option ``streams`` or ``streamPattern`` instead of ``stream`` a query reads several streams
     (:mod:`pravega_spark.read.several_streams`: :class:`SeveralStreamsBatchReader`, :class:`SeveralStreamsReader`).
@@ -336,6 +338,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: ReadState | None = None
         self._subscription: Subscription | None = None
         self._watermarks = WatermarkCache()  # for watermarkColumn: the watermarks read so far
+        self._admission = Admission(options)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -378,22 +381,16 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return position.to_initial_offset(target.scope, target.stream)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_bytes_per_trigger
-        return ReadAllAvailable() if limit is None else ReadMaxBytes(limit)
+        return self._admission.default_limit()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         if is_initial(start):  # the first micro-batch: look the start up; that batch reads nothing
             return resolve_position(self._connect(), self.options, Position.from_initial_offset(start)).to_offset()
-        max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else None
         cap = None if self._target is None else self._target.positions
-        state = advance(
-            self._state(start),
-            self._catalog(),
-            fail_on_data_loss=self.options.fail_on_data_loss,
-            max_bytes=max_bytes,
-            cap=cap,
+        end = self._admission.next_end(
+            self._state(start), self._catalog(), limit, cap=cap, available_now=self._target is not None
         )
-        return state.to_offset()
+        return start if end is None else end.to_offset()  # None: minEventsPerTrigger waits
 
     def reportLatestOffset(self) -> dict[str, Any]:
         """The stream's tail cut now, as an offset: Spark calls it after each ``latestOffset`` and shows it in the
@@ -519,6 +516,7 @@ class SeveralStreamsReader(_SeveralStreams, DataSourceStreamReader, SupportsTrig
         super().__init__(options, schema)
         self._connection: StreamConnection | None = None
         self._target: StreamsState | None = None
+        self._admission = Admission(options)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_connection": None}
@@ -544,24 +542,28 @@ class SeveralStreamsReader(_SeveralStreams, DataSourceStreamReader, SupportsTrig
         return {**initial, "stream": selection.pattern or ",".join(f"{s}/{n}" for s, n in selection.names)}
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_bytes_per_trigger
-        return ReadAllAvailable() if limit is None else ReadMaxBytes(limit)
+        return self._admission.default_limit()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         connection = self._connect()
         keys = self.streams.current(connection)
         if is_initial(start):  # the first micro-batch: look the start up; that batch reads nothing
             return self._resolve(connection, keys, Position.from_initial_offset(start)).to_offset()
-        state = advance_streams(
-            connection,
+        begin, catalog_of, fail = (
             StreamsState.from_offset(start),
-            keys,
             self._catalog_of(connection),
-            fail_on_data_loss=self.options.fail_on_data_loss,
-            max_bytes=limit.max_bytes if isinstance(limit, ReadMaxBytes) else None,
-            target=self._target,
+            self.options.fail_on_data_loss,
         )
-        return state.to_offset()
+
+        def advance_to(max_bytes: int | None) -> StreamsState:
+            return advance_streams(
+                connection, begin, keys, catalog_of, fail_on_data_loss=fail, max_bytes=max_bytes, target=self._target
+            )
+
+        end = self._admission.next_streams_end(
+            begin, advance_to, catalog_of, limit, available_now=self._target is not None
+        )
+        return start if end is None else end.to_offset()  # None: minEventsPerTrigger waits
 
     def reportLatestOffset(self) -> dict[str, Any]:
         """The tails of the streams read now (the ``latestOffset`` of the micro-batch's progress)."""
