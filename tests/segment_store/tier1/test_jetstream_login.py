@@ -9,19 +9,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from jetstream_helpers import log_config, round_trip
 from nats_credentials import OperatorLogin, operator_login, password_login
 
 from segment_store.tier1.config import Tier1Config
 from segment_store.tier1.jetstream.config import JetStreamLogConfig, redacted
-from segment_store.tier1.jetstream.factory import JetStreamLogFactory
 from segment_store.tier1.jetstream.nats_server import EmbeddedNatsServer, NatsServerConfig
 from segment_store.tier1.log import DataLogNotAvailableError
-from segstore_shared.coordination.memory_store import MemoryCoordinationServer
 from segstore_shared.coordination.zookeeper_server import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PASSWORD = "s3cret-pw"
+ENTRIES = [b"logged in %d" % i for i in range(5)]
 
 
 @pytest.fixture(scope="module")
@@ -48,37 +48,17 @@ def password_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedd
         yield running
 
 
-def _config(url: str, prefix: str, **overrides: object) -> JetStreamLogConfig:
-    values: dict[str, object] = {"servers": (url,), "replicas": 1, "stream_prefix": prefix,
-                                 "subject_prefix": f"{prefix}.tier1", "connect_timeout_s": 3.0}  # fmt: skip
-    values.update(overrides)
-    return JetStreamLogConfig(**values)  # type: ignore[arg-type]
-
-
-async def _round_trip(config: JetStreamLogConfig) -> list[bytes]:
-    store = MemoryCoordinationServer().connect()
-    factory = JetStreamLogFactory(config, store)
-    try:
-        await factory.initialize()
-        log = factory.create_log(0)
-        await log.initialize(timeout=20)
-        entries = [b"logged in %d" % i for i in range(5)]
-        await asyncio.gather(*(log.append(entry) for entry in entries))
-        read = [item.payload async for item in log.read()]
-        await log.close()
-        return read
-    finally:
-        await factory.close()
-        await store.close()
-
-
 def _run(config: JetStreamLogConfig) -> list[bytes]:
-    return asyncio.run(asyncio.wait_for(_round_trip(config), 60))
+    return asyncio.run(asyncio.wait_for(round_trip(config, ENTRIES), 60))
+
+
+def _config(url: str, prefix: str, **overrides: object) -> JetStreamLogConfig:
+    return log_config([url], prefix, 1, connect_timeout_s=3.0, **overrides)
 
 
 def test_a_credentials_file_logs_in(operator_server: EmbeddedNatsServer, login: OperatorLogin) -> None:
     read = _run(_config(operator_server.url, "creds", creds=str(login.creds)))
-    assert read == [b"logged in %d" % i for i in range(5)]
+    assert read == ENTRIES
 
 
 @pytest.mark.parametrize("who", ["nobody", "stranger"])
@@ -93,7 +73,7 @@ def test_a_refused_login_says_why(operator_server: EmbeddedNatsServer, login: Op
 
 def test_a_user_and_password_in_the_url_log_in(password_server: EmbeddedNatsServer) -> None:
     url = f"nats://segstore:{PASSWORD}@127.0.0.1:{password_server.config.port}"
-    assert _run(_config(url, "password")) == [b"logged in %d" % i for i in range(5)]
+    assert _run(_config(url, "password")) == ENTRIES
 
 
 def test_a_wrong_password_is_refused_without_showing_it(password_server: EmbeddedNatsServer) -> None:
