@@ -10,13 +10,13 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_fixtures import Streams
+from spark_fixtures import Streams, wait_for_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -67,14 +67,6 @@ def _check_every_event_once_in_order_per_key(rows: list[Row], written: dict[str,
             assert delivered == [e for e in events if int(e.split(b"-")[-1][:5]) % KEYS == key]
 
 
-def _wait(condition: Callable[[], bool], what: str, query: Any, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert query.exception() is None, query.exception()
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.05)
-
-
 @contextmanager
 def _query(
     spark: Any, options: dict[str, str], collector: Collector, checkpoint: Path, **trigger: Any
@@ -123,7 +115,7 @@ def test_max_events_bounds_every_micro_batch_while_written_and_scaled(
     collector = Collector()
     with _query(spark, options, collector, tmp_path / "checkpoint") as query:
         writer = _writer(streams, stream, live)
-        _wait(lambda: collector.count() >= 300, "the backlog is read", query)
+        wait_for_query(lambda: collector.count() >= 300, "the backlog is read", query)
         streams.split_first(SCOPE, stream)
         writer.join(120)
         assert not writer.is_alive()
@@ -169,11 +161,11 @@ def test_min_events_holds_the_batch_until_that_many_events_are_there(
                 seen = [o for o in _checked_offsets(query) if sum(o["positions"].values()) >= size]
                 return len(seen) >= 2
 
-            _wait(asked_twice_since, "Spark asked the source twice with 49 events there", query)
+            wait_for_query(asked_twice_since, "Spark asked the source twice with 49 events there", query)
             assert collector.count() == 0  # 49 < 50: no micro-batch
             last = _events(stream, 49, 1)
             streams.write(SCOPE, stream, last)
-            _wait(lambda: collector.count() >= 50, "the 50 events are read", query)
+            wait_for_query(lambda: collector.count() >= 50, "the 50 events are read", query)
             assert collector.sizes() == [50]
     finally:
         spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
@@ -193,11 +185,11 @@ def test_max_trigger_delay_delivers_a_lone_event_once_the_delay_passed(
     }
     collector = Collector()
     with _query(spark, options, collector, tmp_path / "checkpoint") as query:
-        _wait(lambda: len(collector.batches) >= 1, "the first (empty) micro-batch ran", query)
+        wait_for_query(lambda: len(collector.batches) >= 1, "the first (empty) micro-batch ran", query)
         started = collector.batches[0][2]
         lone = _events(stream, 0, 1)
         streams.write(SCOPE, stream, lone)
-        _wait(lambda: collector.count() == 1, "the lone event is read", query, timeout_s=60)
+        wait_for_query(lambda: collector.count() == 1, "the lone event is read", query, timeout_s=60)
         delivered = next(t for n, _, t in collector.batches if n)
     assert delivered - started >= 3.0  # held for the delay, not read at once
     assert collector.sizes() == [1]

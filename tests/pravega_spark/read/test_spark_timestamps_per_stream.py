@@ -15,12 +15,11 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_fixtures import Streams
+from spark_fixtures import Streams, wait_for_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -42,14 +41,6 @@ def _boundary() -> int:
     while int(time.time() * 1000) <= boundary:
         time.sleep(0.001)  # waits for the clock itself, nothing else
     return boundary
-
-
-def _wait(condition: Callable[[], bool], what: str, query: Any, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert query.exception() is None, query.exception()
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.05)
 
 
 class Writer(threading.Thread):
@@ -150,7 +141,7 @@ def test_batch_and_streaming_reads_start_and_end_each_stream_at_its_own_time_whi
         .start()
     )
     try:
-        _wait(lambda: "c" in streams_seen(), "the query reads live events while they are written", query)
+        wait_for_query(lambda: "c" in streams_seen(), "the query reads live events while they are written", query)
         assert writer.is_alive()
         writer.finish()
         live = writer.written
@@ -159,7 +150,7 @@ def test_batch_and_streaming_reads_start_and_end_each_stream_at_its_own_time_whi
             "b": _payloads(phases["one"]["b"] + phases["two"]["b"] + phases["three"]["b"] + live["b"]),
             "c": _payloads(live["c"]),
         }
-        _wait(lambda: count() == sum(len(e) for e in expected.values()), "every expected event is read", query)
+        wait_for_query(lambda: count() == sum(len(e) for e in expected.values()), "every expected event is read", query)
         query.processAllAvailable()
     finally:
         query.stop()
@@ -222,9 +213,9 @@ def test_a_start_after_the_last_event_starts_at_the_tail_or_fails_with_strategy_
 
     query = start("latest", "latest")  # starts at the tail; what is written after it is read
     try:
-        _wait(lambda: query.lastProgress is not None, "the first micro-batch looked the start up", query)
+        wait_for_query(lambda: query.lastProgress is not None, "the first micro-batch looked the start up", query)
         streams.write(SCOPE, "old", _events("old", "later", 30))
-        _wait(lambda: len(seen) >= 30, "the later events are read", query)
+        wait_for_query(lambda: len(seen) >= 30, "the later events are read", query)
         query.processAllAvailable()
     finally:
         query.stop()
