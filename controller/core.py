@@ -308,7 +308,6 @@ class ControllerCore:
 
     # ---- transactions ---------------------------------------------------------------------------------------
     async def create_transaction(self, scope: str, stream: str, lease_ms: int) -> tuple[uuid.UUID, list[SegmentRange]]:
-        await self._created_state(scope, stream)
         return await self.txns.create(scope, stream, lease_ms)
 
     async def commit_transaction(
