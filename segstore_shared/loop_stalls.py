@@ -1,0 +1,306 @@
+"""Event-loop lag and stalls, and what the process was doing while they happened (issue 39, item 1).
+
+Two parts, both cheap enough to stay on in production:
+
+* :class:`Activity` - the process-wide log of timed activities that may hold the loop up or delay an
+  acknowledgement: garbage-collector pauses (``gc.callbacks``, with their generation), fsync calls (Tier-1
+  group commits, Tier-2 chunk writes), Parquet encoding, storage writer flush rounds, Tier-1 group commits
+  (write + fsync, as the loop waits for them) and metadata checkpoints. Hooks where that work runs call
+  :meth:`Activity.note` with a start and an end read from :func:`time.perf_counter` (any thread). One
+  ``Activity`` per process (:data:`ACTIVITY`): a GC pause stops every thread, so the activity of all threads is
+  what a stall of the loop can be attributed to.
+* :class:`LoopStallRecorder` - a timer on one event loop, re-armed every ``interval_s``: its lateness is the
+  loop's lag. A lateness of at least ``threshold_s`` is a *stall*; it is attributed to the activities that
+  overlap the window in which it must have happened (since the previous tick ran), the cause with the largest
+  overlap first, ``other`` when none overlaps (the loop itself was busy: Python work on the loop thread).
+
+Invariants: timestamps are ``time.perf_counter()`` seconds, which on Linux is ``CLOCK_MONOTONIC`` and so
+comparable between processes of one machine (``bench/wire.py`` relates the server's stalls to its client's
+acknowledgements). Spans are kept in a bounded ring (the most recent ``capacity``; only spans of at least
+``min_record_s``, every one is still counted in the histograms); stalls likewise. Nothing here blocks or takes a
+lock of its own: ``deque.append`` is atomic and the Prometheus collectors are thread-safe.
+
+Cost: :meth:`Activity.note` about a microsecond (a histogram observation); a GC callback pair about two; the
+recorder's timer one callback per ``interval_s`` (2 ms: 500 per second, well under 1 % of a core).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram
+
+CAUSES = (
+    "gc",
+    "tier1_fsync",
+    "tier2_fsync",
+    "parquet_encode",
+    "tier1_group_commit",
+    "writer_flush",
+    "checkpoint",
+)
+"""The activities the segment store reports (hooks may add others; they are labels like these)."""
+OTHER = "other"
+"""The cause of a stall no recorded activity overlaps: the loop thread itself was busy (or descheduled)."""
+LAG_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
+"""Loop lag and stall durations: from the loop's own timer resolution (1 ms) to an outage."""
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One timed activity: ``cause`` ran from ``start`` to ``end`` (``perf_counter`` seconds)."""
+
+    cause: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """A tick of the recorder ``lateness`` late: the loop was held up somewhere in ``[window_start, end]``."""
+
+    window_start: float
+    """When the previous tick ran: the stall happened after it."""
+    end: float
+    """When the late tick ran."""
+    lateness: float
+    """Seconds past its due time."""
+    cause: str
+    """The cause overlapping the window most when the stall was seen (``other`` if none)."""
+
+    @property
+    def start(self) -> float:
+        """The latest the stall can have begun."""
+        return self.end - self.lateness
+
+
+class Activity:
+    """The process's log of timed activities (see the module docstring); observed into histograms when bound."""
+
+    def __init__(self, min_record_s: float = 0.0005, capacity: int = 65_536) -> None:
+        self.min_record_s = min_record_s
+        self.spans: deque[Span] = deque(maxlen=capacity)
+        self._histograms: dict[str, Any] = {}
+        self._histogram: Histogram | None = None
+        self._gc_histogram: Histogram | None = None
+        self._gc_started = 0.0
+        self._gc_hooked = False
+
+    def note(self, cause: str, start: float, end: float) -> None:
+        """``cause`` ran from ``start`` to ``end`` (``perf_counter``); callable from any thread."""
+        if end - start >= self.min_record_s:
+            self.spans.append(Span(cause, start, end))
+        histogram = self._histograms.get(cause)
+        if histogram is None and self._histogram is not None:
+            histogram = self._histograms[cause] = self._histogram.labels(cause)
+        if histogram is not None:
+            histogram.observe(end - start)
+
+    def bind(self, registry: CollectorRegistry, prefix: str) -> None:
+        """Observe every span into ``<prefix>_activity_seconds{cause}`` and GC pauses into
+        ``<prefix>_gc_pause_seconds{generation}`` on ``registry`` (once per process: a second bind rebinds)."""
+        self._histograms = {}
+        self._histogram = Histogram(
+            f"{prefix}_activity_seconds",
+            "Timed activities that can hold the event loop up or delay acks (GC, fsync, Parquet, flushes, ...)",
+            ["cause"],
+            buckets=LAG_BUCKETS_S,
+            registry=registry,
+        )
+        self._gc_histogram = Histogram(
+            f"{prefix}_gc_pause_seconds",
+            "Garbage collector pauses (every thread stops), by generation",
+            ["generation"],
+            buckets=LAG_BUCKETS_S,
+            registry=registry,
+        )
+
+    def hook_gc(self) -> None:
+        """Time every garbage collection (``gc.callbacks``; idempotent)."""
+        if not self._gc_hooked:
+            gc.callbacks.append(self._on_gc)
+            self._gc_hooked = True
+
+    def unhook_gc(self) -> None:
+        if self._gc_hooked:
+            gc.callbacks.remove(self._on_gc)
+            self._gc_hooked = False
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        now = time.perf_counter()
+        if phase == "start":
+            self._gc_started = now
+            return
+        self.note("gc", self._gc_started, now)
+        if self._gc_histogram is not None:
+            self._gc_histogram.labels(str(info.get("generation", -1))).observe(now - self._gc_started)
+
+    def overlapping(self, start: float, end: float) -> list[Span]:
+        """The recorded spans that overlap ``[start, end]``."""
+        return [s for s in list(self.spans) if s.start < end and s.end > start]
+
+
+ACTIVITY = Activity()
+"""The process's activity log: the hooks in the segment store note their spans here."""
+
+
+def attribute(start: float, end: float, spans: Iterable[Span]) -> dict[str, float]:
+    """Seconds of ``[start, end]`` each cause's spans overlap (a cause's spans may overlap each other: summed)."""
+    overlap: dict[str, float] = {}
+    for span in spans:
+        seconds = min(end, span.end) - max(start, span.start)
+        if seconds > 0:
+            overlap[span.cause] = overlap.get(span.cause, 0.0) + seconds
+    return overlap
+
+
+def main_cause(overlap: dict[str, float]) -> str:
+    """The cause that overlaps most, or :data:`OTHER`."""
+    return max(overlap, key=overlap.__getitem__) if overlap else OTHER
+
+
+class LoopStallRecorder:
+    """A timer on one event loop that measures its lag and records its stalls (see the module docstring).
+
+    ``on_lag(seconds)`` sees every tick's lateness, ``on_stall(stall)`` every stall; both run on the loop.
+    """
+
+    def __init__(
+        self,
+        activity: Activity = ACTIVITY,
+        *,
+        interval_s: float = 0.002,
+        threshold_s: float = 0.002,
+        capacity: int = 16_384,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"interval_s: must be positive, got {interval_s}")
+        if threshold_s <= 0:
+            raise ValueError(f"threshold_s: must be positive, got {threshold_s}")
+        self.activity = activity
+        self.interval_s = interval_s
+        self.threshold_s = threshold_s
+        self.stalls: deque[Stall] = deque(maxlen=capacity)
+        self.ticks = 0
+        self.max_lateness = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._due = 0.0
+        self._last = 0.0
+        self._lag: Histogram | None = None
+        self._stall: Histogram | None = None
+        self._stall_labels: dict[str, Any] = {}
+
+    def bind(self, registry: CollectorRegistry, prefix: str) -> None:
+        """Report ``<prefix>_loop_lag_seconds`` and ``<prefix>_loop_stall_seconds{cause}`` on ``registry``."""
+        self._lag = Histogram(
+            f"{prefix}_loop_lag_seconds",
+            "Lateness of a periodic event-loop timer (every tick)",
+            buckets=LAG_BUCKETS_S,
+            registry=registry,
+        )
+        self._stall = Histogram(
+            f"{prefix}_loop_stall_seconds",
+            "Event-loop stalls (a tick late by the threshold or more), by the activity that overlapped most",
+            ["cause"],
+            buckets=LAG_BUCKETS_S,
+            registry=registry,
+        )
+        self._stall_labels = {}
+
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Start ticking on ``loop`` (default: the running one); idempotent while running."""
+        if self._handle is not None:
+            return
+        self._loop = loop or asyncio.get_running_loop()
+        self._last = time.perf_counter()
+        self._arm(self._last)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _arm(self, now: float) -> None:
+        assert self._loop is not None
+        self._due = now + self.interval_s
+        self._handle = self._loop.call_later(self.interval_s, self._tick)
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        lateness = max(0.0, now - self._due)
+        self.ticks += 1
+        self.max_lateness = max(self.max_lateness, lateness)
+        if self._lag is not None:
+            self._lag.observe(lateness)
+        if lateness >= self.threshold_s:
+            cause = main_cause(attribute(self._last, now, self._recent(self._last)))
+            self.stalls.append(Stall(self._last, now, lateness, cause))
+            if self._stall is not None:
+                labelled = self._stall_labels.get(cause)
+                if labelled is None:
+                    labelled = self._stall_labels[cause] = self._stall.labels(cause)
+                labelled.observe(lateness)
+        self._last = now
+        self._arm(now)
+
+    def _recent(self, since: float) -> list[Span]:
+        """Spans that ended after ``since`` (the ring is in order of their ends, give or take a thread switch)."""
+        out = []
+        for span in reversed(self.activity.spans):
+            if span.end > since:
+                out.append(span)
+            elif span.end < since - 1.0:
+                break
+        return out
+
+    def document(self, since: float = 0.0) -> dict[str, Any]:
+        """The stalls and activity spans since ``since`` (``perf_counter``), each stall with the seconds every
+        cause overlapped it (computed now: spans that ended after the stall was seen count too)."""
+        spans = [s for s in list(self.activity.spans) if s.end > since]
+        stalls = []
+        for stall in list(self.stalls):
+            if stall.end <= since:
+                continue
+            overlap = attribute(stall.window_start, stall.end, (s for s in spans if s.start < stall.end))
+            stalls.append(
+                {
+                    "window_start": stall.window_start,
+                    "end": stall.end,
+                    "lateness": stall.lateness,
+                    "cause": main_cause(overlap),
+                    "overlap": overlap,
+                }
+            )
+        return {
+            "now": time.perf_counter(),
+            "interval_s": self.interval_s,
+            "threshold_s": self.threshold_s,
+            "ticks": self.ticks,
+            "stalls": stalls,
+            "spans": [[s.cause, s.start, s.end] for s in spans],
+        }
+
+    def json_document(self, since: float = 0.0) -> bytes:
+        return json.dumps(self.document(since)).encode()
+
+
+def stall_route(recorder: LoopStallRecorder) -> Callable[[str], bytes]:
+    """The ``/stalls`` answer of a metrics port: ``query`` may hold ``since=<perf_counter seconds>``."""
+
+    def answer(query: str) -> bytes:
+        since = 0.0
+        for part in query.split("&"):
+            key, _, value = part.partition("=")
+            if key == "since" and value:
+                since = float(value)
+        return recorder.json_document(since)
+
+    return answer
