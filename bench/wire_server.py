@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from benchlib import mb_per_s
+from wire_stalls import rss_mb
 
 from segstore_shared.coordination.zookeeper_server import free_port
 
@@ -26,6 +27,7 @@ class ServerProcess:
         self.data_dir = root / "data"
         self.in_memory = in_memory
         self.port = free_port()
+        self.metrics_port = free_port()
         self.log_path = root / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.children: list[int] = []
@@ -38,6 +40,7 @@ class ServerProcess:
             args += ["-m", "cProfile", "-o", str(cprofile_out)]
         args += ["-m", "segstore_cli", "segmentstore", "--port", str(self.port), "--log-level", "warning"]
         args += ["--container-count", str(CONTAINERS), "--data-dir", str(self.data_dir)]
+        args += ["--metrics-port", str(self.metrics_port)]  # /stalls: its event loop's stalls (bench/wire_stalls.py)
         if self.in_memory:
             args.append("--in-memory")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
@@ -83,6 +86,17 @@ class ServerProcess:
     def loop_cpu_s(self) -> float:
         """CPU seconds of the server's main thread, which runs its event loop."""
         return _cpu_s(self.pid, f"{self.pid}/task/{self.pid}")
+
+    def memory(self) -> dict[str, float]:
+        """RSS now and peak (``VmHWM``) of the server process and of the bench client (this process), and the
+        RSS of the server's children (the embedded ZooKeeper's JVM), in MB."""
+        server, client = rss_mb(self.pid), rss_mb(os.getpid())
+        return {
+            "srv_rss_mb": server.get("rss_mb", 0.0),
+            "srv_peak_rss_mb": server.get("peak_rss_mb", 0.0),
+            "cli_peak_rss_mb": client.get("peak_rss_mb", 0.0),
+            "zk_rss_mb": round(sum(rss_mb(pid).get("rss_mb", 0.0) for pid in self.children), 1),
+        }
 
     def children_cpu_s(self) -> float:
         """CPU seconds of the server's child processes (the embedded ZooKeeper's JVM)."""
@@ -162,4 +176,5 @@ class Meter:
             "cpu_zookeeper": round(zookeeper / wall, 2),
             "cpu_other": round(max(0.0, other) / wall, 2),
             "disk_write_mb_per_s": mb_per_s(self._server.io("write_bytes") - self.disk, wall),
+            **self._server.memory(),
         }

@@ -10,9 +10,15 @@ Two parts, both cheap enough to stay on in production:
   ``Activity`` per process (:data:`ACTIVITY`): a GC pause stops every thread, so the activity of all threads is
   what a stall of the loop can be attributed to.
 * :class:`LoopStallRecorder` - a timer on one event loop, re-armed every ``interval_s``: its lateness is the
-  loop's lag. A lateness of at least ``threshold_s`` is a *stall*; it is attributed to the activities that
-  overlap the window in which it must have happened (since the previous tick ran), the cause with the largest
-  overlap first, ``other`` when none overlaps (the loop itself was busy: Python work on the loop thread).
+  loop's lag. A lateness of at least ``threshold_s`` is a *stall*. Its cause: the activity that can hold the
+  loop (:data:`LOOP_HOLDERS`: a GC pause stops every thread, a checkpoint is serialized on the loop, Parquet
+  encoding holds the GIL for parts of its run) overlapping most the window in which the stall must have happened
+  (since the previous tick ran); if none, what the loop thread did in that window, from the kernel's account of
+  it (``/proc/<pid>/task/<tid>/schedstat``, read every tick): :data:`LOOP_BUSY` (on a CPU: Python work on the
+  loop), :data:`DESCHEDULED` (runnable but waiting for a CPU: the machine is busy) or :data:`BLOCKED` (neither:
+  waiting for the GIL another thread holds, or in a blocking call). Where schedstat is missing, :data:`OTHER`.
+  Activities that only *wait* (fsyncs in worker threads, a group commit, a flush round) never hold the loop, so
+  they are not causes of stalls; they are reported beside them (they delay acknowledgements all the same).
 
 Invariants: timestamps are ``time.perf_counter()`` seconds, which on Linux is ``CLOCK_MONOTONIC`` and so
 comparable between processes of one machine (``bench/wire.py`` relates the server's stalls to its client's
@@ -29,6 +35,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -47,8 +55,17 @@ CAUSES = (
     "checkpoint",
 )
 """The activities the segment store reports (hooks may add others; they are labels like these)."""
+LOOP_HOLDERS = frozenset({"gc", "checkpoint", "parquet_encode"})
+"""Activities that can hold the event loop up (the others run in threads that release the GIL, or await)."""
+LOOP_BUSY = "loop_busy"
+"""A stall no holder overlaps, with the loop thread on a CPU most of it (Python work on the loop)."""
+DESCHEDULED = "descheduled"
+"""A stall no holder overlaps, with the loop thread runnable but waiting for a CPU most of it."""
+BLOCKED = "gil_or_blocked"
+"""A stall no holder overlaps, with the loop thread off the CPU and not runnable: waiting for the GIL that
+another thread holds, or in a blocking call."""
 OTHER = "other"
-"""The cause of a stall no recorded activity overlaps: the loop thread itself was busy (or descheduled)."""
+"""A stall no holder overlaps, where the kernel's account of the loop thread cannot be read."""
 LAG_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 """Loop lag and stall durations: from the loop's own timer resolution (1 ms) to an outage."""
 
@@ -73,7 +90,10 @@ class Stall:
     lateness: float
     """Seconds past its due time."""
     cause: str
-    """The cause overlapping the window most when the stall was seen (``other`` if none)."""
+    """The loop holder overlapping the window most when the stall was seen, else :attr:`thread`."""
+    thread: str
+    """What the loop thread mostly did in the window: :data:`LOOP_BUSY`, :data:`DESCHEDULED`, :data:`BLOCKED`
+    (or :data:`OTHER`: unknown)."""
 
     @property
     def start(self) -> float:
@@ -161,9 +181,43 @@ def attribute(start: float, end: float, spans: Iterable[Span]) -> dict[str, floa
     return overlap
 
 
-def main_cause(overlap: dict[str, float]) -> str:
-    """The cause that overlaps most, or :data:`OTHER`."""
-    return max(overlap, key=overlap.__getitem__) if overlap else OTHER
+def main_cause(overlap: dict[str, float], thread: str = OTHER) -> str:
+    """The loop holder (:data:`LOOP_HOLDERS`) that overlaps most, or ``thread`` (what the loop thread did)."""
+    holders = {cause: seconds for cause, seconds in overlap.items() if cause in LOOP_HOLDERS}
+    return max(holders, key=holders.__getitem__) if holders else thread
+
+
+class _SchedStat:
+    """The kernel's account of one thread: seconds on a CPU and seconds runnable but waiting for one."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        try:
+            self._fd = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+        except OSError:
+            self._fd = None
+
+    def read(self) -> tuple[float, float] | None:
+        if self._fd is None:
+            return None
+        try:
+            on_cpu, waiting = os.pread(self._fd, 128, 0).split()[:2]
+        except (OSError, ValueError):
+            return None
+        return int(on_cpu) / 1e9, int(waiting) / 1e9
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def thread_cause(window_s: float, on_cpu_s: float, waiting_s: float, idle_s: float) -> str:
+    """What the loop thread mostly did in a stall's window of ``window_s``: on a CPU, runnable but waiting for
+    one, or neither (``idle_s`` of the window is the loop's expected sleep until the timer was due)."""
+    blocked = max(0.0, window_s - on_cpu_s - waiting_s - idle_s)
+    most = max(on_cpu_s, waiting_s, blocked)
+    return LOOP_BUSY if most == on_cpu_s else DESCHEDULED if most == waiting_s else BLOCKED
 
 
 class LoopStallRecorder:
@@ -197,6 +251,8 @@ class LoopStallRecorder:
         self._lag: Histogram | None = None
         self._stall: Histogram | None = None
         self._stall_labels: dict[str, Any] = {}
+        self._sched: _SchedStat | None = None
+        self._last_sched: tuple[float, float] | None = None
 
     def bind(self, registry: CollectorRegistry, prefix: str) -> None:
         """Report ``<prefix>_loop_lag_seconds`` and ``<prefix>_loop_stall_seconds{cause}`` on ``registry``."""
@@ -222,11 +278,20 @@ class LoopStallRecorder:
         self._loop = loop or asyncio.get_running_loop()
         self._last = time.perf_counter()
         self._arm(self._last)
+        self._loop.call_soon(self._open_sched)  # on the loop's thread: its schedstat
+
+    def _open_sched(self) -> None:
+        if self._sched is None:
+            self._sched = _SchedStat()
+            self._last_sched = self._sched.read()
 
     def stop(self) -> None:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
+        if self._sched is not None:
+            self._sched.close()
+            self._sched = None
 
     def _arm(self, now: float) -> None:
         assert self._loop is not None
@@ -240,15 +305,21 @@ class LoopStallRecorder:
         self.max_lateness = max(self.max_lateness, lateness)
         if self._lag is not None:
             self._lag.observe(lateness)
+        sched = self._sched.read() if self._sched is not None else None
         if lateness >= self.threshold_s:
-            cause = main_cause(attribute(self._last, now, self._recent(self._last)))
-            self.stalls.append(Stall(self._last, now, lateness, cause))
+            thread = OTHER
+            if sched is not None and self._last_sched is not None:
+                on_cpu, waiting = sched[0] - self._last_sched[0], sched[1] - self._last_sched[1]
+                thread = thread_cause(now - self._last, on_cpu, waiting, self.interval_s)
+            cause = main_cause(attribute(self._last, now, self._recent(self._last)), thread)
+            self.stalls.append(Stall(self._last, now, lateness, cause, thread))
             if self._stall is not None:
                 labelled = self._stall_labels.get(cause)
                 if labelled is None:
                     labelled = self._stall_labels[cause] = self._stall.labels(cause)
                 labelled.observe(lateness)
         self._last = now
+        self._last_sched = sched
         self._arm(now)
 
     def _recent(self, since: float) -> list[Span]:
@@ -275,7 +346,8 @@ class LoopStallRecorder:
                     "window_start": stall.window_start,
                     "end": stall.end,
                     "lateness": stall.lateness,
-                    "cause": main_cause(overlap),
+                    "cause": main_cause(overlap, stall.thread),
+                    "thread": stall.thread,
                     "overlap": overlap,
                 }
             )

@@ -13,7 +13,16 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry
 
-from segstore_shared.loop_stalls import OTHER, Activity, LoopStallRecorder, Stall, stall_route
+from segstore_shared.loop_stalls import (
+    BLOCKED,
+    DESCHEDULED,
+    LOOP_BUSY,
+    Activity,
+    LoopStallRecorder,
+    Stall,
+    stall_route,
+    thread_cause,
+)
 from segstore_shared.metrics_http import MetricsServer
 
 pytestmark = pytest.mark.unit
@@ -64,15 +73,28 @@ async def test_stall_with_noted_activity_is_recorded_with_its_cause() -> None:
     assert registry.get_sample_value("test_activity_seconds_count", {"cause": "checkpoint"}) == 1
 
 
-async def test_stall_with_nothing_noted_is_other() -> None:
+async def test_stall_with_nothing_noted_is_what_the_loop_thread_did() -> None:
     recorder = LoopStallRecorder(Activity(), threshold_s=THRESHOLD_S)
     recorder.start()
     try:
         await asyncio.sleep(0.02)
-        stall = await _stall_seen(recorder, _block_the_loop(None, ""))
+        blocked = await _stall_seen(recorder, _block_the_loop(None, ""))
+        await asyncio.sleep(0.02)
+        started = time.perf_counter()
+        while time.perf_counter() - started < STALL_S:  # Python work on the loop thread
+            pass
+        busy = await _stall_seen(recorder, started)
     finally:
         recorder.stop()
-    assert stall.cause == OTHER
+    assert (blocked.cause, blocked.thread) == (BLOCKED, BLOCKED)  # asleep: neither on a CPU nor runnable
+    assert busy.cause in (LOOP_BUSY, DESCHEDULED)  # on a CPU, or runnable on a busy machine
+    assert busy.cause == busy.thread
+
+
+def test_thread_cause_with_each_account() -> None:
+    assert thread_cause(0.05, on_cpu_s=0.045, waiting_s=0.001, idle_s=0.002) == LOOP_BUSY
+    assert thread_cause(0.05, on_cpu_s=0.005, waiting_s=0.04, idle_s=0.002) == DESCHEDULED
+    assert thread_cause(0.05, on_cpu_s=0.001, waiting_s=0.001, idle_s=0.002) == BLOCKED
 
 
 async def test_stall_with_garbage_collection_is_gc() -> None:
@@ -116,7 +138,7 @@ async def test_stalls_document_on_a_metrics_port() -> None:
     recorder.start()
     try:
         await asyncio.sleep(0.02)
-        started = _block_the_loop(activity, "writer_flush")
+        started = _block_the_loop(activity, "parquet_encode")
         await _stall_seen(recorder, started)
         port = server.endpoint[1]
 
@@ -132,8 +154,9 @@ async def test_stalls_document_on_a_metrics_port() -> None:
         document = json.loads(body)
         assert document["ticks"] >= 1
         after = [s for s in document["stalls"] if s["end"] > started]  # a loaded machine may stall the loop more
-        assert after[0]["cause"] == "writer_flush" and after[0]["overlap"]["writer_flush"] > 0
-        assert [span[0] for span in document["spans"]] == ["writer_flush"]
+        assert after[0]["cause"] == "parquet_encode" and after[0]["overlap"]["parquet_encode"] > 0
+        assert after[0]["thread"] == BLOCKED
+        assert [span[0] for span in document["spans"]] == ["parquet_encode"]
         status, body = await asyncio.to_thread(get, f"/stalls?since={time.perf_counter() + 60}")
         assert status == 200 and json.loads(body)["stalls"] == []
         status, body = await asyncio.to_thread(get, "/stalls?since=soon")
