@@ -88,7 +88,7 @@ def slow_overlaps(
     latency = acked - scheduled
     slow = latency >= np.quantile(latency, 0.99, method="inverted_cdf")
     sets = {**_intervals(server, "srv", long_s), **_intervals(client, "cli", long_s)}
-    rows = []
+    rows: list[dict[str, Any]] = []
     any_slow = np.zeros(int(slow.sum()), dtype=bool)
     first, last = float(scheduled.min()), float(acked.max())
     for name, (starts, ends) in sets.items():
@@ -112,7 +112,7 @@ def slow_overlaps(
                 "max_ms": round(float((ends - starts).max()) * 1000, 1),
             }
         )
-    rows.sort(key=lambda r: -r["slow_pct"])
+    rows.sort(key=lambda r: -float(r["slow_pct"]))
     rows.append(
         {
             "overlapped": "no loop stall, no GC pause",
