@@ -393,6 +393,7 @@ def report(results: dict[str, Any]) -> None:
                 [("overlapped", "overlapped"), ("slow_pct", "slow 1 % %"), ("all_pct", "all %"), ("lift", "lift"),
                  ("count", "count"), ("total_ms", "total ms"), ("max_ms", "max ms")],
             )  # fmt: skip
+            print(f"server activity during the case (count / total): {row['srv_activity']}")
     if "idle_after_100k" in results:
         idle = results["idle_after_100k"]
         print(f"\nsegment store RSS idle after the 100,000 events/s case: {idle}")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from wire_common import check_length, drain, new_segment, payloads
 from wire_server import Meter, ServerProcess
-from wire_stalls import cache_used_mb, fetch_stalls, rss_mb, slow_overlaps
+from wire_stalls import activity_during, activity_totals, cache_used_mb, fetch_stalls, rss_mb, slow_overlaps
 
 from segment_store.client import SegmentClient
 from segstore_shared.loop_stalls import LoopStallRecorder
@@ -42,6 +42,7 @@ async def case_latency(
     counts: list[int] = []
     written: list[float] = []
     async with client.writer(segment) as writer:
+        activity_before = await asyncio.to_thread(activity_totals, server.metrics_port)
         meter = Meter(server)
         start = time.perf_counter() + 0.002
         since = start - 0.1
@@ -76,6 +77,7 @@ async def case_latency(
     keep = numbers >= first_measured
     latency, lag, service = (ack - scheduled)[keep], (write - scheduled)[keep], (ack - write)[keep]
     server_stalls = await asyncio.to_thread(fetch_stalls, server.metrics_port, since)
+    activity = activity_during(activity_before, await asyncio.to_thread(activity_totals, server.metrics_port))
     client_stalls = stalls.document(since)
     overlaps = slow_overlaps(scheduled[keep], ack[keep], server_stalls, client_stalls)
     assert int(first[-1] + count[-1]) == total
@@ -102,6 +104,7 @@ async def case_latency(
         "cli_stalls": len(client_stalls["stalls"]),
         "cli_stall_ms": round(sum(s["lateness"] for s in client_stalls["stalls"]) * 1000, 1),
         "slow_1pct_overlaps": overlaps,
+        "srv_activity": activity,
         "drain_s": await drain(client),
     }
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
 LONG_SPAN_S = 0.002
 """An activity span counts in the breakdown from this long (shorter ones are the steady background)."""
@@ -33,6 +34,34 @@ def fetch_stalls(metrics_port: int, since: float) -> dict[str, Any]:
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/stalls?since={since}", timeout=30) as response:
         document: dict[str, Any] = json.loads(response.read())
     return document
+
+
+def activity_totals(metrics_port: int) -> dict[str, tuple[float, float]]:
+    """Count and seconds so far of every activity (``segstore_activity_seconds{cause}``) and GC generation
+    (``segstore_gc_pause_seconds{generation}``, as ``gc<generation>``) on the segment store's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    totals: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name not in ("segstore_activity_seconds", "segstore_gc_pause_seconds"):
+            continue
+        for sample in family.samples:
+            name = sample.labels.get("cause") or f"gc{sample.labels.get('generation')}"
+            if sample.name.endswith("_count"):
+                totals.setdefault(name, [0.0, 0.0])[0] = sample.value
+            elif sample.name.endswith("_sum"):
+                totals.setdefault(name, [0.0, 0.0])[1] = sample.value
+    return {name: (count, seconds) for name, (count, seconds) in totals.items()}
+
+
+def activity_during(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]) -> dict[str, str]:
+    """``"<count> / <ms> ms"`` of each activity between two :func:`activity_totals`."""
+    out = {}
+    for name, (count, seconds) in sorted(after.items()):
+        was = before.get(name, (0.0, 0.0))
+        if count > was[0]:
+            out[name] = f"{int(count - was[0])} / {(seconds - was[1]) * 1000:.0f} ms"
+    return out
 
 
 def cache_used_mb(metrics_port: int) -> float:
