@@ -1,7 +1,7 @@
 """What overlapped the slowest acknowledgements of ``bench/wire.py``'s latency case, and each process's memory.
 
 The segment store's metrics port serves ``/stalls`` (``segstore_shared.loop_stalls``): its event loop's recent
-stalls (a 2 ms timer late by 2 ms or more), each with the activity that overlapped it most, and its recent
+stalls (a 5 ms timer late by 2 ms or more), each with the activity that overlapped it most, and its recent
 activity spans (GC pauses, fsyncs, Parquet encoding, Tier-1 group commits, storage writer flushes, metadata
 checkpoints; those of 0.5 ms or more). The bench client runs the same recorder on its own loop. Timestamps are
 ``perf_counter`` seconds, ``CLOCK_MONOTONIC`` in both processes, so an event's span from its scheduled time to its

@@ -293,14 +293,14 @@ class SegmentStoreService:
         self.metrics.watch(self)
         if self.config.metrics_port is None or self.metrics.registry is None:
             return
-        stalls = self._loop_stalls = LoopStallRecorder(ACTIVITY)
-        stalls.bind(self.metrics.registry, "segstore")
-        ACTIVITY.bind(self.metrics.registry, "segstore")
-        ACTIVITY.hook_gc()
-        server = MetricsServer(self.metrics.registry, self.ready, documents={"/stalls": stall_route(stalls)})
+        stalls = self._loop_stalls = self.metrics.loop_watch()
+        documents = {"/stalls": stall_route(stalls)} if stalls is not None else {}
+        server = MetricsServer(self.metrics.registry, self.ready, documents=documents)
         await server.start(self.config.metrics_host, self.config.metrics_port)
         self._metrics_server = server
-        stalls.start()
+        if stalls is not None:
+            ACTIVITY.hook_gc()
+            stalls.start()
 
     @property
     def metrics_endpoint(self) -> tuple[str, int] | None:

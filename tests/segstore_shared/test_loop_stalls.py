@@ -18,6 +18,7 @@ from segstore_shared.loop_stalls import (
     DESCHEDULED,
     LOOP_BUSY,
     Activity,
+    LoopMetrics,
     LoopStallRecorder,
     Stall,
     stall_route,
@@ -54,9 +55,7 @@ def _block_the_loop(activity: Activity | None, cause: str) -> float:
 async def test_stall_with_noted_activity_is_recorded_with_its_cause() -> None:
     activity = Activity()
     registry = CollectorRegistry()
-    recorder = LoopStallRecorder(activity, threshold_s=THRESHOLD_S)
-    recorder.bind(registry, "test")
-    activity.bind(registry, "test")
+    recorder = LoopStallRecorder(activity, LoopMetrics(registry, "test"), threshold_s=THRESHOLD_S)
     recorder.start()
     try:
         await asyncio.sleep(0.02)
@@ -100,9 +99,8 @@ def test_thread_cause_with_each_account() -> None:
 async def test_stall_with_garbage_collection_is_gc() -> None:
     activity = Activity()
     registry = CollectorRegistry()
-    activity.bind(registry, "test")
     activity.hook_gc()
-    recorder = LoopStallRecorder(activity, threshold_s=THRESHOLD_S)
+    recorder = LoopStallRecorder(activity, LoopMetrics(registry, "test"), threshold_s=THRESHOLD_S)
     recorder.start()
     try:
         await asyncio.sleep(0.02)
@@ -131,8 +129,7 @@ async def test_stall_with_garbage_collection_is_gc() -> None:
 async def test_stalls_document_on_a_metrics_port() -> None:
     activity = Activity()
     registry = CollectorRegistry()
-    recorder = LoopStallRecorder(activity, threshold_s=THRESHOLD_S)
-    recorder.bind(registry, "test")
+    recorder = LoopStallRecorder(activity, LoopMetrics(registry, "test"), threshold_s=THRESHOLD_S)
     server = MetricsServer(registry, lambda: True, documents={"/stalls": stall_route(recorder)})
     await server.start("127.0.0.1", 0)
     recorder.start()
