@@ -20,10 +20,15 @@ REPO = Path(__file__).resolve().parent.parent
 
 # ---- the server process ----------------------------------------------------------------------------------
 class ServerProcess:
-    """``segstore segmentstore`` in a child process on ``root/data``, optionally under a profiler."""
+    """``segstore segmentstore`` in a child process on ``root/data``, optionally under a profiler, optionally
+    after ``prelude`` (Python run first in the process, importing from ``extra_path`` too: ``bench/wire_ab.py``)."""
 
-    def __init__(self, root: Path, in_memory: bool) -> None:
+    def __init__(
+        self, root: Path, in_memory: bool, prelude: str | None = None, extra_path: list[str] | None = None
+    ) -> None:
         self.root = root
+        self.prelude = prelude
+        self.extra_path = extra_path or []
         self.data_dir = root / "data"
         self.in_memory = in_memory
         self.port = free_port()
@@ -38,12 +43,17 @@ class ServerProcess:
         args = [sys.executable]
         if cprofile_out is not None:
             args += ["-m", "cProfile", "-o", str(cprofile_out)]
-        args += ["-m", "segstore_cli", "segmentstore", "--port", str(self.port), "--log-level", "warning"]
+        if self.prelude is not None:
+            args += ["-c", f"{self.prelude}\nimport runpy\nrunpy.run_module('segstore_cli', run_name='__main__')"]
+        else:
+            args += ["-m", "segstore_cli"]
+        args += ["segmentstore", "--port", str(self.port), "--log-level", "warning"]
         args += ["--container-count", str(CONTAINERS), "--data-dir", str(self.data_dir)]
         args += ["--metrics-port", str(self.metrics_port)]  # /stalls: its event loop's stalls (bench/wire_stalls.py)
         if self.in_memory:
             args.append("--in-memory")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        path = [str(REPO), *self.extra_path, os.environ.get("PYTHONPATH")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
         started = time.perf_counter()
         log = self.log_path.open("ab")
         log.write(f"---- start {self.starts}: {' '.join(args)}\n".encode())
