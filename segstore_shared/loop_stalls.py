@@ -29,7 +29,7 @@ lock of its own: ``deque.append`` is atomic and the Prometheus collectors are th
 Cost, measured on the 2-core development VM (where a system call is dear: a bare asyncio timer wake-up costs
 about 80 us of CPU there): :meth:`Activity.note` 0.6 us, 16 us with a :class:`LoopMetrics` sink (a Prometheus
 histogram observation; one per fsync, group commit, flush round, encode or GC pass, none per append); the
-recorder about 150 us per tick on an idle loop, so with the default ``interval_s`` of 5 ms 3 % of a core when idle
+recorder 150-230 us per tick on an idle loop, so with the default ``interval_s`` of 5 ms 3-4 % of a core when idle
 (an ordinary Linux host: ~10x less); under load the ticks ride on loop iterations that run anyway. A stall of ``d``
 seconds shows as a lateness between ``d - interval_s`` and ``d``: stalls shorter than the interval are seen only
 when the timer falls due inside them (the longer the stall, the likelier).
