@@ -149,10 +149,6 @@ class Activity:
         else:
             self.note("gc", self._gc_started, now, info.get("generation", -1))
 
-    def overlapping(self, start: float, end: float) -> list[Span]:
-        """The recorded spans that overlap ``[start, end]``."""
-        return [s for s in list(self.spans) if s.start < end and s.end > start]
-
 
 class LoopMetrics:
     """The Prometheus histograms of one process's loop and activities, on ``registry``, names led by ``prefix``:
