@@ -21,6 +21,10 @@ Cases:
    every millisecond and writes (``write_many``) every event whose scheduled time has come, never
    waiting for acks. Latency = ack time - scheduled time, so queueing (and a late producer)
    counts; ``lag`` is write time - scheduled time, ``service`` is ack time - write time.
+   Then what overlapped the slowest 1 % of acks (``bench/wire_stalls.py``): the server's event-loop stalls by
+   cause (fetched from its metrics port's ``/stalls``), the client's (the same recorder on this process's loop),
+   long GC passes, fsyncs, Parquet encodes, group commits and flushes, each against the share of all events it
+   overlapped; and, after the 100,000 events/s case, the server's RSS while idle (``--idle-s``, default 20).
 3. ``read``: a segment of ``--read-gb`` of 10 KB events (``--read-event-bytes``), written in
    ~512 KiB batches and flushed to Tier-2, then read sequentially with the prefetching reader
    (``reader.read()``, default ``ReaderConfig``):
@@ -45,6 +49,7 @@ Tier-1 writes and fsyncs, Parquet encoding, Tier-2 writes, kazoo), the client pr
 embedded ZooKeeper's JVM (a child of the server);
 ``cpu other`` is everything else on the machine (kernel threads, other programs: a run with a
 high value was disturbed and should be repeated);
+``srv peak MB``/``cli peak MB`` are the peak RSS (``VmHWM``) of the server and of this client process so far;
 ``disk wr MB/s`` is what the server process wrote towards the disk (``/proc/<pid>/io``
 write_bytes: Tier-1 ledgers and Tier-2 chunks, each fsync'd, so about twice the data).
 MB = 10^6 bytes of segment data (frame headers included).
