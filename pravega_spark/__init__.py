@@ -86,7 +86,11 @@ def register(spark: SparkSession) -> None:
     takes it from ``PYSPARK_PYTHON`` when the session starts and reads ``spark.pyspark.python`` only under
     ``spark-submit``. A session given ``spark.pyspark.python`` alone (a notebook, a test) would run the connector
     with the driver's ``python3``; so when that option is set, the context adopts it first, as ``spark-submit``
-    would have (and ``format("segstore")`` then works without ``PYSPARK_PYTHON``)."""
+    would have (and ``format("segstore")`` then works without ``PYSPARK_PYTHON``).
+
+    It also sets ``spark.sql.python.filterPushdown.enabled`` (off by default in pyspark 4.3; a data source cannot
+    turn it on itself), so filters on ``scope``, ``stream``, ``segment_id``, ``offset`` and ``timestamp`` prune
+    batch reads (:mod:`pravega_spark.read.pushdown`); a session that sets it to false afterwards reads as before."""
     from pravega_spark.kvt_source import SegstoreKvtDataSource
     from pravega_spark.read.source import SegstoreDataSource
 
@@ -95,6 +99,7 @@ def register(spark: SparkSession) -> None:
         python = context.getConf().get("spark.pyspark.python")
         if python:
             context.pythonExec = python
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(SegstoreDataSource)
     spark.dataSource.register(SegstoreKvtDataSource)
 
