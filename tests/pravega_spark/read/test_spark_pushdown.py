@@ -73,8 +73,8 @@ def conf(spark: Any) -> Iterator[Any]:
     spark.conf.set(PUSHDOWN_CONF, "true")
 
 
-def _frame(spark: Any, streams: Streams, **options: str) -> Any:
-    base = {"controller": streams.controller_uri, "scope": SCOPE, **options}
+def _frame(spark: Any, helper: Streams, **options: str) -> Any:
+    base = {"controller": helper.controller_uri, "scope": SCOPE, **options}
     if "streams" not in options and "streamPattern" not in options:
         base["stream"] = "pd-a"
     return spark.read.format("segstore").options(**base).load()
