@@ -6,7 +6,8 @@ hold it so):
 * ``read`` - :class:`SegstoreDataSource` (``read.source``, format name ``segstore``: the batch and streaming
   readers, and the class Spark asks for writers too, which it takes from ``write.sink``); on the driver,
   ``read.planning`` (micro-batch ends with admission control, segment ranges following scaling) and
-  ``read.splitting`` (ranges cut at event starts into more input partitions); on the executors,
+  ``read.splitting`` (ranges cut at event starts into more input partitions), ``read.pushdown`` and
+  ``read.pushdown_readers`` (filters of batch reads pruning streams, segments and ranges); on the executors,
   ``read.partition_reader`` (one segment range as Arrow record batches), ``read.tier2_direct`` and
   ``read.tier2_locations`` (ranges straight from the Tier-2 Parquet chunks); the options ``metadata``
   (``read.metadata``), ``subscriber`` (``read.subscription``) and ``watermarkColumn`` (``read.watermark_column``);
