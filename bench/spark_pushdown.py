@@ -86,13 +86,14 @@ def run(bench: Any, scope: str, framed_bytes: int) -> dict[str, Any]:
     window_bytes = counts[True] * framed_bytes
     bytes_read = {True: planned_bytes(reads, window), False: planned_bytes(reads, None)}
     runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    cases = {pushed: f"batch 1 h of {PHASES} h, pushdown {'on' if pushed else 'off'}" for pushed in (True, False)}
     for _ in range(args.repeats):
         for pushed in (True, False):
             spark.conf.set(PUSHDOWN_CONF, str(pushed).lower())
-            runs[pushed].append(bench.batch_run(f"window pushdown={str(pushed).lower()}", frame, counts[True]))
+            runs[pushed].append(bench.batch_run(cases[pushed], frame, counts[True]))
     spark.conf.set(PUSHDOWN_CONF, "true")
     for pushed in (True, False):
-        row = bench.keep_best(f"batch 1 h of {PHASES} h, pushdown {'on' if pushed else 'off'}", runs[pushed])
+        row = bench.keep_best(cases[pushed], runs[pushed])
         row["bytes_read"] = bytes_read[pushed]
         row["read_ratio"] = round(bytes_read[pushed] / window_bytes, 3)
     facts = {"phases": PHASES, "rows_per_phase": per_phase, "window_ms": list(window), "window_rows": counts[True],

@@ -165,10 +165,10 @@ def test_pruning_reads_only_the_window_and_returns_the_inexact_filters(
     streams: Streams, phases: list[tuple[int, int]]
 ) -> None:
     (_, end0), (_, _), (start2, _) = phases
-    options = {"controller": streams.controller_uri, "scope": SCOPE, "stream": "pd-a"}
+    options = {"controller": streams.controller_uri, "scope": SCOPE}
 
     def reader(**more: str) -> Any:
-        return SegstoreDataSource({**options, **more}).reader(SCHEMA)
+        return SegstoreDataSource({**options, "stream": "pd-a", **more}).reader(SCHEMA)
 
     whole = reader()
     assert isinstance(whole, PushdownBatchReader)
