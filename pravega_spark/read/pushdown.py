@@ -9,18 +9,20 @@ Spark hands :meth:`DataSourceReader.pushFilters` the conjuncts of the query's ``
   ``LIKE 'a%'`` / ``'%a'`` / ``'%a%'`` (strings), ``IS [NOT] NULL``: **exact**. Every row of a segment has the
   same three values, so a stream or segment the filter excludes is not read at all and every row of one it admits
   passes; the filter is *not* returned to Spark.
-* ``offset`` (bounds from ``=``, ``<``, ``<=``, ``>``, ``>=``, ``IN``) and ``timestamp`` (the same, on the
-  ingestion time): **pruning**. Each segment range is narrowed to the events that may match: at event starts
-  found with ``LocateOffset`` for ``offset``, and for ``timestamp`` from the first event ingested at or after the
-  lower bound to the first ingested at or after the upper bound (the segment store's exact time lookup,
+* ``offset`` (bounds from ``=``, ``<``, ``<=``, ``>``, ``>=``, ``IN``): **pruning**. Each segment range is
+  narrowed to the events starting within the bounds (at event starts found with ``LocateOffset``).
+* ``timestamp`` (the same shapes, on the ingestion time): **pruning from the lower bound only**. Each segment range
+  starts at the first event ingested at or after the lower bound (the segment store's exact time lookup,
   ``LocateOffsetAtTime``: the Tier-2 chunks' ``ingest_time_ms`` statistics and its in-memory time index), so the
-  Tier-2 chunks outside the window are never opened. The filter *is* returned: Spark checks every row again.
+  Tier-2 chunks before the window are never opened. An upper bound does not narrow: a committed transaction's
+  events sit at the commit position but, once in Tier-2, carry the times they were written into the transaction,
+  so events older than any upper bound can lie after the position of that time (see
+  ``segment_store/reading/ingest_times.py``). The lower bound is safe: every event before the first one ingested
+  at or after it is older. The filters of both bounds *are* returned: Spark checks every row again.
 * anything else (``event``, ``OR`` - Spark never pushes it -, a literal of another type): returned, not used.
 
-Invariant: pushdown never changes a query's answer (the test compares every shape with and without it). The
-one exception the segment store's time model leaves: a transaction's events carry the times they were written
-into the transaction; one committed after the window's end but written before it lies after the window in its
-segment, and a pushed upper ``timestamp`` bound does not read it.
+Invariant: pushdown never changes a query's answer (the tests compare every shape with and without it, also over
+transactions committed after a window's end).
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ class Bounds:
 @dataclass(frozen=True)
 class Pushed:
     """What a batch read was given: the exact filters on ``scope``/``stream``/``segment_id``, and the bounds of
-    ``offset`` and ``timestamp`` (microseconds). Picklable (the reader goes to the executors)."""
+    ``offset`` and ``timestamp`` (microseconds; :func:`prune` narrows by the lower one only). Picklable (the
+    reader goes to the executors)."""
 
     exact: tuple[Filter, ...] = ()
     offsets: Bounds = Bounds()
@@ -103,7 +106,7 @@ class Pushed:
     def narrows(self) -> bool:
         """Whether planning has anything to do per segment range."""
         by_segment = any(_column(f) == "segment_id" for f in self.exact)
-        return by_segment or self.offsets != Bounds() or self.times_us != Bounds()
+        return by_segment or self.offsets != Bounds() or self.times_us.lo is not None
 
 
 def accept(filters: Sequence[Filter]) -> tuple[Pushed, list[Filter]]:
@@ -221,15 +224,16 @@ EventStarts = Callable[[int, Sequence[int]], "list[int] | None"]
 """``(segment_id, targets)`` -> per target the first event start at or after it (None: cannot tell)."""
 OffsetAtTime = Callable[[int, int], "int | None"]
 """``(segment_id, ms)`` -> the offset of the first event ingested at or after ``ms`` (the length if none; None:
-cannot tell)."""
+cannot tell): every event before it is older than ``ms``, not every one after it newer (transactions)."""
 
 
 def prune(
     pushed: Pushed | None, ranges: Iterable[ReadRange], event_starts: EventStarts, offset_at_time: OffsetAtTime
 ) -> list[ReadRange]:
-    """``ranges`` without the segments the filters exclude, each narrowed to the events its ``offset`` and
-    ``timestamp`` bounds may admit (a range narrowed to nothing is left out). Every event that passes the
-    filters stays in a range (see the module docstring); ends stay event starts."""
+    """``ranges`` without the segments the filters exclude, each narrowed to the events its ``offset`` bounds and
+    its lower ``timestamp`` bound may admit (a range narrowed to nothing is left out; the upper ``timestamp``
+    bound only empties a read whose bounds cross). Every event that passes the filters stays in a range (see the
+    module docstring); ends stay event starts."""
     if pushed is None or not pushed.narrows:
         return list(ranges)
     kept: list[ReadRange] = []
@@ -241,9 +245,6 @@ def prune(
         if times.lo is not None:
             first = offset_at_time(r.segment_id, math.ceil(times.lo / 1000))
             start = start if first is None else min(end, max(start, first))
-        if times.hi is not None and start < end:
-            after = offset_at_time(r.segment_id, math.ceil(times.hi / 1000))
-            end = end if after is None else max(start, min(end, after))
         targets = [t for t in (offsets.lo, offsets.hi) if t is not None and start < t < end]
         if targets and start < end:
             found = event_starts(r.segment_id, targets)

@@ -41,12 +41,14 @@ class PushdownSeveralStreamsReader(SeveralStreamsBatchReader):
 
 
 def _planned_without_pushdown() -> bool:
-    """Whether pyspark's plain read planner (pushdown off, or no filter to push) called us."""
+    """Whether pyspark's plain read planner (pushdown off, or no filter to push) called us: a frame on the stack
+    belongs to that module. Its ``__spec__`` names it both ways pyspark runs it: imported by the daemon
+    (``spark.python.use.daemon``, the default; the process's ``__main__`` is then ``pyspark.daemon``) and as
+    ``python -m`` without it (``__name__`` is then ``__main__``, which is why neither the process's main module
+    nor ``__name__`` alone tells)."""
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_globals.get("__name__") == _PLAIN_PLANNER or frame.f_code.co_filename.endswith(
-            "/pyspark/sql/worker/plan_data_source_read.py"
-        ):
+        if getattr(frame.f_globals.get("__spec__"), "name", None) == _PLAIN_PLANNER:
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False

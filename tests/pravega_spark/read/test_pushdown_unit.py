@@ -63,12 +63,17 @@ def test_prune_with_offset_bounds_cuts_at_event_starts() -> None:
     assert prune(pushed, [ReadRange(1, 0, 500)], _event_starts, _offset_at_time) == []
 
 
-def test_prune_with_a_time_window_keeps_the_events_ingested_in_it() -> None:
+def test_prune_with_a_time_window_narrows_from_its_lower_bound_only() -> None:
     window = [GreaterThanOrEqual(("timestamp",), _ms(1010)), LessThan(("timestamp",), _ms(1020))]
     pushed, returned = accept(window)
     assert returned == window
-    ranges = [ReadRange(1, 0, LENGTH), ReadRange(2, 150, 300), ReadRange(3, 500, 600)]
-    assert prune(pushed, ranges, _event_starts, _offset_at_time) == [ReadRange(1, 100, 200), ReadRange(2, 150, 200)]
+    ranges = [ReadRange(1, 0, LENGTH), ReadRange(2, 150, 300), ReadRange(3, 50, 80)]
+    # events older than the upper bound may lie after its position (a transaction committed later): kept
+    assert prune(pushed, ranges, _event_starts, _offset_at_time) == [ReadRange(1, 100, LENGTH), ReadRange(2, 150, 300)]
+    upper = accept([LessThanOrEqual(("timestamp",), _ms(1001))])[0]
+    assert prune(upper, ranges, _event_starts, _offset_at_time) == ranges
+    crossing = accept([GreaterThan(("timestamp",), _ms(1020)), LessThan(("timestamp",), _ms(1010))])[0]
+    assert not crossing.admits_stream("s", "a")
     between = accept([GreaterThan(("timestamp",), datetime(1970, 1, 1, 0, 0, 1, 9500, tzinfo=UTC))])[0]
     assert prune(between, [ReadRange(1, 0, LENGTH)], _event_starts, _offset_at_time) == [ReadRange(1, 100, LENGTH)]
 

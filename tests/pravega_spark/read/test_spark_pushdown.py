@@ -20,6 +20,7 @@ from pyspark.sql.datasource import EqualTo, Filter, GreaterThanOrEqual, IsNull, 
 from spark_fixtures import Streams
 from standalone_process import StandaloneProcess
 
+from controller_client.model import TxnState
 from pravega_spark.read.pushdown_readers import PUSHDOWN_CONF, PushdownBatchReader, PushdownSeveralStreamsReader
 from pravega_spark.read.source import SCHEMA, SegstoreDataSource
 from segment_store.client import BlockingClient
@@ -76,7 +77,7 @@ def conf(spark: Any) -> Iterator[Any]:
 def _frame(spark: Any, helper: Streams, **options: str) -> Any:
     base = {"controller": helper.controller_uri, "scope": SCOPE, **options}
     if "streams" not in options and "streamPattern" not in options:
-        base["stream"] = "pd-a"
+        base.setdefault("stream", "pd-a")
     return spark.read.format("segstore").options(**base).load()
 
 
@@ -161,7 +162,7 @@ def _planned(reader: Any, filters: list[Filter]) -> tuple[list[Filter], int]:
     return returned, sum(p.end - p.start for p in ranges)
 
 
-def test_pruning_reads_only_the_window_and_returns_the_inexact_filters(
+def test_pruning_reads_from_the_window_on_and_returns_the_inexact_filters(
     streams: Streams, phases: list[tuple[int, int]]
 ) -> None:
     (_, end0), (_, _), (start2, _) = phases
@@ -178,10 +179,72 @@ def test_pruning_reads_only_the_window_and_returns_the_inexact_filters(
     other = EqualTo(("stream",), "pd-b")
     returned, window_bytes = _planned(reader(), [lo, hi])
     assert returned == [lo, hi]  # pruning only: Spark checks the rows again
-    phase1 = sum(8 + len(f"pd-a-1-{i:04d}") + i % 23 for i in range(700))
-    assert window_bytes == phase1 < all_bytes / 2
+    phases_1_2 = sum(8 + len(f"pd-a-{p}-{i:04d}") + i % 23 for p, n in ((1, 700), (2, 500)) for i in range(n))
+    assert window_bytes == phases_1_2 < all_bytes  # from the lower bound on: the upper one does not narrow
+    assert _planned(reader(), [hi])[1] == all_bytes
     assert _planned(reader(), [other]) == ([], 0)  # exact: not returned, nothing read
     assert _planned(reader(), [IsNull(("offset",))]) == ([], 0)
     several = SegstoreDataSource({**options, "streams": "pd-a,pd-b"}).reader(SCHEMA)
     assert isinstance(several, PushdownSeveralStreamsReader)
-    assert _planned(several, [other, lo, hi])[1] == sum(8 + len(f"pd-b-1-{i:04d}") + i % 23 for i in range(700))
+    pd_b = sum(8 + len(f"pd-b-{p}-{i:04d}") + i % 23 for p, n in ((1, 700), (2, 500)) for i in range(n))
+    assert _planned(several, [other, lo, hi])[1] == pd_b
+
+
+def _committed(txn: Any) -> None:
+    """Commit ``txn`` and poll until the controller has merged it."""
+    txn.commit()
+    deadline = time.monotonic() + 60
+    while txn.check_status() != TxnState.COMMITTED:
+        assert time.monotonic() < deadline, "the transaction was not committed"
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def transactions(streams: Streams, standalone: StandaloneProcess) -> int:
+    """Stream ``pd-txn``: appends ``a``, transactions ``early`` and ``late`` opened and written, appends ``b``,
+    ``early`` committed, appends ``c``; the time Y; appends ``d``, ``late`` committed, appends ``e``; all flushed
+    to Tier-2. ``late``'s events were written before Y and lie after ``d`` (ingested after Y). Returns Y (ms)."""
+    streams.create(SCOPE, "pd-txn", segments=1)
+
+    def append(name: str) -> None:
+        streams.write(SCOPE, "pd-txn", [(f"{name}-{i:03d}".encode(), "k") for i in range(40)])
+        _next_ms(_now_ms())
+
+    append("a")
+    with streams.manager.create_txn_writer(SCOPE, "pd-txn") as writer:
+        early, late = writer.begin(), writer.begin()
+        for name, txn in (("early", early), ("late", late)):
+            for i in range(30):
+                txn.write_event(f"{name}-{i:03d}".encode(), "k")
+            txn.flush()
+        _next_ms(_now_ms())
+        append("b")
+        _committed(early)
+        append("c")
+        y = _next_ms(_now_ms())
+        append("d")
+        _committed(late)
+        append("e")
+    with BlockingClient(standalone.segmentstore_endpoint) as client:
+        for container in range(standalone.container_count):
+            client.flush_to_storage(container)
+    return y
+
+
+@pytest.mark.timeout(600)
+def test_an_upper_time_bound_keeps_the_events_of_a_transaction_committed_after_it(
+    spark: Any, conf: Any, streams: Streams, transactions: int
+) -> None:
+    y = transactions
+    compare = Compare(spark, conf, streams, {"stream": "pd-txn"})
+    everything = compare.rows("true")
+    assert len(everything) == 5 * 40 + 2 * 30
+    by_name = {name: [r for r in everything if r[3].startswith(name.encode())] for name in ("a", "late", "d")}
+    late_at, d_at = min(r[2] for r in by_name["late"]), min(r[2] for r in by_name["d"])
+    assert late_at > d_at and all(r[4] < y for r in by_name["late"])  # written before Y, placed after it
+    before = compare.rows(f"timestamp < {_ts(y)}")
+    assert {r[3] for r in by_name["late"]} <= {r[3] for r in before}
+    compare.rows(f"timestamp <= {_ts(y)}")
+    compare.rows(f"timestamp BETWEEN {_ts(by_name['a'][-1][4])} AND {_ts(y - 1)}")
+    assert compare.rows(f"timestamp = {_ts(by_name['late'][0][4])}")
+    compare.rows(f"timestamp >= {_ts(y)} AND offset >= {late_at}")
