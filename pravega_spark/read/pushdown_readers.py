@@ -5,7 +5,8 @@ pyspark asks a reader for filters only with ``spark.sql.python.filterPushdown.en
 read whose reader overrides ``pushFilters`` (``DATA_SOURCE_PUSHDOWN_DISABLED``), and a data source cannot see the
 session's conf. So :func:`batch_reader` gives a reader with ``pushFilters`` unless pyspark's worker that plans a
 read without pushdown (``pyspark.sql.worker.plan_data_source_read``, which never calls it) is the caller: a read
-works with the conf on or off, and prunes with it on (:func:`pravega_spark.register` turns it on).
+works with the conf on or off, and prunes with it on (:func:`pravega_spark.register` turns it on), with pyspark's
+worker daemon and without (``tests/pravega_spark/read/test_spark_pushdown_workers.py``).
 """
 
 from __future__ import annotations
