@@ -45,6 +45,9 @@ recorded: JIT, Python workers, a first write of each kind):
    partitions cannot run more than 2 at once, and each task costs Spark ~0.1 s more (numpy too). These cases run
    interleaved, ``--repeats`` rounds of each case in turn (best kept), so a busy spell of the machine does not
    fall on one case only.
+10. ``batch 1 h of 12 h, pushdown on`` / ``off``: a time window out of a stream of ``--pushdown-rows`` events written
+   in 12 phases (the "hours"), read with and without filter pushdown, with the bytes each read plans and their
+   ratio to the window's: ``bench/spark_pushdown.py``.
 
 Every read is checked to return every event. The Tier-2 chunks are in the OS page cache in (b) and (c)
 (just written): no disk reads. Columns: ``start s``: wall time outside the micro-batches (query start,
@@ -55,15 +58,16 @@ segment store process (``ss loop``: its event loop thread alone), the controller
 everything else on the machine (``other``: the machine is shared; a high value means a disturbed run).
 ``load``: the 1-minute load average when the case started.
 
-    .venv/bin/python bench/spark.py [--quick] [--writes-only | --partitions-only] [--rows 3000000] [--segments 4]
-                                    [--repeats 3] [--batch-rows 16384,131072] [--partitions 1,2,4,8] [--dir /tmp]
+    .venv/bin/python bench/spark.py [--quick] [--writes-only | --partitions-only | --pushdown-only] [--rows 3000000]
+                                    [--segments 4] [--repeats 3] [--batch-rows 16384,131072] [--partitions 1,2,4,8]
+                                    [--pushdown-rows 10000000] [--dir /tmp]
                                     [--out PATH] [--keep]
 
 The full run takes about 3.5 minutes on 2 cores, ``--quick`` about 2. ``--writes-only`` skips the reads
 (cases 4-9; about 1.5 minutes), for work on the write path; ``--partitions-only`` runs case 9 alone (with a
-Parquet warm-up), for work on parallel reads. Prints a
+Parquet warm-up), for work on parallel reads; ``--pushdown-only`` case 10 alone. Prints a
 table, writes JSON (default ``bench/results/spark.json``, ``spark-writes.json`` with ``--writes-only``,
-``spark-partitions.json`` with ``--partitions-only``).
+``spark-partitions.json`` with ``--partitions-only``, ``spark-pushdown.json`` with ``--pushdown-only``).
 """
 
 from __future__ import annotations
@@ -92,6 +96,7 @@ from benchlib import MB, filesystem_of, table  # noqa: E402
 from e2e_system import Standalone  # noqa: E402
 from spark_latency import COLUMNS as LATENCY_COLUMNS  # noqa: E402
 from spark_latency import LatencyCases, verdicts  # noqa: E402
+from spark_pushdown import run as pushdown_case  # noqa: E402
 from spark_sources import SCHEMA_DDL, NumpySource, ProcessMeter, write_rows  # noqa: E402
 
 from pravega_spark.connection import StreamConnection  # noqa: E402
@@ -320,6 +325,10 @@ class Bench:
             self.latency = cases.run(args.latency_rates)
         if args.latency_only:
             return info
+        if args.pushdown_only:
+            self.query("warm-up", self.numpy(args.rows // 4, 16384))
+            info["pushdown"] = pushdown_case(self, SCOPE, FRAMED_BYTES)
+            return info
         if args.partitions_only:
             self.query("warm-up", self.parquet())
             self.write_one_segment()
@@ -338,6 +347,7 @@ class Bench:
         self.write(True, "rows-eo")  # its transactions are merged before the restart below
         if not args.writes_only:
             self.reads(events, info)
+            info["pushdown"] = pushdown_case(self, SCOPE, FRAMED_BYTES)
         for run in range(1, repeats):  # again at the end, where its Tier-2 flushes disturb no read
             self.write(False, f"rows-alo-{run}")  # (the first measured write of a run is the slow one)
             self.write(True, f"rows-eo-{run}")
@@ -407,7 +417,8 @@ class Bench:
         self.system.stop()
 
 
-SETTINGS = ("rows", "segments", "repeats", "batch_rows", "partitions", "latency_seconds", "latency_rates")
+SETTINGS = ("rows", "segments", "repeats", "batch_rows", "partitions", "pushdown_rows", "latency_seconds",
+            "latency_rates")  # fmt: skip
 COLUMNS = [
     ("case", "case"),
     ("rows_per_s", "rows/s"),
@@ -425,6 +436,8 @@ COLUMNS = [
     ("cpu_zookeeper", "cpu zk"),
     ("cpu_other", "cpu other"),
     ("load1", "load"),
+    ("bytes_read", "bytes read"),
+    ("read_ratio", "x window"),
 ]
 
 
@@ -439,6 +452,8 @@ def main() -> None:
     parser.add_argument(
         "--partitions-only", action="store_true", help="only case 9 (the 1-segment partition reads and batch Parquet)"
     )
+    parser.add_argument("--pushdown-only", action="store_true", help="only case 10 (a time window, pushdown on/off)")
+    parser.add_argument("--pushdown-rows", type=int, help="events of case 10 (default 10,000,000; --quick 1,000,000)")
     parser.add_argument("--latency-seconds", type=float, help="per latency case (default 60, --quick 20; 0: none)")
     parser.add_argument("--latency-rates", default="2000,20000", help="events/s of the latency cases")
     parser.add_argument("--rows", type=int, help="events per case (default 3,000,000)")
@@ -458,8 +473,12 @@ def main() -> None:
         args.out = RESULTS / "spark-latency.json"
     if args.partitions_only and args.out == RESULTS / "spark.json":
         args.out = RESULTS / "spark-partitions.json"
+    if args.pushdown_only and args.out == RESULTS / "spark.json":
+        args.out = RESULTS / "spark-pushdown.json"
+    args.pushdown_rows = args.pushdown_rows or (1_000_000 if args.quick else 10_000_000)
     if args.latency_seconds is None:
-        args.latency_seconds = 0 if args.writes_only or args.partitions_only else 20 if args.quick else 60
+        only = args.writes_only or args.partitions_only or args.pushdown_only
+        args.latency_seconds = 0 if only else 20 if args.quick else 60
     args.latency_rates = [int(r) for r in args.latency_rates.split(",")]
     args.rows = args.rows or (1_000_000 if args.quick else 3_000_000)
     args.repeats = args.repeats or (1 if args.quick else 3)
@@ -513,6 +532,7 @@ def main() -> None:
         "quick": args.quick,
         "writes_only": args.writes_only,
         "partitions_only": args.partitions_only,
+        "pushdown_only": args.pushdown_only,
         "measurement": "streaming queries with Trigger.AvailableNow (one micro-batch, fresh checkpoint); "
         "'batch read' cases: batch queries into noop; 'latency': live-tail queries (spark_latency.py)",
         "settings": {k: getattr(args, k) for k in SETTINGS},
@@ -537,8 +557,8 @@ def main() -> None:
 def print_targets(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     by_case = {r["case"]: r for r in rows}
     eo_writes = ", ".join(f"{r['rows_per_s']:,}" for r in rows if r["case"] == "write exactlyOnce=true")
-    reads = "skipped (--writes-only)" if args.writes_only else "skipped (--partitions-only)"
-    if not args.writes_only and not args.partitions_only:
+    reads = "skipped (--writes-only)" if args.writes_only else "skipped (--partitions-only / --pushdown-only)"
+    if not args.writes_only and not args.partitions_only and not args.pushdown_only:
         stream_read = max(by_case[c]["rows_per_s"] for c in by_case if c.startswith("read"))
         batch_read = max(by_case[c]["rows_per_s"] for c in by_case if c.startswith("batch read"))
         reads = f"best {stream_read:,} (streaming), {batch_read:,} (batch)"

@@ -6,7 +6,8 @@ hold it so):
 * ``read`` - :class:`SegstoreDataSource` (``read.source``, format name ``segstore``: the batch and streaming
   readers, and the class Spark asks for writers too, which it takes from ``write.sink``); on the driver,
   ``read.planning`` (micro-batch ends with admission control, segment ranges following scaling) and
-  ``read.splitting`` (ranges cut at event starts into more input partitions); on the executors,
+  ``read.splitting`` (ranges cut at event starts into more input partitions), ``read.pushdown`` and
+  ``read.pushdown_readers`` (filters of batch reads pruning streams, segments and ranges); on the executors,
   ``read.partition_reader`` (one segment range as Arrow record batches), ``read.tier2_direct`` and
   ``read.tier2_locations`` (ranges straight from the Tier-2 Parquet chunks); the options ``metadata``
   (``read.metadata``), ``subscriber`` (``read.subscription``) and ``watermarkColumn`` (``read.watermark_column``);
@@ -86,7 +87,11 @@ def register(spark: SparkSession) -> None:
     takes it from ``PYSPARK_PYTHON`` when the session starts and reads ``spark.pyspark.python`` only under
     ``spark-submit``. A session given ``spark.pyspark.python`` alone (a notebook, a test) would run the connector
     with the driver's ``python3``; so when that option is set, the context adopts it first, as ``spark-submit``
-    would have (and ``format("segstore")`` then works without ``PYSPARK_PYTHON``)."""
+    would have (and ``format("segstore")`` then works without ``PYSPARK_PYTHON``).
+
+    It also sets ``spark.sql.python.filterPushdown.enabled`` (off by default in pyspark 4.3; a data source cannot
+    turn it on itself), so filters on ``scope``, ``stream``, ``segment_id``, ``offset`` and ``timestamp`` prune
+    batch reads (:mod:`pravega_spark.read.pushdown`); a session that sets it to false afterwards reads as before."""
     from pravega_spark.kvt_source import SegstoreKvtDataSource
     from pravega_spark.read.source import SegstoreDataSource
 
@@ -95,6 +100,7 @@ def register(spark: SparkSession) -> None:
         python = context.getConf().get("spark.pyspark.python")
         if python:
             context.pythonExec = python
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(SegstoreDataSource)
     spark.dataSource.register(SegstoreKvtDataSource)
 

@@ -38,6 +38,7 @@ from pravega_spark.options.stream_creation import ensure_stream
 from pravega_spark.read.admission import Admission
 from pravega_spark.read.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
 from pravega_spark.read.planning import LiveCatalog, ReadRange, forget_successors, plan_ranges
+from pravega_spark.read.pushdown import Pushed, prune_in
 from pravega_spark.read.several_streams import StreamSet, advance_streams, cuts, plan_streams
 from pravega_spark.read.splitting import EventLocator, partition_groups
 from pravega_spark.read.streaming_runner import end_if_spark_hung_up
@@ -123,9 +124,9 @@ class SegstoreDataSource(DataSource):
             from pravega_spark.read.metadata import SegstoreMetadataReader
 
             return SegstoreMetadataReader(options, schema)
-        if options.selection is not None:
-            return SeveralStreamsBatchReader(options, _checked(schema, options))
-        return SegstoreBatchReader(options, _checked(schema, options))
+        from pravega_spark.read.pushdown_readers import batch_reader  # readers taking filters
+
+        return batch_reader(options, _checked(schema, options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = ReadOptions.parse(self.options)
@@ -296,6 +297,8 @@ def _read(partition: InputPartition, schema: pa.Schema) -> Iterator[pa.RecordBat
 class SegstoreBatchReader(DataSourceReader):
     """``spark.read.format("segstore")``: the events between the start and the end position."""
 
+    pushed: Pushed | None = None  # the filters pyspark pushed (pravega_spark.read.pushdown_readers)
+
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
         self.options = options
         self.arrow_schema = _arrow_schema(schema)
@@ -306,6 +309,8 @@ class SegstoreBatchReader(DataSourceReader):
         with StreamConnection(target.controller, options.controller_timeout_s, credentials=target) as connection:
             _create_if_allowed(connection, options)
             connection.require_stream(target.scope, target.stream)
+            if self.pushed is not None and not self.pushed.admits_stream(target.scope, target.stream):
+                return []
             token = _executor_token(connection, target)
             start = resolve_position(connection, options, options.starting_or("earliest"))
             end = resolve_position(connection, options, options.ending or Position.latest("endingOffsets"))
@@ -316,6 +321,7 @@ class SegstoreBatchReader(DataSourceReader):
                 ending = options.ending.option if options.ending is not None else "endingOffsets"
                 starting = options.starting.option if options.starting is not None else "startingOffsets"
                 raise SegstoreOptionError(ending, f"is not after option '{starting}': {error}") from None
+            ranges = prune_in(self.pushed, ranges, catalog)
             thresholds = _thresholds(connection, options, ranges, start, WatermarkCache())
             return _partitions(options, ranges, token, thresholds, catalog)
 
@@ -445,6 +451,7 @@ class _SeveralStreams:
         self.options = options
         self.arrow_schema = _arrow_schema(schema)
         self.streams = StreamSet(options.selection, options.target.scope)
+        self.pushed: Pushed | None = None  # batch reads: the filters pyspark pushed
         self._successors: dict[StreamKey, dict[int, dict[int, list[int]]]] = {}
 
     def _start_streams(self, connection: StreamConnection) -> list[StreamKey]:
@@ -483,6 +490,7 @@ class _SeveralStreams:
         parts: list[InputPartition] = []
         for key, ranges in plan_streams(connection, start, end, catalog_of, self.options.fail_on_data_loss):
             token = _executor_token(connection, self.options.target, key)
+            ranges = prune_in(self.pushed, ranges, catalog_of(key))
             parts += _partitions(self.options, ranges, token, None, catalog_of(key), key)
         return parts
 
@@ -497,7 +505,7 @@ class SeveralStreamsBatchReader(_SeveralStreams, DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         options = self.options
         with StreamConnection(options.target.controller, options.controller_timeout_s, credentials=options.target) as c:
-            keys = self._start_streams(c)
+            keys = [k for k in self._start_streams(c) if self.pushed is None or self.pushed.admits_stream(*k)]
             start = self._resolve(c, keys, options.starting_or("earliest"))
             try:
                 return self._partitions(
