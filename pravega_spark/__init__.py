@@ -49,12 +49,14 @@ if TYPE_CHECKING:
 
     from pravega_spark.offsets import head_offset, offset_to_stream_cut, stream_cut_to_offset, tail_offset
     from pravega_spark.options.stream_cut_text import stream_cut_from_base64, stream_cut_to_base64
+    from pravega_spark.read.history import history
     from pravega_spark.read.lag import lag_bytes, total_lag_bytes
     from pravega_spark.read.source import SegstoreDataSource
 
 _WHERE = {
     "SegstoreDataSource": "read.source",
     "head_offset": "offsets",
+    "history": "read.history",
     "lag_bytes": "read.lag",
     "total_lag_bytes": "read.lag",
     "tail_offset": "offsets",
@@ -67,6 +69,7 @@ _WHERE = {
 __all__ = [
     "SegstoreDataSource",
     "head_offset",
+    "history",
     "lag_bytes",
     "offset_to_stream_cut",
     "register",
