@@ -60,7 +60,7 @@ def _write(uri: str, rows: int, segments: int) -> None:
         with manager.create_writer(SCOPE, STREAM) as writer:
             batch = 20_000
             for first in range(0, rows, batch):
-                events = [
+                events: list[tuple[bytes, str | None]] = [
                     (payload[(i % 1024) * EVENT_BYTES : (i % 1024 + 1) * EVENT_BYTES], f"k{i % 64}")
                     for i in range(first, min(first + batch, rows))
                 ]
