@@ -47,6 +47,7 @@ from pravega_spark.options.common import Options, StreamTarget
 from pravega_spark.read.history_pins import DEFAULT_PIN_TTL_MS, HeldPins, list_chunk_files, pin_files
 from pravega_spark.read.history_plan import ChunkFile, HistoryPlan, plan_history
 from pravega_spark.read.planning import LiveCatalog
+from segment_store.client import ErrorMessageError
 
 _log = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ PARQUET_SCHEMA = "offset BIGINT, event BINARY, ingest_time_ms BIGINT, framed BOO
 """The chunk columns (:mod:`segstore_shared.chunk_format`), given to Spark so it reads no footer to infer them."""
 FILES_SCHEMA = "file_path STRING, segment_id BIGINT, chunk_start BIGINT, lo BIGINT, hi BIGINT"
 _S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+PLAN_ATTEMPTS = 3
+"""Plans made when the segment store refuses to pin a listed chunk (compacted and collected in between)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,11 +235,18 @@ def history(spark: Any, **options: Any) -> History:
     connection = StreamConnection(target.controller, parsed.controller_timeout_s, credentials=target)
     try:
         connection.require_stream(target.scope, target.stream)
-        head = ReadState.from_stream_cut(head_cut(connection, target.scope, target.stream))
-        tail = ReadState.from_stream_cut(tail_cut(connection, target.scope, target.stream))
-        listing = _Listing(connection, target.scope, target.stream, s3a)
-        plan = plan_history(head, tail, LiveCatalog(connection, target.scope, target.stream), listing)
-        pins = pin_files(connection, target.scope, target.stream, plan, parsed.pin_ttl_ms)
+        for attempt in range(PLAN_ATTEMPTS):
+            head = ReadState.from_stream_cut(head_cut(connection, target.scope, target.stream))
+            tail = ReadState.from_stream_cut(tail_cut(connection, target.scope, target.stream))
+            listing = _Listing(connection, target.scope, target.stream, s3a)
+            plan = plan_history(head, tail, LiveCatalog(connection, target.scope, target.stream), listing)
+            try:
+                pins = pin_files(connection, target.scope, target.stream, plan, parsed.pin_ttl_ms)
+                break
+            except ErrorMessageError as error:  # a listed chunk was compacted away before it was pinned
+                if attempt == PLAN_ATTEMPTS - 1:
+                    raise
+                _log.info("%s/%s: planning again: %s", target.scope, target.stream, error)
     except BaseException:
         connection.close()
         raise

@@ -109,26 +109,37 @@ class HeldPins:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+        try:
+            self.unpin_all()
+        finally:
+            self.connection.close()
+
+    def unpin_all(self) -> None:
+        """End every pin now (those not held are skipped); failures are logged (the pins expire)."""
         client = self.connection.manager.client
         try:
             for segment in self.held:
                 self.connection.run(client.unpin_chunks(segment, self.pin_id))
         except (ReplyError, ConnectionLostError, TimeoutError) as error:
             _log.warning("history pins %s: release failed (they expire in %d ms): %s", self.pin_id, self.ttl_ms, error)
-        finally:
-            self.connection.close()
 
 
 def pin_files(connection: StreamConnection, scope: str, stream: str, plan: HistoryPlan, ttl_ms: int) -> HeldPins | None:
     """Pin the chunks of ``plan``'s files (None if it has none) and start renewing them; the pins own
-    ``connection`` from then on (closed by :meth:`HeldPins.release`)."""
+    ``connection`` from then on (closed by :meth:`HeldPins.release`). Raises ErrorMessageError if the segment
+    store refuses a chunk that is no longer there (compacted and collected since it was listed: plan again);
+    what was pinned is released first."""
     held: dict[str, list[str]] = defaultdict(list)
     for file in plan.files:
         held[qualified_segment_name(scope, stream, file.segment_id)].append(file.name)
     if not held:
         return None
     pins = HeldPins(connection, uuid.uuid4().hex, held, ttl_ms)
-    pins.pin_all()
+    try:
+        pins.pin_all()
+    except BaseException:
+        pins.unpin_all()
+        raise
     pins.start()
     return pins
 

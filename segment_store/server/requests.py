@@ -88,7 +88,7 @@ from segment_store.server.chunk_locations import locations_reply
 from segment_store.server.config import ServerConfig
 from segment_store.server.replies import error_reply
 from segment_store.server.token_gate import TokenGate
-from segment_store.storage.chunk_pins import ChunkPins
+from segment_store.storage.chunk_pins import ChunkPins, PinError
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
 from segment_store.tables.entries import NOT_EXISTS, TableEntry, TableKey
 from segment_store.tables.table_store import TableStore
@@ -323,6 +323,10 @@ class RequestHandler:
         pins = self._pins(container)
         if pins is None:
             return OperationUnsupported(c.request_id, "PinChunks", "")
+        current = {chunk.chunk_name for chunk in await container.storage.chunks(c.segment)}
+        gone = set(c.chunks) - current - pins.held()  # deleted, or about to be: a pin could not keep them
+        if gone:
+            raise PinError(f"{len(gone)} chunks are neither in {c.segment} nor pinned (e.g. {min(gone)}): list again")
         pin = await asyncio.to_thread(pins.pin, c.pin_id, c.segment, c.chunks, c.ttl_ms)
         return ChunksPinned(c.request_id, c.pin_id, pin.expires_at_ms)
 

@@ -5,6 +5,8 @@ compaction leave them in place until it is done (``segment_store.storage.chunk_p
 
 * ``PinChunks`` -> ``ChunksPinned`` (-26/-27): hold the named chunks of ``segment`` for ``ttl_ms`` from now under
   ``(pin_id, segment)``; sent again, it renews the pin (and replaces its chunks). Needs ``READ`` on the segment.
+  A chunk that is neither in the segment now nor held by a live pin (deleted, or released and about to be: an
+  expired pin renewed too late) is refused with ``ErrorMessage`` (``PinError``): the reader must list again.
   ``expires_at_ms`` in the reply is the epoch ms at which the pin ends unless renewed.
 * ``UnpinChunks`` -> ``ChunksUnpinned`` (-28/-29): end the pin now (``held`` False if there was none).
 * ``ListChunkPins`` -> ``ChunkPinsListed`` (-30/-31): the live pins of a container (``segstore admin pins``).
