@@ -11,6 +11,8 @@ hold it so):
   ``read.tier2_locations`` (ranges straight from the Tier-2 Parquet chunks); the options ``metadata``
   (``read.metadata``), ``subscriber`` (``read.subscription``) and ``watermarkColumn`` (``read.watermark_column``);
   ``read.lag`` (bytes behind the tail, from a streaming query's progress) and ``read.streaming_runner``;
+  ``read.history`` (:func:`history`: a stream's Tier-2 history through Spark's own Parquet reader, its files pinned
+  by ``read.history_pins``, split from the rest by ``read.history_plan``);
 * ``write`` - the sink (``write.sink``): exactly-once through transactions and a commit log (``write.commit_log``),
   at-least-once (``write.plain``), rows routed and framed column-wise (``write.framing``), and its controller
   connections (``write.connection``);
