@@ -12,6 +12,8 @@ hold it so):
   ``read.tier2_locations`` (ranges straight from the Tier-2 Parquet chunks); the options ``metadata``
   (``read.metadata``), ``subscriber`` (``read.subscription``) and ``watermarkColumn`` (``read.watermark_column``);
   ``read.lag`` (bytes behind the tail, from a streaming query's progress) and ``read.streaming_runner``;
+  ``read.history`` (:func:`history`: a stream's Tier-2 history through Spark's own Parquet reader, its files pinned
+  by ``read.history_pins``, split from the rest by ``read.history_plan``);
 * ``write`` - the sink (``write.sink``): exactly-once through transactions and a commit log (``write.commit_log``),
   at-least-once (``write.plain``), rows routed and framed column-wise (``write.framing``), and its controller
   connections (``write.connection``);
@@ -50,12 +52,14 @@ if TYPE_CHECKING:
 
     from pravega_spark.offsets import head_offset, offset_to_stream_cut, stream_cut_to_offset, tail_offset
     from pravega_spark.options.stream_cut_text import stream_cut_from_base64, stream_cut_to_base64
+    from pravega_spark.read.history import history
     from pravega_spark.read.lag import lag_bytes, total_lag_bytes
     from pravega_spark.read.source import SegstoreDataSource
 
 _WHERE = {
     "SegstoreDataSource": "read.source",
     "head_offset": "offsets",
+    "history": "read.history",
     "lag_bytes": "read.lag",
     "total_lag_bytes": "read.lag",
     "tail_offset": "offsets",
@@ -68,6 +72,7 @@ _WHERE = {
 __all__ = [
     "SegstoreDataSource",
     "head_offset",
+    "history",
     "lag_bytes",
     "offset_to_stream_cut",
     "register",

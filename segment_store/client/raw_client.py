@@ -42,6 +42,9 @@ from segment_store.protocol import (
     NULL_ATTRIBUTE_VALUE,
     NULL_TABLE_SEGMENT_OFFSET,
     ChunkInfo,
+    ChunkPinsListed,
+    ChunksPinned,
+    ChunksUnpinned,
     ConditionalAttributeUpdate,
     CreateSegment,
     CreateTableSegment,
@@ -53,6 +56,7 @@ from segment_store.protocol import (
     GetStreamSegmentInfo,
     GetTableSegmentInfo,
     IngestTimesRead,
+    ListChunkPins,
     ListStorageChunkLocations,
     ListStorageChunks,
     LocateOffset,
@@ -61,6 +65,8 @@ from segment_store.protocol import (
     MergeSegmentsBatch,
     OffsetAtTimeLocated,
     OffsetLocated,
+    PinChunks,
+    PinInfo,
     ReadIngestTimes,
     ReadSegment,
     ReadTable,
@@ -95,6 +101,7 @@ from segment_store.protocol import (
     TableSegmentInfo,
     TableValue,
     TruncateSegment,
+    UnpinChunks,
     UpdateSegmentAttribute,
     UpdateSegmentPolicy,
     UpdateTableEntries,
@@ -380,6 +387,30 @@ class SegmentClient:
         chunks = tuple(StoredChunk(c.start_offset, c.length, c.chunk_name, c.path) for c in reply.chunks)
         r = reply
         return StorageChunkLocations(r.segment, r.start_offset, r.kind, r.endpoint, r.bucket, chunks)
+
+    async def pin_chunks(self, segment: str, pin_id: str, chunks: Sequence[str], ttl_ms: int) -> int:
+        """Pin Tier-2 chunks ``chunks`` (names as ``list_storage_chunk_locations`` gives them) of ``segment`` for
+        ``ttl_ms`` under ``pin_id``, or renew that pin (segstore extension ``PinChunks``; needs READ): garbage
+        collection and compaction leave them in place until it ends. Returns its expiry (epoch ms)."""
+        reply = await self._read_call(
+            segment, lambda rid, t: PinChunks(rid, segment, pin_id, ttl_ms, tuple(chunks), t), ChunksPinned
+        )
+        return reply.expires_at_ms
+
+    async def unpin_chunks(self, segment: str, pin_id: str) -> bool:
+        """End pin ``pin_id`` of ``segment`` now (``UnpinChunks``); False if it was not held (expired)."""
+        reply = await self._read_call(segment, lambda rid, t: UnpinChunks(rid, segment, pin_id, t), ChunksUnpinned)
+        return reply.held
+
+    async def list_chunk_pins(self, container_id: int, endpoint: Endpoint | None = None) -> list[PinInfo]:
+        """The live chunk pins of container ``container_id`` (admin; ``ListChunkPins``)."""
+        target = endpoint or self._static
+        if target is None:
+            raise ValueError("endpoint: required when the client resolves endpoints per segment")
+        connection = await self.pool.get(target)
+        token = await self.tokens.token("", False)
+        reply = await connection.request(ListChunkPins(next_request_id(), container_id, token), ChunkPinsListed)
+        return list(reply.pins)
 
     # ---- table segments -----------------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from segment_store.client.results import (
     VersionedEntry,
 )
 from segment_store.client.writer import SegmentWriter
-from segment_store.protocol import NO_SCALE, NULL_TABLE_SEGMENT_OFFSET, ChunkInfo, SegmentEvent
+from segment_store.protocol import NO_SCALE, NULL_TABLE_SEGMENT_OFFSET, ChunkInfo, PinInfo, SegmentEvent
 from segment_store.protocol.types import Buffer
 from segstore_shared.loop_thread import ClosableFacade, LoopOwningFacade, LoopThread
 
@@ -208,6 +208,15 @@ class BlockingClient(LoopOwningFacade):
         self, segment: str, from_offset: int = 0, to_offset: int = 2**63 - 1
     ) -> StorageChunkLocations:
         return self._run(self.client.list_storage_chunk_locations(segment, from_offset, to_offset))
+
+    def pin_chunks(self, segment: str, pin_id: str, chunks: Sequence[str], ttl_ms: int) -> int:
+        return self._run(self.client.pin_chunks(segment, pin_id, chunks, ttl_ms))
+
+    def unpin_chunks(self, segment: str, pin_id: str) -> bool:
+        return self._run(self.client.unpin_chunks(segment, pin_id))
+
+    def list_chunk_pins(self, container_id: int) -> list[PinInfo]:
+        return self._run(self.client.list_chunk_pins(container_id))
 
     def get_segment_attribute(self, segment: str, attribute_id: uuid.UUID) -> int | None:
         return self._run(self.client.get_segment_attribute(segment, attribute_id))

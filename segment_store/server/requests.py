@@ -7,6 +7,7 @@ routed to their container by name; a container not running here answers ``WrongH
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -16,6 +17,9 @@ from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
 from segment_store.protocol import (
     MAX_INGEST_TIME_RUNS,
+    ChunkPinsListed,
+    ChunksPinned,
+    ChunksUnpinned,
     CreateSegment,
     CreateTableSegment,
     CreateTransientSegment,
@@ -29,6 +33,7 @@ from segment_store.protocol import (
     GetTableSegmentInfo,
     IngestTimeRun,
     IngestTimesRead,
+    ListChunkPins,
     ListStorageChunkLocations,
     ListStorageChunks,
     LocateOffset,
@@ -38,6 +43,8 @@ from segment_store.protocol import (
     OffsetAtTimeLocated,
     OffsetLocated,
     OperationUnsupported,
+    PinChunks,
+    PinInfo,
     ReadIngestTimes,
     ReadSegment,
     ReadTable,
@@ -67,6 +74,7 @@ from segment_store.protocol import (
     TableRead,
     TableSegmentInfo,
     TruncateSegment,
+    UnpinChunks,
     UpdateSegmentAttribute,
     UpdateSegmentPolicy,
     UpdateTableEntries,
@@ -80,6 +88,8 @@ from segment_store.server.chunk_locations import locations_reply
 from segment_store.server.config import ServerConfig
 from segment_store.server.replies import error_reply
 from segment_store.server.token_gate import TokenGate
+from segment_store.storage.chunk_pins import ChunkPins, PinError
+from segment_store.storage.chunked_storage import ChunkedSegmentStorage
 from segment_store.tables.entries import NOT_EXISTS, TableEntry, TableKey
 from segment_store.tables.table_store import TableStore
 from segstore_shared.auth.tokens import TokenVerifier
@@ -153,6 +163,9 @@ class RequestHandler:
             ReadTableEntriesDelta: self._read_delta,
             GetTableSegmentInfo: self._table_info,
             LocateOffset: self._locate_offset,
+            PinChunks: self._pin_chunks,
+            UnpinChunks: self._unpin_chunks,
+            ListChunkPins: self._list_pins,
         }
 
     def handles(self, command: WireCommand) -> bool:
@@ -298,6 +311,37 @@ class RequestHandler:
         in_tier2 = c.from_offset < info.storage_length and c.from_offset < c.to_offset  # a tail read: nothing there
         chunks = await container.storage.chunks(c.segment) if in_tier2 else []
         return locations_reply(c.request_id, c.segment, info.start_offset, chunks, c.from_offset, c.to_offset)
+
+    @staticmethod
+    def _pins(container: SegmentContainer) -> ChunkPins | None:
+        """The container's pins; None for a Tier-2 without chunk files (the request is then unsupported)."""
+        return container.storage.pins if isinstance(container.storage, ChunkedSegmentStorage) else None
+
+    async def _pin_chunks(self, c: PinChunks) -> WireCommand:
+        container = self._container(c.segment)
+        await container.get_info(c.segment)  # missing: NoSuchSegment
+        pins = self._pins(container)
+        if pins is None:
+            return OperationUnsupported(c.request_id, "PinChunks", "")
+        current = {chunk.chunk_name for chunk in await container.storage.chunks(c.segment)}
+        gone = set(c.chunks) - current - pins.held()  # deleted, or about to be: a pin could not keep them
+        if gone:
+            raise PinError(f"{len(gone)} chunks are neither in {c.segment} nor pinned (e.g. {min(gone)}): list again")
+        pin = await asyncio.to_thread(pins.pin, c.pin_id, c.segment, c.chunks, c.ttl_ms)
+        return ChunksPinned(c.request_id, c.pin_id, pin.expires_at_ms)
+
+    async def _unpin_chunks(self, c: UnpinChunks) -> WireCommand:
+        pins = self._pins(self._container(c.segment))
+        if pins is None:
+            return OperationUnsupported(c.request_id, "UnpinChunks", "")
+        return ChunksUnpinned(c.request_id, c.pin_id, await asyncio.to_thread(pins.release, c.pin_id, c.segment))
+
+    async def _list_pins(self, c: ListChunkPins) -> WireCommand:
+        pins = self._pins(self._registry.get(c.container_id))
+        if pins is None:
+            return OperationUnsupported(c.request_id, "ListChunkPins", "")
+        listed = tuple(PinInfo(p.pin_id, p.segment, p.expires_at_ms, len(p.chunks)) for p in pins.live())
+        return ChunkPinsListed(c.request_id, listed)
 
     async def _locate_offset(self, c: LocateOffset) -> WireCommand:
         # Pravega answers from its index segment (a boundary at or after the target); this store knows the first.

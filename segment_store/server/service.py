@@ -37,6 +37,7 @@ from segment_store.storage.chunk_storage import ChunkStorage
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
 from segment_store.storage.journal.system_journal import SnapshotInfoStore
 from segment_store.storage.segment_storage import SegmentStorage
+from segment_store.storage.storage_config import ChunkedStorageConfig
 from segment_store.storage.tier2_config import Tier2Config, open_chunk_storage
 from segment_store.tables.table_store import TableStore
 from segment_store.tier1.config import Tier1Config
@@ -216,7 +217,9 @@ class SegmentStoreService:
         return self.follower is None or self.follower.should_run(container_id)
 
     def _storage(self, container_id: int, snapshot_info: SnapshotInfoStore) -> SegmentStorage:
-        return ChunkedSegmentStorage(self.metrics.chunks(container_id, self.chunks), container_id, snapshot_info)
+        chunks = self.metrics.chunks(container_id, self.chunks)
+        # SEGSTORE_SLTS_* (gc_delay_s, compaction_interval_s, ...: ChunkedStorageConfig.from_env), else the defaults
+        return ChunkedSegmentStorage(chunks, container_id, snapshot_info, ChunkedStorageConfig.from_env())
 
     def tables(self, container: SegmentContainer) -> TableStore:
         """The table store of a running container instance (a restarted container gets a new one)."""

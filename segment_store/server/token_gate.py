@@ -29,12 +29,14 @@ from segment_store.protocol.commands import (
     LocateOffset,
     LocateOffsetAtTime,
     MergeSegmentsBatch,
+    PinChunks,
     ReadIngestTimes,
     ReadSegment,
     ReadTable,
     ReadTableEntries,
     ReadTableEntriesDelta,
     ReadTableKeys,
+    UnpinChunks,
 )
 from segment_store.protocol.registry import WireCommand
 from segstore_shared.auth.acl import Permission
@@ -54,6 +56,8 @@ READS = (
     LocateOffset,
     LocateOffsetAtTime,
     ReadIngestTimes,
+    PinChunks,
+    UnpinChunks,
 )
 _SEGMENT_FIELDS = ("segment", "segment_name", "target", "source", "parent_segment", "target_segment_id")
 

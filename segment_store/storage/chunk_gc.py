@@ -21,6 +21,10 @@ Rules:
   next boot's sweep (it is unreferenced, and the sweep deletes every unreferenced data chunk).
 * **No delay.** With ``gc_delay_s`` == 0, :meth:`~ChunkGarbageCollector.release` deletes before
   it returns (the chunked storage then behaves as if it deleted released chunks at once).
+* **Never a pinned chunk.** A queued chunk that a live pin holds (``held``: seconds it is still held, see
+  :mod:`~segment_store.storage.chunk_pins`) is not deleted: it goes back in the queue for at most
+  :data:`~segment_store.storage.chunk_pins.MAX_DEFER_S` and is asked about again, so it is deleted soon after the
+  pin expires or is released (counted in :attr:`ChunkGarbageCollector.deferred_pinned`).
 * **Not durable.** The queue lives in memory; after a crash or :meth:`~ChunkGarbageCollector.stop`
   the boot sweep of the next owner deletes what was queued.
 
@@ -38,6 +42,7 @@ import time
 from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 
+from segment_store.storage.chunk_pins import defer_s
 from segment_store.storage.chunk_storage import ChunkNotFoundError, ChunkStorage
 from segment_store.storage.storage_config import ChunkedStorageConfig
 
@@ -69,6 +74,7 @@ class ChunkGarbageCollector:
         config: ChunkedStorageConfig | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        held: Callable[[str], float | None] | None = None,
     ) -> None:
         self._storage = storage
         self._cid = container_id
@@ -76,6 +82,7 @@ class ChunkGarbageCollector:
         self._still_primary = still_primary
         self._config = config or ChunkedStorageConfig()
         self._clock = clock
+        self._held = held
         self._queue: list[_Item] = []
         self._order = itertools.count()
         self._wake = asyncio.Event()
@@ -85,6 +92,8 @@ class ChunkGarbageCollector:
         """Chunks deleted (or found gone) so far."""
         self.skipped_live = 0
         """Queued chunks found referenced by the metadata, hence not deleted (a bug elsewhere)."""
+        self.deferred_pinned = 0
+        """Times a due chunk was put back because a live pin holds it."""
         self.given_up = 0
         """Chunks left to the boot sweep after ``gc_max_attempts`` failed deletions."""
 
@@ -150,6 +159,9 @@ class ChunkGarbageCollector:
             if item.name in live:
                 self.skipped_live += 1
                 log.error("container %s: released chunk %r is referenced again; not deleting it", self._cid, item.name)
+            elif self._held is not None and (held_s := self._held(item.name)) is not None:
+                self.deferred_pinned += 1
+                heapq.heappush(self._queue, _Item(now + defer_s(held_s), next(self._order), item.name, item.attempts))
             else:
                 doomed.append(item)
         limit = asyncio.Semaphore(self._config.gc_concurrency)

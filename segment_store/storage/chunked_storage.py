@@ -46,6 +46,7 @@ import pyarrow as pa
 
 from segment_store.storage.backends.filesystem import map_os_error
 from segment_store.storage.chunk_gc import ChunkGarbageCollector
+from segment_store.storage.chunk_pins import ChunkPins
 from segment_store.storage.chunk_reads import ChunkCache, RangedChunkFile
 from segment_store.storage.chunk_storage import (
     BufferLike,
@@ -154,6 +155,7 @@ class ChunkedSegmentStorage:
         self._open = False
         self._locks = SegmentLocks()
         self._cache = ChunkCache(self._config.chunk_cache_bytes)
+        self._pins = ChunkPins(chunk_storage, container_id)
 
     @property
     def container_id(self) -> int:
@@ -199,15 +201,24 @@ class ChunkedSegmentStorage:
         metadata = await journal.boot(epoch, min_seq=max(own, default=-1) + 1)
         self._journal = journal
         self._open = True
+        await asyncio.to_thread(self._pins.load)
+        held_orphans: list[str] = []
         if journal.booted_from_snapshot:
-            await self._sweep(metadata, parsed, epoch)
+            held_orphans = await self._sweep(metadata, parsed, epoch)
         elif listed:
             log.error(
                 "container %s: no snapshot pointer but %d data chunks exist; not deleting them", self._cid, len(listed)
             )
         self._gc = ChunkGarbageCollector(
-            self._storage, self._cid, metadata.referenced_chunks, self._still_primary, self._config, clock=self._clock
+            self._storage,
+            self._cid,
+            metadata.referenced_chunks,
+            self._still_primary,
+            self._config,
+            clock=self._clock,
+            held=self._pins.held_for_s,
         )
+        self._gc.enqueue(held_orphans)  # released before the restart, still pinned: deleted once the pins end
         self._compactor = Compactor(self, self._storage, self._cid, self._config, sleep=self._sleep)
         if self._config.compaction_enabled:
             self._compactor.start()
@@ -221,15 +232,20 @@ class ChunkedSegmentStorage:
                 return False
         return True
 
-    async def _sweep(self, metadata: ChunkMetadata, listed: dict[str, tuple[int, int] | None], epoch: int) -> None:
+    async def _sweep(self, metadata: ChunkMetadata, listed: dict[str, tuple[int, int] | None], epoch: int) -> list[str]:
+        """Delete unreferenced data chunks; return those a live pin holds instead (for the GC)."""
         referenced = metadata.referenced_chunks()
+        pinned = self._pins.held()
         orphans = [n for n, p in listed.items() if n not in referenced and p is not None and p[0] <= epoch]
+        held = [n for n in orphans if n in pinned]
+        orphans = [n for n in orphans if n not in pinned]
         missing = referenced - listed.keys()
         if missing:
             log.error("container %s: %d referenced chunks are missing, e.g. %r", self._cid, len(missing), min(missing))
         if orphans:
             deleted = await asyncio.to_thread(self._delete_quietly, orphans)
             log.info("container %s: deleted %d of %d unreferenced data chunks", self._cid, deleted, len(orphans))
+        return held
 
     async def close(self) -> None:
         """Stop compaction and GC (queued chunks are left to the next boot's sweep), finish queued
@@ -503,6 +519,11 @@ class ChunkedSegmentStorage:
             self._cache.discard(chunk.name)
         if chunks:
             await self.gc.release(c.name for c in chunks)
+
+    @property
+    def pins(self) -> ChunkPins:
+        """The readers' pins on this container's chunks (:mod:`~segment_store.storage.chunk_pins`)."""
+        return self._pins
 
     # -- compaction host (see segment_store.storage.compaction.CompactionHost) ---------------
 

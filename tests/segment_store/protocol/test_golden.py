@@ -10,6 +10,7 @@ import dataclasses
 
 import pytest
 from golden_extensions import EXTENSION_CASES
+from golden_pins import PIN_CASES
 from golden_values import (
     ATTR,
     DATA,
@@ -136,6 +137,7 @@ CASES: list[tuple[str, WireCommand, bytes]] = [
     ),
     ("storage_chunks_listed_empty", StorageChunksListed(1, ()), frame(-6, i64(1), i32(0))),
     *EXTENSION_CASES,
+    *PIN_CASES,
     ("event", Event(DATA), frame(0, DATA)),
     (
         "setup_append",
@@ -510,7 +512,7 @@ def test_decode_with_golden_bytes(name: str, command: WireCommand, golden: bytes
 def test_golden_with_every_registered_type_code() -> None:
     covered = {type(command).TYPE_CODE for _, command, _ in CASES}
     assert covered == set(REGISTRY)
-    assert len(REGISTRY) == 76
+    assert len(REGISTRY) == 82
 
 
 def test_type_codes_with_java_values() -> None:
@@ -538,6 +540,8 @@ def test_type_codes_with_java_values() -> None:
         "LocateOffsetAtTime": -20, "OffsetAtTimeLocated": -21,
         "ListStorageChunkLocations": -22, "StorageChunkLocationsListed": -23,
         "ReadIngestTimes": -24, "IngestTimesRead": -25,
+        "PinChunks": -26, "ChunksPinned": -27, "UnpinChunks": -28, "ChunksUnpinned": -29,  # protocol/commands/pins.py
+        "ListChunkPins": -30, "ChunkPinsListed": -31,
     }  # fmt: skip
     assert {cls.__name__: code for code, cls in REGISTRY.items()} == expected | extensions
 
