@@ -40,6 +40,13 @@ def add_parser(sub: Subparsers) -> None:
         help=f"comma-separated fault kinds to inject: {', '.join(ALL_FAULTS)} (default: all), or {', '.join(SABOTAGE)} "
         "(breaks the guarantees on purpose: the run must fail)",
     )
+    st.add_argument(
+        "--faults-at-once",
+        type=positive_int,
+        default=2,
+        help="faults active together, at most, within what the cluster survives (never a majority of NATS nodes, "
+        "every segment store or every controller; default 2; 1: one after another)",
+    )
     st.add_argument("--report", help="also write the report here as JSON")
     st.set_defaults(func=run)
 
@@ -60,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
             writers=args.writers,
             rate_per_writer=args.rate,
             faults=tuple(args.faults.split(",")) if args.faults else ALL_FAULTS,
+            faults_at_once=args.faults_at_once,
             report_path=Path(args.report) if args.report else None,
         )
     except ValueError as exc:

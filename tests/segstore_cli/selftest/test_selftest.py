@@ -1,5 +1,5 @@
-"""``segstore selftest`` as a user runs it: two minutes of faults on a real cluster end with no violation, and a
-run that loses data on purpose is caught (so a clean report means something)."""
+"""``segstore selftest`` as a user runs it: two minutes of overlapping faults on a real cluster end with no
+violation, and a run that loses data on purpose is caught (so a clean report means something)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,12 @@ def test_two_minutes_of_faults_lose_nothing(tmp_path: Path) -> None:
     assert process.returncode == 0 and report["ok"], f"{summary}\n{report['examples']}\n{report['crashes']}"
     counts = report["counts"]
     assert sum(report["faults"].values()) >= 6, summary
+    assert report["most_faults_at_once"] >= 2, summary  # faults overlapped (default: at most 2 at once)
+    assert set(report["fault_seconds"]) == set(report["faults"]), summary
+    assert 0 < report["longest_write_stall_s"] < 120, summary
     assert counts["acked"] >= 5_000 and counts["read"] == counts["acked"], summary
     assert counts["read_txn"] > 0 and report["load"]["tail_read"] > 0, summary
-    assert "PASSED" in process.stdout
+    assert "PASSED" in process.stdout and "longest write stall" in process.stdout
 
 
 @pytest.mark.slow

@@ -1,0 +1,104 @@
+"""Which faults the self-tester may have active at once (pure logic, no I/O: unit-tested alone).
+
+A fault of some kind acts on *targets* (``ss1``, ``controller2``, ``nats0``, ...; none for ZooKeeper, Tier-2 and
+stream operations) and *claims* what it takes away: its targets, plus a shared resource for some kinds (see
+:func:`claims_of`). A new fault starts only if :meth:`OverlapRule.admits` it next to the active ones. The rule keeps
+every combination inside what the cluster survives, so a run with overlapping faults must still end with 0
+violations and recover:
+
+- at most ``at_once`` faults are active together (``segstore selftest --faults-at-once``, default 2);
+- no two active faults claim the same thing (one fault per process; one Tier-2 outage; one stream operation,
+  a scale or a truncation, at a time);
+- segment stores: at most all but one out (with 3, two; one of them may be a zombie) - someone must take the
+  containers over;
+- controllers: at most all but one out (clients fail over to the other);
+- NATS nodes (JetStream Tier-1, R3): at most a minority out (killed or paused), so the streams keep a quorum;
+- ZooKeeper: a standalone server is one fault at a time (``zookeeper-up``: while it is down nothing else that
+  needs it, a zombie or a kill during recovery, both waiting for a session to expire, is started);
+- ``lose_data`` (the sabotage) runs alone.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+ZOOKEEPER_UP = "zookeeper-up"
+"""Claimed by what takes the standalone ZooKeeper down and by what needs a ZooKeeper session to expire."""
+ALONE = "*"
+"""Claimed by a fault that runs with no other."""
+
+_SHARED = {
+    "restart_zookeeper": (ZOOKEEPER_UP,),
+    "zombie_segmentstore": (ZOOKEEPER_UP,),
+    "kill_during_recovery": (ZOOKEEPER_UP,),
+    "tier2_outage": ("tier2",),
+    "scale": ("stream-op",),
+    "truncate": ("stream-op",),
+    "lose_data": (ALONE,),
+}
+
+
+def claims_of(kind: str, targets: Sequence[str]) -> frozenset[str]:
+    """What a fault of ``kind`` on ``targets`` takes away while it is active."""
+    return frozenset((*targets, *_SHARED.get(kind, ())))
+
+
+def group_of(claim: str) -> str:
+    """A target's group: its name without the trailing number (``ss2`` -> ``ss``, ``nats0`` -> ``nats``)."""
+    return re.sub(r"\d+$", "", claim)
+
+
+@dataclass(frozen=True)
+class OverlapRule:
+    at_once: int
+    """Faults active together, at most."""
+    out: dict[str, int]
+    """Per group, how many of its members may be out together."""
+
+    @classmethod
+    def for_cluster(cls, at_once: int, *, segment_stores: int, controllers: int, nats_nodes: int) -> OverlapRule:
+        """The rule of a cluster of this shape (module docstring)."""
+        if at_once < 1:
+            raise ValueError("faults_at_once: must be at least 1")
+        return cls(
+            at_once,
+            {"ss": segment_stores - 1, "controller": controllers - 1, "nats": (nats_nodes - 1) // 2},
+        )
+
+    def admits(self, claims: frozenset[str], active: Iterable[frozenset[str]]) -> bool:
+        """Whether a fault claiming ``claims`` may start while faults claiming ``active`` are active."""
+        active = list(active)
+        if len(active) >= self.at_once:
+            return False
+        taken: set[str] = set().union(*active)
+        if active and (ALONE in claims or ALONE in taken):
+            return False
+        if claims & taken:
+            return False
+        together = taken | claims
+        return all(sum(1 for c in together if group_of(c) == group) <= limit for group, limit in self.out.items())
+
+
+def pick_fault(
+    rng: random.Random,
+    weights: dict[str, int],
+    targets: Callable[[str], list[tuple[str, ...]]],
+    rule: OverlapRule,
+    active: Sequence[frozenset[str]],
+) -> tuple[str, tuple[str, ...]] | None:
+    """A fault to start now: a kind drawn by weight among those with a target the rule admits next to ``active``,
+    and one of those targets, uniformly; None if no kind has one. ``targets(kind)``: every target tuple of a kind
+    (``[()]`` for a kind without targets)."""
+    possible: dict[str, list[tuple[str, ...]]] = {}
+    for kind in weights:
+        admitted = [t for t in targets(kind) if rule.admits(claims_of(kind, t), active)]
+        if admitted:
+            possible[kind] = admitted
+    if not possible:
+        return None
+    kinds = list(possible)
+    kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
+    return kind, rng.choice(possible[kind])
