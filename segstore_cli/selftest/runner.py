@@ -49,13 +49,16 @@ FINAL_CHECK_TIMEOUT_S = 300.0
 @dataclass(frozen=True, slots=True)
 class SelftestConfig:
     duration_s: float = 120.0
-    """How long faults are injected (the drain and final checks come after)."""
+    """How long faults are injected, from when the cluster is up (its start, the drain and the final checks come
+    on top)."""
     data_dir: Path | None = None
     """Where the cluster keeps its state and logs, kept after the run (None: a temporary directory, removed
     whatever happens: a clean run, a failed one, Ctrl-C)."""
     tier1: str = "file"
     tier2: str = "s3"
     """``s3`` (a SeaweedFS server the run starts and freezes for Tier-2 outages) or ``fs``."""
+    zookeeper: str = "standalone"
+    """``standalone`` (one server) or ``ensemble`` (three, whose leader ``kill_zookeeper_leader`` kills)."""
     seed: int | None = None
     writers: int = 2
     keys: int = 16
@@ -81,10 +84,13 @@ class SelftestConfig:
             raise ValueError(f"faults-at-once: at least 1, not {self.faults_at_once}")
         if self.writers < 1 or self.keys < 1 or self.rate_per_writer <= 0 or self.txn_rate <= 0:
             raise ValueError("writers, keys, rate_per_writer, txn_rate: must be positive")
-        if not any(fault_possible(kind, self.tier1, self.tier2) for kind in self.faults):
+        if self.zookeeper not in ("standalone", "ensemble"):
+            raise ValueError(f"zookeeper: standalone or ensemble, not {self.zookeeper}")
+        if not any(fault_possible(kind, self.tier1, self.tier2, self.zookeeper) for kind in self.faults):
             raise ValueError(
                 f"faults: {', '.join(self.faults)} cannot happen with Tier-1 {self.tier1} and Tier-2 {self.tier2} "
-                "(kill_nats_node and pause_nats_node need --tier1 jetstream, tier2_outage --tier2 s3)"
+                "(kill_nats_node and pause_nats_node need --tier1 jetstream, tier2_outage --tier2 s3, "
+                "kill_zookeeper_leader --zookeeper ensemble)"
             )
 
 
@@ -93,6 +99,7 @@ class Report:
     seed: int
     tier1: str
     tier2: str
+    zookeeper: str = "standalone"
     duration_s: float = 0.0
     faults: dict[str, int] = field(default_factory=dict)
     fault_seconds: dict[str, float] = field(default_factory=dict)
@@ -127,16 +134,16 @@ class Selftest:
         self.rng = random.Random(self.seed)
         self.checker = Checker()
         self.stats = LoadStats()
-        self.report = Report(self.seed, config.tier1, config.tier2)
+        self.report = Report(self.seed, config.tier1, config.tier2, config.zookeeper)
 
     async def run(self, base: Path) -> Report:
         cfg = self.config
         self.report.data_dir = str(base)
-        cluster = SelftestCluster(base, tier1=cfg.tier1, tier2=cfg.tier2)
+        cluster = SelftestCluster(base, tier1=cfg.tier1, tier2=cfg.tier2, zookeeper_mode=cfg.zookeeper)
         started = time.monotonic()
         log = _log_to(base / "logs" / "selftest.log")
         try:
-            what = f"Tier-1 {cfg.tier1}, Tier-2 {cfg.tier2}, seed {self.seed}"
+            what = f"Tier-1 {cfg.tier1}, Tier-2 {cfg.tier2}, ZooKeeper {cfg.zookeeper}, seed {self.seed}"
             self.console.print(f"selftest: starting the cluster under {base} ({what})", soft_wrap=True, markup=False)
             await cluster.start()
             uris = cluster.controller_uris
@@ -147,7 +154,7 @@ class Selftest:
                 StreamManager(check_controller) as check,
             ):
                 await self._create_streams(load)
-                await self._run_phases(cluster, load_controller, load, check, started)
+                await self._run_phases(cluster, load_controller, load, check)
         except (ClusterError, StuckOrFailed) as exc:  # what did not start or recover, with its log's tail
             self.report.failure = str(exc)
         except Exception as exc:  # reported with its traceback: the run fails (exit 1), nothing is hidden
@@ -170,8 +177,8 @@ class Selftest:
         load_controller: ControllerClient,
         load: StreamManager,
         check: StreamManager,
-        started: float,
     ) -> None:
+        """Load, verify and inject faults for ``duration_s`` from now (the cluster and the streams are up)."""
         cfg = self.config
         stalls = StallMeter()
         writers = [
@@ -195,8 +202,8 @@ class Selftest:
             loads.append(group.create_task(txn_writer.run(stop_load)))
             checks = [group.create_task(tail.run(stop_checks)), group.create_task(verifier.run(stop_checks))]
             fault_task = group.create_task(faults.run(stop_faults))
-            with self._progress(faults, verifier, started) as refresh:
-                while time.monotonic() - started < cfg.duration_s and not fault_task.done():
+            with self._progress(faults, verifier, faults.started) as refresh:
+                while time.monotonic() - faults.started < cfg.duration_s and not fault_task.done():
                     refresh()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(asyncio.shield(fault_task), 1.0)
@@ -228,7 +235,7 @@ class Selftest:
         self.report.fault_seconds = {kind: round(seconds, 1) for kind, seconds in faults.seconds.items()}
         self.report.most_faults_at_once = faults.most_at_once
         self.report.longest_write_stall_s = round(stalls.longest_s, 1)
-        self.report.longest_write_stall_from_s = round(stalls.longest_from - started, 1)
+        self.report.longest_write_stall_from_s = round(stalls.longest_from - faults.started, 1)
         self.report.fault_log = faults.log
         self.report.crashes = faults.crashes + [f"{n} exited with {c}" for n, c in cluster.crashed().items()]
         self.report.counts = self.checker.counts
@@ -296,7 +303,8 @@ def print_report(report: Report, console: Console) -> None:
     kinds = ", ".join(f"{k} {v} ({report.fault_seconds.get(k, 0):.0f} s)" for k, v in sorted(report.faults.items()))
     stall = f"{report.longest_write_stall_s:.1f} s, from {report.longest_write_stall_from_s:.0f} s"
     rows = [
-        ("duration", f"{report.duration_s:.0f} s (Tier-1 {report.tier1}, Tier-2 {report.tier2}, seed {report.seed})"),
+        ("duration", f"{report.duration_s:.0f} s (Tier-1 {report.tier1}, Tier-2 {report.tier2}, ZooKeeper "
+                     f"{report.zookeeper}, seed {report.seed})"),
         ("faults injected (time active)", f"{sum(report.faults.values())}: {kinds}"),
         ("most faults at once", str(report.most_faults_at_once)),
         ("longest write stall", stall),

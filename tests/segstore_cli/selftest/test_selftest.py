@@ -3,29 +3,14 @@ violation, and a run that loses data on purpose is caught (so a clean report mea
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from selftest_run import run_selftest
 
 from segstore_cli.main import main
 
 pytestmark = pytest.mark.integration
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
-
-
-def run_selftest(tmp_path: Path, *args: str, timeout_s: float) -> tuple[subprocess.CompletedProcess[str], dict]:
-    report = tmp_path / "report.json"
-    process = subprocess.run(
-        [sys.executable, "-m", "segstore_cli", "selftest", "--data-dir", str(tmp_path / "cluster"),
-         "--report", str(report), *args],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s,
-    )  # fmt: skip
-    assert report.exists(), f"no report; exit {process.returncode}\n{process.stdout[-3000:]}\n{process.stderr[-3000:]}"
-    return process, json.loads(report.read_text())
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ def targets(kind: str) -> list[tuple[str, ...]]:
     """The targets of a 3-store, 2-controller, 3-node NATS cluster (as ``FaultSchedule._targets`` lists them)."""
     if kind == "kill_during_recovery":
         return list(permutations(STORES, 2))
-    if kind.endswith("segmentstore"):
+    if kind.endswith("segmentstore") or kind == "partition_zookeeper":
         return [(s,) for s in STORES]
     if kind.endswith("controller"):
         return [(c,) for c in CONTROLLERS]
@@ -38,7 +38,8 @@ def test_claims_name_the_targets_and_what_a_kind_shares() -> None:
     assert claims_of("kill_segmentstore", ("ss2",)) == {"ss2"}
     assert claims_of("zombie_segmentstore", ("ss1",)) == {"ss1", ZOOKEEPER_UP}
     assert claims_of("kill_during_recovery", ("ss1", "ss3")) == {"ss1", "ss3", ZOOKEEPER_UP}
-    assert claims_of("restart_zookeeper", ()) == {ZOOKEEPER_UP}
+    assert claims_of("restart_zookeeper", ()) == {ZOOKEEPER_UP, "zookeeper-member"}
+    assert claims_of("kill_zookeeper_leader", ()) == {"zookeeper-member"}
     assert claims_of("scale", ()) == claims_of("truncate", ()) == {"stream-op"}
     assert claims_of("lose_data", ()) == {ALONE}
     assert [group_of(c) for c in ("ss12", "controller2", "nats0", "tier2")] == ["ss", "controller", "nats", "tier"]
@@ -76,6 +77,13 @@ def test_a_nats_majority_always_runs() -> None:
     one = [claims_of("pause_nats_node", ("nats0",))]
     assert not rule().admits(claims_of("kill_nats_node", ("nats1",)), one)
     assert rule().admits(claims_of("kill_segmentstore", ("ss1",)), one)
+
+
+def test_a_cluster_without_nats_admits_every_other_fault() -> None:
+    """File Tier-1: no NATS node, which must not block the faults of the other processes."""
+    no_nats = OverlapRule.for_cluster(2, segment_stores=3, controllers=2, nats_nodes=0)
+    assert no_nats.admits(claims_of("zombie_segmentstore", ("ss1",)), [])
+    assert no_nats.admits(claims_of("kill_controller", ("controller1",)), [claims_of("scale", ())])
 
 
 def test_nothing_waiting_for_a_session_to_expire_starts_while_zookeeper_is_down() -> None:
@@ -120,6 +128,7 @@ def test_picked_faults_never_break_the_rule() -> None:
         assert sum(group_of(c) == "ss" for c in taken) <= 2
         assert sum(group_of(c) == "controller" for c in taken) <= 1
         assert sum(group_of(c) == "nats" for c in taken) <= 1
+        assert taken.count("zookeeper-member") <= 1
     assert most == 3
 
 
