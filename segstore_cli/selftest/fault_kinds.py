@@ -9,6 +9,8 @@ WEIGHTS = {
     "pause_segmentstore": 3,
     "zombie_segmentstore": 2,
     "partition_zookeeper": 2,
+    "partition_nats": 1,
+    "partition_clients": 2,
     "kill_controller": 1,
     "pause_controller": 1,
     "restart_zookeeper": 1,
@@ -32,7 +34,7 @@ def fault_possible(kind: str, tier1: str, tier2: str, zookeeper: str = "standalo
     kill needs the ``ensemble``)."""
     if kind == "kill_zookeeper_leader":
         return zookeeper == "ensemble"
-    if kind in ("kill_nats_node", "pause_nats_node"):
+    if kind in ("kill_nats_node", "pause_nats_node", "partition_nats"):
         return tier1 == "jetstream"
     if kind == "tier2_outage":
         return tier2 == "s3"

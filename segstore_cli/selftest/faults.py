@@ -5,7 +5,9 @@ with JetStream Tier-1 sometimes with its disk wiped), a kill of a segment store 
 it recovers the first one's containers, SIGSTOP of a segment store for 1-12 s (sometimes past its 4 s session),
 a zombie segment store (SIGSTOP for its session timeout plus 3-8 s: its containers are taken over; woken up, it
 must be fenced), a segment store cut off ZooKeeper for 1-12 s (a partition through its ``proxy``: connections
-reset or blackholed; past its session it runs on, its containers move, it must be fenced), kill -9 and SIGSTOP
+reset or blackholed; past its session it runs on, its containers move, it must be fenced) or off every NATS node
+for 1-8 s (JetStream Tier-1: its appends wait, or fail and are retried), or off its clients (writers, readers,
+controllers) for 1-8 s, kill -9 and SIGSTOP
 of a controller, a ZooKeeper kill -9 and restart (with the ensemble: all of it, or only its leader, found by
 ``srvr``), a NATS node kill and a NATS node SIGSTOP for 2-8 s (JetStream Tier-1), and operations a user does:
 scale a stream up or down, truncate it at a cut the verifier has read, and a Tier-2 outage (the S3 server frozen
@@ -43,6 +45,13 @@ SCALE_TIMEOUT_S = 120.0
 ZOMBIE_MARGIN_S = (3.0, 8.0)
 """A zombie's pause beyond its ZooKeeper session timeout (enough for the session to expire on ZooKeeper's tick
 and the controller to move its containers)."""
+
+
+ONE_SEGMENT_STORE = (
+    "kill_segmentstore", "pause_segmentstore", "zombie_segmentstore", "partition_zookeeper", "partition_nats",
+    "partition_clients",
+)  # fmt: skip
+"""The kinds that act on one segment store."""
 
 
 class StuckError(RuntimeError):
@@ -124,7 +133,7 @@ class FaultSchedule:
         stores = self.cluster.segment_store_names
         if kind == "kill_during_recovery":
             return list(permutations(stores, 2))
-        if kind in ("kill_segmentstore", "pause_segmentstore", "zombie_segmentstore", "partition_zookeeper"):
+        if kind in ONE_SEGMENT_STORE:
             return [(name,) for name in stores]
         if kind in ("kill_controller", "pause_controller"):
             return [(name,) for name in self.cluster.controller_names]
@@ -176,10 +185,26 @@ class FaultSchedule:
     async def _partition_zookeeper(self, rng: random.Random, name: str) -> str:
         mode = rng.choice(MODES)
         cut_s = rng.uniform(1.0, 12.0)
-        self.cluster.partition_zookeeper(name, mode)
+        self.cluster.partition(name, "zookeeper", mode)
         await asyncio.sleep(cut_s)
-        self.cluster.heal_partition(name)
+        self.cluster.heal_partition(name, "zookeeper")
         return f"partition {name} from ZooKeeper ({mode}) for {cut_s:.1f}s"
+
+    async def _partition_nats(self, rng: random.Random, name: str) -> str:
+        mode = rng.choice(MODES)
+        cut_s = rng.uniform(1.0, 8.0)
+        self.cluster.partition(name, "nats", mode)
+        await asyncio.sleep(cut_s)
+        self.cluster.heal_partition(name, "nats")
+        return f"partition {name} from NATS ({mode}) for {cut_s:.1f}s"
+
+    async def _partition_clients(self, rng: random.Random, name: str) -> str:
+        mode = rng.choice(MODES)
+        cut_s = rng.uniform(1.0, 8.0)
+        self.cluster.partition(name, "clients", mode)
+        await asyncio.sleep(cut_s)
+        self.cluster.heal_partition(name, "clients")
+        return f"partition {name} from its clients ({mode}) for {cut_s:.1f}s"
 
     async def _kill_controller(self, rng: random.Random, name: str) -> str:
         down_s = rng.uniform(0.5, 4.0)

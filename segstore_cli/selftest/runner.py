@@ -89,7 +89,7 @@ class SelftestConfig:
         if not any(fault_possible(kind, self.tier1, self.tier2, self.zookeeper) for kind in self.faults):
             raise ValueError(
                 f"faults: {', '.join(self.faults)} cannot happen with Tier-1 {self.tier1} and Tier-2 {self.tier2} "
-                "(kill_nats_node and pause_nats_node need --tier1 jetstream, tier2_outage --tier2 s3, "
+                "(kill_nats_node, pause_nats_node and partition_nats need --tier1 jetstream, tier2_outage --tier2 s3, "
                 "kill_zookeeper_leader --zookeeper ensemble)"
             )
 

@@ -67,3 +67,17 @@ def test_segment_stores_cut_off_zookeeper_are_fenced_and_lose_nothing(tmp_path: 
         assert found, line
         if float(found.group(3)) > 8:  # well past the 4 s session: it expired, the store stopped its containers
             assert "ZooKeeper session lost" in (logs / f"{found.group(1)}.log").read_text(), summary(report)
+
+
+@pytest.mark.timeout(420)
+def test_segment_stores_cut_off_nats_or_their_clients_lose_nothing(tmp_path: Path) -> None:
+    process, report = run_selftest(
+        tmp_path, "--duration", "40", "--tier1", "jetstream", "--tier2", "fs", "--faults",
+        "partition_nats,partition_clients", timeout_s=360,
+    )  # fmt: skip
+    assert process.returncode == 0 and report["ok"], f"{summary(report)}\n{report['examples']}\n{report['crashes']}"
+    assert sum(report["faults"].values()) >= 3, summary(report)
+    for name in ("ss1", "ss2", "ss3"):  # clients reach each store through its proxy: it advertises the proxy's port
+        ready = re.search(rb"ready on 127.0.0.1:(\d+) \(cluster mode, registered as 127.0.0.1:(\d+)",
+                          (tmp_path / "cluster" / "logs" / f"{name}.log").read_bytes())  # fmt: skip
+        assert ready and ready.group(1) != ready.group(2), name

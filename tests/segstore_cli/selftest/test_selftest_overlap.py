@@ -25,7 +25,7 @@ def targets(kind: str) -> list[tuple[str, ...]]:
     """The targets of a 3-store, 2-controller, 3-node NATS cluster (as ``FaultSchedule._targets`` lists them)."""
     if kind == "kill_during_recovery":
         return list(permutations(STORES, 2))
-    if kind.endswith("segmentstore") or kind == "partition_zookeeper":
+    if kind.endswith("segmentstore") or kind.startswith("partition_"):
         return [(s,) for s in STORES]
     if kind.endswith("controller"):
         return [(c,) for c in CONTROLLERS]
