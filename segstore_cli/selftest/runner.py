@@ -158,7 +158,11 @@ class Selftest:
         except (ClusterError, StuckOrFailed) as exc:  # what did not start or recover, with its log's tail
             self.report.failure = str(exc)
         except Exception as exc:  # reported with its traceback: the run fails (exit 1), nothing is hidden
-            self.report.failure = "".join(traceback.format_exception(exc)).strip()
+            known, other = exc.split((ClusterError, StuckOrFailed)) if isinstance(exc, ExceptionGroup) else (None, exc)
+            if known is not None and other is None:  # from inside the task group: the message, no traceback
+                self.report.failure = "; ".join(str(e) for e in _leaves(known))
+            else:
+                self.report.failure = "".join(traceback.format_exception(exc)).strip()
         finally:
             self.report.duration_s = round(time.monotonic() - started, 1)
             await cluster.stop()
@@ -196,52 +200,57 @@ class Selftest:
         )  # fmt: skip
         stop_faults, stop_load, stop_checks = asyncio.Event(), asyncio.Event(), asyncio.Event()
         loop = asyncio.get_running_loop()
-        async with asyncio.TaskGroup() as group:
-            stalls.start(loop.time())
-            loads = [group.create_task(w.run(stop_load)) for w in writers]
-            loads.append(group.create_task(txn_writer.run(stop_load)))
-            checks = [group.create_task(tail.run(stop_checks)), group.create_task(verifier.run(stop_checks))]
-            fault_task = group.create_task(faults.run(stop_faults))
-            with self._progress(faults, verifier, faults.started) as refresh:
-                while time.monotonic() - faults.started < cfg.duration_s and not fault_task.done():
-                    refresh()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(fault_task), 1.0)
-                stop_faults.set()
-                await fault_task
-                await cluster.heal()
-                refresh("draining")
-                stalls.stop(loop.time())
-                stop_load.set()
-                try:
-                    async with asyncio.timeout(DRAIN_TIMEOUT_S):
-                        await asyncio.gather(*loads)
-                        await txn_writer.resolve(DRAIN_TIMEOUT_S)
-                except TimeoutError as exc:
-                    raise StuckOrFailed(f"the writers did not drain within {DRAIN_TIMEOUT_S:.0f} s") from exc
-                await self._tail_caught_up(tail, writers)
-                stop_checks.set()
-                await asyncio.gather(*checks)
-                refresh("final checks")
-                try:
-                    async with asyncio.timeout(FINAL_CHECK_TIMEOUT_S):
-                        await verifier.round()
-                        await verifier.round()
-                except TimeoutError as exc:
-                    raise StuckOrFailed(f"the final reads did not finish within {FINAL_CHECK_TIMEOUT_S:.0f} s") from exc
-                self.checker.finish()
-                refresh("done")
-        self.report.faults = dict(faults.injected)
-        self.report.fault_seconds = {kind: round(seconds, 1) for kind, seconds in faults.seconds.items()}
-        self.report.most_faults_at_once = faults.most_at_once
-        self.report.longest_write_stall_s = round(stalls.longest_s, 1)
-        self.report.longest_write_stall_from_s = round(stalls.longest_from - faults.started, 1)
-        self.report.fault_log = faults.log
-        self.report.crashes = faults.crashes + [f"{n} exited with {c}" for n, c in cluster.crashed().items()]
-        self.report.counts = self.checker.counts
-        self.report.load = self.stats
-        self.report.verifier_rounds = verifier.rounds
-        self.report.examples = self.checker.examples
+        try:
+            async with asyncio.TaskGroup() as group:
+                stalls.start(loop.time())
+                loads = [group.create_task(w.run(stop_load)) for w in writers]
+                loads.append(group.create_task(txn_writer.run(stop_load)))
+                checks = [group.create_task(tail.run(stop_checks)), group.create_task(verifier.run(stop_checks))]
+                fault_task = group.create_task(faults.run(stop_faults))
+                with self._progress(faults, verifier, faults.started) as refresh:
+                    while time.monotonic() - faults.started < cfg.duration_s and not fault_task.done():
+                        refresh()
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(asyncio.shield(fault_task), 1.0)
+                    stop_faults.set()
+                    await fault_task
+                    await cluster.heal()
+                    refresh("draining")
+                    stalls.stop(loop.time())
+                    stop_load.set()
+                    try:
+                        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+                            await asyncio.gather(*loads)
+                            await txn_writer.resolve(DRAIN_TIMEOUT_S)
+                    except TimeoutError as exc:
+                        raise StuckOrFailed(f"the writers did not drain within {DRAIN_TIMEOUT_S:.0f} s") from exc
+                    await self._tail_caught_up(tail, writers)
+                    stop_checks.set()
+                    await asyncio.gather(*checks)
+                    refresh("final checks")
+                    try:
+                        async with asyncio.timeout(FINAL_CHECK_TIMEOUT_S):
+                            await verifier.round()
+                            await verifier.round()
+                    except TimeoutError as exc:
+                        raise StuckOrFailed(
+                            f"the final reads did not finish within {FINAL_CHECK_TIMEOUT_S:.0f} s"
+                        ) from exc
+                    self.checker.finish()
+                    refresh("done")
+        finally:  # what was measured, also when the run fails
+            stalls.stop(loop.time())
+            self.report.faults = dict(faults.injected)
+            self.report.fault_seconds = {kind: round(seconds, 1) for kind, seconds in faults.seconds.items()}
+            self.report.most_faults_at_once = faults.most_at_once
+            self.report.longest_write_stall_s = round(stalls.longest_s, 1)
+            self.report.longest_write_stall_from_s = round(stalls.longest_from - faults.started, 1)
+            self.report.fault_log = faults.log
+            self.report.crashes = faults.crashes + [f"{n} exited with {c}" for n, c in cluster.crashed().items()]
+            self.report.counts = self.checker.counts
+            self.report.load = self.stats
+            self.report.verifier_rounds = verifier.rounds
+            self.report.examples = self.checker.examples
 
     async def _tail_caught_up(self, tail: TailReader, writers: list[PlainWriter]) -> None:
         """The reader following the tail reads the last acknowledged event of every writer (within a deadline)."""
@@ -250,7 +259,10 @@ class Selftest:
         while not all(tail.has_read(event) for event in last):
             if time.monotonic() > deadline:
                 missing = [e for e in last if not tail.has_read(e)]
-                raise StuckOrFailed(f"the tail reader did not read {len(missing)} last events, e.g. {missing[0]}")
+                raise StuckOrFailed(
+                    f"the tail reader did not read {len(missing)} last events in {TAIL_CATCH_UP_S:.0f} s, e.g. "
+                    f"{missing[0]} (restarts {tail.stats.tail_restarts}, last error {tail.last_error!r})"
+                )
             await asyncio.sleep(0.2)
 
     @contextlib.contextmanager
@@ -291,6 +303,10 @@ def _log_to(path: Path) -> logging.Handler:
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     return handler
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    return [leaf for e in group.exceptions for leaf in (_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])]
 
 
 class StuckOrFailed(RuntimeError):
