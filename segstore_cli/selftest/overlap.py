@@ -7,15 +7,17 @@ every combination inside what the cluster survives, so a run with overlapping fa
 violations and recover:
 
 - at most ``at_once`` faults are active together (``segstore selftest --faults-at-once``, default 2);
-- no two active faults claim the same thing (one fault per process; one Tier-2 outage; one stream operation,
-  a scale or a truncation, at a time);
+- no two active faults claim the same thing but ``needs-zookeeper`` (one fault per process; one Tier-2 outage;
+  one stream operation, a scale or a truncation, at a time);
 - segment stores: at most all but one out (killed, paused or cut off ZooKeeper; with 3, two) - someone must take
   the containers over;
 - controllers: at most all but one out (clients fail over to the other);
 - NATS nodes (JetStream Tier-1, R3): at most a minority out (killed or paused), so the streams keep a quorum;
 - ZooKeeper: one fault at a time (``zookeeper-member``: with the 3-member ensemble, one member out, a minority);
-  while it is all down (``restart_zookeeper``, ``zookeeper-up``) nothing else that needs it, a zombie or a kill
-  during recovery, both waiting for a session to expire, is started;
+  while it is all down (``restart_zookeeper``, ``zookeeper-down``) nothing that needs it (``needs-zookeeper``) is
+  started: a zombie or a kill during recovery, both waiting for a session to expire, or a kill of a segment store
+  or controller, whose restart gives up when ZooKeeper does not answer in time (a ZooKeeper restart took 17 s on a
+  loaded machine);
 - ``lose_data`` (the sabotage) runs alone.
 """
 
@@ -26,16 +28,21 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-ZOOKEEPER_UP = "zookeeper-up"
-"""Claimed by what takes the standalone ZooKeeper down and by what needs a ZooKeeper session to expire."""
+ZOOKEEPER_DOWN = "zookeeper-down"
+"""Claimed by what takes all of ZooKeeper down."""
+NEEDS_ZOOKEEPER = "needs-zookeeper"
+"""Claimed by what needs ZooKeeper up: a session to expire, a process to restart. Several may hold it together,
+never next to :data:`ZOOKEEPER_DOWN`."""
 ALONE = "*"
 """Claimed by a fault that runs with no other."""
 
 _SHARED = {
-    "restart_zookeeper": (ZOOKEEPER_UP, "zookeeper-member"),
+    "restart_zookeeper": (ZOOKEEPER_DOWN, "zookeeper-member"),
     "kill_zookeeper_leader": ("zookeeper-member",),
-    "zombie_segmentstore": (ZOOKEEPER_UP,),
-    "kill_during_recovery": (ZOOKEEPER_UP,),
+    "zombie_segmentstore": (NEEDS_ZOOKEEPER,),
+    "kill_during_recovery": (NEEDS_ZOOKEEPER,),
+    "kill_segmentstore": (NEEDS_ZOOKEEPER,),
+    "kill_controller": (NEEDS_ZOOKEEPER,),
     "tier2_outage": ("tier2",),
     "scale": ("stream-op",),
     "truncate": ("stream-op",),
@@ -78,9 +85,11 @@ class OverlapRule:
         taken: set[str] = set().union(*active)
         if active and (ALONE in claims or ALONE in taken):
             return False
-        if claims & taken:
+        if (claims & taken) - {NEEDS_ZOOKEEPER}:
             return False
         together = taken | claims
+        if ZOOKEEPER_DOWN in together and NEEDS_ZOOKEEPER in together:
+            return False
         return all(sum(1 for c in together if group_of(c) == group) <= limit for group, limit in self.out.items())
 
 

@@ -8,7 +8,15 @@ from itertools import permutations
 import pytest
 
 from segstore_cli.selftest.fault_kinds import WEIGHTS
-from segstore_cli.selftest.overlap import ALONE, ZOOKEEPER_UP, OverlapRule, claims_of, group_of, pick_fault
+from segstore_cli.selftest.overlap import (
+    ALONE,
+    NEEDS_ZOOKEEPER,
+    ZOOKEEPER_DOWN,
+    OverlapRule,
+    claims_of,
+    group_of,
+    pick_fault,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -35,10 +43,11 @@ def targets(kind: str) -> list[tuple[str, ...]]:
 
 
 def test_claims_name_the_targets_and_what_a_kind_shares() -> None:
-    assert claims_of("kill_segmentstore", ("ss2",)) == {"ss2"}
-    assert claims_of("zombie_segmentstore", ("ss1",)) == {"ss1", ZOOKEEPER_UP}
-    assert claims_of("kill_during_recovery", ("ss1", "ss3")) == {"ss1", "ss3", ZOOKEEPER_UP}
-    assert claims_of("restart_zookeeper", ()) == {ZOOKEEPER_UP, "zookeeper-member"}
+    assert claims_of("kill_segmentstore", ("ss2",)) == {"ss2", NEEDS_ZOOKEEPER}
+    assert claims_of("pause_segmentstore", ("ss2",)) == {"ss2"}
+    assert claims_of("zombie_segmentstore", ("ss1",)) == {"ss1", NEEDS_ZOOKEEPER}
+    assert claims_of("kill_during_recovery", ("ss1", "ss3")) == {"ss1", "ss3", NEEDS_ZOOKEEPER}
+    assert claims_of("restart_zookeeper", ()) == {ZOOKEEPER_DOWN, "zookeeper-member"}
     assert claims_of("kill_zookeeper_leader", ()) == {"zookeeper-member"}
     assert claims_of("scale", ()) == claims_of("truncate", ()) == {"stream-op"}
     assert claims_of("lose_data", ()) == {ALONE}
@@ -52,6 +61,12 @@ def test_at_most_at_once_faults_are_active() -> None:
     assert not rule(1).admits(claims_of("scale", ()), active[:1])
     with pytest.raises(ValueError, match="faults_at_once"):
         OverlapRule.for_cluster(0, segment_stores=3, controllers=2, nats_nodes=3)
+
+
+def test_faults_that_need_zookeeper_overlap_each_other() -> None:
+    zombie = [claims_of("zombie_segmentstore", ("ss1",))]
+    assert rule().admits(claims_of("kill_segmentstore", ("ss2",)), zombie)
+    assert rule().admits(claims_of("kill_controller", ("controller1",)), zombie)
 
 
 def test_a_process_has_one_fault_at_a_time() -> None:
@@ -90,7 +105,10 @@ def test_nothing_waiting_for_a_session_to_expire_starts_while_zookeeper_is_down(
     down = [claims_of("restart_zookeeper", ())]
     assert not rule().admits(claims_of("zombie_segmentstore", ("ss1",)), down)
     assert not rule().admits(claims_of("kill_during_recovery", ("ss1", "ss2")), down)
-    assert rule().admits(claims_of("kill_segmentstore", ("ss1",)), down)
+    assert not rule().admits(claims_of("kill_segmentstore", ("ss1",)), down)  # its restart needs ZooKeeper
+    assert not rule().admits(claims_of("kill_controller", ("controller1",)), down)
+    assert rule().admits(claims_of("pause_segmentstore", ("ss1",)), down)
+    assert rule().admits(claims_of("partition_zookeeper", ("ss1",)), down)
 
 
 def test_one_stream_operation_and_one_tier2_outage_at_a_time() -> None:
@@ -124,11 +142,13 @@ def test_picked_faults_never_break_the_rule() -> None:
         active.append(claims)
         most = max(most, len(active))
         taken = [c for a in active for c in a]
-        assert len(taken) == len(set(taken))  # nothing claimed twice
+        shared = [c for c in taken if c != NEEDS_ZOOKEEPER]
+        assert len(shared) == len(set(shared))  # nothing claimed twice but the need of ZooKeeper
         assert sum(group_of(c) == "ss" for c in taken) <= 2
         assert sum(group_of(c) == "controller" for c in taken) <= 1
         assert sum(group_of(c) == "nats" for c in taken) <= 1
         assert taken.count("zookeeper-member") <= 1
+        assert not (ZOOKEEPER_DOWN in taken and NEEDS_ZOOKEEPER in taken)
     assert most == 3
 
 
