@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import shutil
 import signal
 import sys
@@ -46,6 +47,7 @@ from segstore_shared.coordination.zookeeper_server import (
     ZooKeeperStartError,
     find_zookeeper_classpath,
     free_port,
+    port_is_free,
 )
 from segstore_shared.errors import SegstoreError
 from segstore_shared.processes import die_with_parent_env
@@ -59,6 +61,22 @@ READY_TIMEOUT_S = 90.0
 ENSEMBLE_SIZE = 3
 ENSEMBLE_START_ATTEMPTS = 3
 LEADER_TIMEOUT_S = 60.0
+
+
+def restartable_port() -> int:
+    """A free port below the ephemeral range (``ip_local_port_range``) for a process restarted on the same port: a
+    port picked by binding 0 is in that range, and while its process is down an outgoing connection (a proxy's, a
+    client's) may take it as its local port (a controller restart failed on "address already in use")."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return free_port()
+    rng = random.SystemRandom()
+    for _ in range(100):
+        port = rng.randrange(max(1024, low - 12_000), low)
+        if port_is_free("127.0.0.1", port):
+            return port
+    return free_port()
 
 
 class ClusterError(SegstoreError):
@@ -229,7 +247,9 @@ class SelftestCluster:
             await self._start_ensemble()
             zk = self.ensemble.connect_string if self.ensemble is not None else ""
         else:
-            self.zookeeper = EmbeddedZooKeeper(ZooKeeperConfig(data_dir=self.base / "zookeeper", port=free_port()))
+            self.zookeeper = EmbeddedZooKeeper(
+                ZooKeeperConfig(data_dir=self.base / "zookeeper", port=restartable_port())
+            )
             await asyncio.to_thread(self.zookeeper.start)
             zk = self.zookeeper.connect_string
         tier1_args = ["--tier1", "file"]
@@ -254,7 +274,8 @@ class SelftestCluster:
             }
         for i in range(1, self.controllers + 1):
             name = f"controller{i}"
-            args = ["controller", "--zookeeper", zk, "--port", str(free_port()), "--container-count", str(CONTAINERS)]
+            args = ["controller", "--zookeeper", zk, "--port", str(restartable_port()),
+                    "--container-count", str(CONTAINERS)]  # fmt: skip
             self.children[name] = Child(name, args, self.logs / f"{name}.log")
         for i in range(1, self.segment_stores + 1):
             name = f"ss{i}"
@@ -266,7 +287,7 @@ class SelftestCluster:
                 nats_via = await self._proxies(name, "nats", nodes)
                 tier1_args = ["--tier1", "jetstream", "--nats", ",".join(f"nats://{a}" for a in nats_via.split(",")),
                               "--nats-monitor", self.nats.monitors]  # fmt: skip
-            port = free_port()
+            port = restartable_port()
             clients_via = await self._proxies(name, "clients", [("127.0.0.1", port)])
             args = [
                 "segmentstore", "--cluster", "--zookeeper", zk_via, "--port", str(port),

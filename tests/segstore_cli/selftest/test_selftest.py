@@ -24,7 +24,8 @@ def test_two_minutes_of_faults_lose_nothing(tmp_path: Path) -> None:
     assert report["most_faults_at_once"] >= 2, summary  # faults overlapped (default: at most 2 at once)
     assert set(report["fault_seconds"]) == set(report["faults"]), summary
     assert 0 < report["longest_write_stall_s"] < 120, summary
-    assert counts["acked"] >= 5_000 and counts["read"] == counts["acked"], summary
+    assert counts["acked"] >= 5_000 and counts["lost"] == 0, summary
+    assert counts["read"] >= counts["acked"], summary  # and events written, not acknowledged (a writer failed)
     assert counts["read_txn"] > 0 and report["load"]["tail_read"] > 0, summary
     assert "PASSED" in process.stdout and "longest write stall" in process.stdout
 

@@ -1,14 +1,18 @@
 """The self-tester's TCP proxy on real loopback sockets: it forwards, a ``drop`` partition resets, a ``blackhole``
-holds the bytes and delivers them in order once healed."""
+holds the bytes and delivers them in order once healed. And the ports of the processes it restarts are outside the
+ephemeral range (no outgoing connection takes one while its process is down)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
+from segstore_cli.selftest.cluster import restartable_port
 from segstore_cli.selftest.proxy import TcpProxy
+from segstore_shared.processes import port_is_free
 
 pytestmark = pytest.mark.unit
 
@@ -80,3 +84,9 @@ async def test_a_blackhole_holds_the_bytes_and_delivers_them_in_order_when_heale
 async def test_an_unknown_mode_is_refused(proxy: TcpProxy) -> None:
     with pytest.raises(ValueError, match="mode: one of drop, blackhole"):
         proxy.cut("slow")
+
+
+def test_restarted_processes_get_free_ports_below_the_ephemeral_range() -> None:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [restartable_port() for _ in range(20)]
+    assert all(1024 <= port < low and port_is_free("127.0.0.1", port) for port in ports), ports
