@@ -27,6 +27,7 @@ from controller.config import ControllerConfig
 from controller.errors import (
     ControllerUnavailableError,
     ReaderGroupNotFoundError,
+    StreamBeingCreatedError,
     StreamNotFoundError,
     SubscriberNotFoundError,
     from_metadata,
@@ -216,11 +217,25 @@ class ControllerCore:
         self.metrics.truncated("request")
 
     # ---- segments -------------------------------------------------------------------------------------------
+    async def _created_state(self, scope: str, stream: str) -> StreamState:
+        """The stream's state once its creation has finished. A stream is listed (and ``stream_exists``) from the
+        moment its node is written, before its records and first segments: until its state leaves ``CREATING``,
+        :class:`StreamBeingCreatedError` (retriable), never a half-made answer (a missing record, a segment the
+        segment store does not have yet)."""
+        with from_metadata(scope, stream):
+            try:
+                state = await self.store.get_state(scope, stream)
+            except md.DataNotFoundError:  # the state record comes after the stream node
+                raise StreamBeingCreatedError(scope, stream) from None
+        if state == StreamState.CREATING:
+            raise StreamBeingCreatedError(scope, stream)
+        return state
+
     async def current_segments(self, scope: str, stream: str) -> list[SegmentRange]:
         """The active segments; none once the stream is sealed (as Pravega's ``getActiveSegments``)."""
+        if await self._created_state(scope, stream) == StreamState.SEALED:
+            return []
         with from_metadata(scope, stream):
-            if await self.store.get_state(scope, stream) == StreamState.SEALED:
-                return []
             return await self.store.get_current_segments(scope, stream)
 
     async def epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
@@ -232,6 +247,7 @@ class ControllerCore:
         return [s.range for s in sorted(record.segments, key=lambda s: s.key_start)]
 
     async def segments_at_time(self, scope: str, stream: str, time_ms: int) -> dict[int, int]:
+        await self._created_state(scope, stream)
         with from_metadata(scope, stream):
             return dict((await self.store.get_segments_at_time(scope, stream, time_ms)).positions)
 

@@ -63,6 +63,17 @@ class StreamBusyError(StreamError):
     retriable = True
 
 
+class StreamBeingCreatedError(StreamError):
+    """The stream is listed but its creation has not finished (records or first segments still missing): a
+    lookup of its segments or a transaction waits for it. Retriable (``UNAVAILABLE``): clients retry within their
+    time budget, so a reader that finds a new stream in a listing sees it whole a moment later."""
+
+    retriable = True
+
+    def __init__(self, scope: str, stream: str) -> None:
+        super().__init__(scope, stream, "is still being created")
+
+
 class InvalidStreamCutError(StreamError):
     """A stream cut that does not describe a valid position (or is behind the truncation point)."""
 

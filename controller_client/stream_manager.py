@@ -45,7 +45,7 @@ from controller_client.model import (
 from controller_client.ports import ControllerApi, Endpoint
 from controller_client.reader_groups.group import ReaderGroup, create_reader_group, open_reader_group
 from controller_client.readers.stream_reader import StreamReader, StreamReaderConfig, read_segment_range
-from controller_client.watermarks import Watermark, mark_stream
+from controller_client.watermarks import Watermark, decode_watermark_events, mark_stream
 from controller_client.writers.event_writer import EventStreamWriter, EventWriterConfig
 from controller_client.writers.routing import KeyHasher
 from controller_client.writers.txn_writer import TransactionalEventStreamWriter, TxnWriterConfig
@@ -57,6 +57,7 @@ from segment_store.client import (
     ReaderConfig,
     RetryPolicy,
     SegmentClient,
+    SegmentIsTruncatedError,
     SegmentStatus,
     SegmentStoreUnreachableError,
     WrongHostError,
@@ -396,6 +397,29 @@ class StreamManager:
         except NoSuchSegmentError:
             return []
         return [Watermark.decode(event.data) for event in parse_events(data)]
+
+    async def watermarks_from(self, scope: str, stream: str, offset: int = 0) -> tuple[list[Watermark], int]:
+        """The watermarks whose events start at or after ``offset`` of the mark segment (0, or an offset this
+        returned before: an event boundary), oldest first, and where to read from next time (after the last whole
+        event: a partial last one is left for then). Below the segment's start (truncated) it reads from the start,
+        so the truncated watermarks are skipped; no mark segment yet (no writer noted a time): ``([], offset)``.
+        Only the new bytes are read, so a reader that follows the stream pays for each watermark once."""
+        mark = mark_stream(stream)
+        name = qualified_segment_name(scope, mark, 0)
+        try:
+            info = await self._segment_call(name, lambda: self.client.get_segment_info(name))
+            start = max(offset, info.start_offset)
+            if not info.exists or info.deleted or start >= info.write_offset:
+                return [], start
+            try:
+                data = await self._segment_call(
+                    name, lambda: self.read_segment_range(scope, mark, 0, start, info.write_offset)
+                )
+            except SegmentIsTruncatedError as error:  # truncated between the two calls: from its new start
+                return await self.watermarks_from(scope, stream, error.start_offset)
+        except NoSuchSegmentError:
+            return [], offset
+        return decode_watermark_events(data, start)
 
     # ---- key-value tables ---------------------------------------------------------------------------------
     def _kvt_controller(self) -> KvtControllerApi:

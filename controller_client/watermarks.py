@@ -20,6 +20,8 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from segment_store.protocol import EventParser
+
 MARK_PREFIX = "_MARK"
 
 _LONG = struct.Struct(">q")
@@ -81,6 +83,15 @@ class Watermark:
 def mark_stream(stream: str) -> str:
     """The name of a stream's mark stream (Pravega's ``NameUtils.getMarkStreamForStream``)."""
     return MARK_PREFIX + stream
+
+
+def decode_watermark_events(data: bytes, start_offset: int) -> tuple[list[Watermark], int]:
+    """The watermarks of the mark segment's bytes ``data`` (which begin at event boundary ``start_offset``) and the
+    offset after the last whole event: a partial last event (bytes not all written or read yet) is left out, to
+    be read again from there."""
+    parser = EventParser(start_offset)
+    parser.feed(data)
+    return [Watermark.decode(event.data) for event in parser], parser.offset
 
 
 def _versioned(revision_body: bytes) -> bytes:

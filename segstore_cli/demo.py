@@ -41,10 +41,12 @@ def _start_standalone(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
 
 
 def _spark_job(controller: str, checkpoint: str) -> bool:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     import pravega_spark
 
+    ours = SparkContext._active_spark_context is None  # a session the caller runs is theirs to stop, not ours
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("segstore-demo")
@@ -104,7 +106,10 @@ def _spark_job(controller: str, checkpoint: str) -> bool:
         print(f"[check] every order exactly once: {exactly_once}; each customer's orders in order: {in_order}")
         return exactly_once and in_order and batch_rows == ORDERS
     finally:
-        spark.stop()
+        if ours:
+            spark.stop()
+        else:
+            spark.catalog.dropTempView("orders_read")
 
 
 def run_demo(data_dir: Path | None = None) -> int:

@@ -30,7 +30,13 @@ import uuid
 from collections.abc import Callable, Iterable
 
 from controller.config import ControllerConfig
-from controller.errors import LeaseTooLargeError, StreamSealedError, TxnStateError, from_metadata
+from controller.errors import (
+    LeaseTooLargeError,
+    StreamBeingCreatedError,
+    StreamSealedError,
+    TxnStateError,
+    from_metadata,
+)
 from controller.metadata import StreamMetadataStore, StreamState
 from controller.metadata import errors as md
 from controller.segment_ops import SegmentStoreOps
@@ -85,7 +91,11 @@ class TxnWorkflows:
         with from_metadata(scope, stream, str(txn_id)):
             try:
                 info = await self._store.create_txn(scope, stream, txn_id, lease)
+            except md.DataNotFoundError:  # the state or current record is not written yet
+                raise StreamBeingCreatedError(scope, stream) from None
             except md.IllegalStreamStateError:
+                if await self._store.get_state(scope, stream) == StreamState.CREATING:
+                    raise StreamBeingCreatedError(scope, stream) from None
                 raise StreamSealedError(scope, stream) from None
             epoch = await self._store.get_epoch(scope, stream, info.epoch)
         await asyncio.gather(

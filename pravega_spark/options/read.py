@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from controller_client.model import InvalidModelError, validate_scope_name, validate_stream_name
 from pravega_spark.errors import OffsetFormatError, SegstoreOptionError, StreamCutTextError
 from pravega_spark.offsets import INITIAL, ReadState, initial_offset
+from pravega_spark.options.admission import AdmissionOptions
 from pravega_spark.options.common import DEFAULT_CONTROLLER_TIMEOUT_MS, Options, StreamTarget
 from pravega_spark.options.stream_creation import StreamCreation
 from pravega_spark.options.stream_cut_text import decode_text
 from pravega_spark.options.tier2_location import Tier2Location
+from pravega_spark.options.timestamps import BeyondTail, Fallback, StreamTimestamps, beyond_tail_strategy, parse_times
 
 PositionKind = Literal["earliest", "latest", "cut", "timestamp"]
 MetadataMode = Literal["Streams", "StreamInfo"]
@@ -34,6 +36,10 @@ class Position:
     """The option it came from (for error messages)."""
     cut: ReadState | None = None
     timestamp_ms: int | None = None
+    by_stream: StreamTimestamps | None = None
+    """A time per stream (kind ``timestamp``; :mod:`pravega_spark.options.timestamps`) instead of ``timestamp_ms``."""
+    beyond_tail: BeyondTail = "latest"
+    """Option ``startingTimestampStrategy``: what a start time after a stream's last event means."""
 
     @classmethod
     def earliest(cls, option: str) -> Position:
@@ -55,6 +61,10 @@ class Position:
         start: dict[str, Any] = {"kind": self.kind, "option": self.option}
         if self.timestamp_ms is not None:
             start["timestampMs"] = self.timestamp_ms
+        if self.by_stream is not None:
+            start["byStream"] = self.by_stream.to_json()
+        if self.beyond_tail != "latest":
+            start["beyondTail"] = self.beyond_tail
         if self.cut is not None:
             start["cut"] = self.cut.to_offset()
         return initial_offset(scope, stream, start)
@@ -67,11 +77,16 @@ class Position:
             raise OffsetFormatError(f"not an initial offset of this source: {offset!r}")
         kind = start["kind"]
         option = str(start.get("option", "startingOffsets"))
+        strategy: BeyondTail = "error" if start.get("beyondTail") == "error" else "latest"
+        if kind == "timestamp" and "byStream" in start:
+            return cls(
+                "timestamp", option, by_stream=StreamTimestamps.from_json(start["byStream"]), beyond_tail=strategy
+            )
         if kind == "timestamp":
             timestamp = start.get("timestampMs")
             if isinstance(timestamp, bool) or not isinstance(timestamp, int) or timestamp < 0:
                 raise OffsetFormatError(f"initial offset: 'timestampMs' must be epoch ms, got {timestamp!r}")
-            return cls("timestamp", option, timestamp_ms=timestamp)
+            return cls("timestamp", option, timestamp_ms=timestamp, beyond_tail=strategy)
         if kind == "cut":
             cut = ReadState.from_offset(start.get("cut"), offset.get("scope"), offset.get("stream"), allow_end=True)
             return cls("cut", option, cut=cut)
@@ -119,6 +134,8 @@ class ReadOptions:
     split: SplitOptions = field(default_factory=SplitOptions)
     """Options ``maxBytesPerPartition`` and ``minPartitions``: several input partitions per segment range
     (:mod:`pravega_spark.read.splitting`)."""
+    admission: AdmissionOptions = field(default_factory=AdmissionOptions)
+    """Options ``maxEventsPerTrigger``, ``minEventsPerTrigger``, ``maxTriggerDelay`` (read.admission)."""
     selection: StreamSelection | None = None
     """Options ``streams`` / ``streamPattern``: the query reads several streams (``target.stream`` is ``""``);
     None: the one stream of option ``stream``."""
@@ -140,19 +157,11 @@ class ReadOptions:
         starting = _position(
             view, "startingOffsets", ("start_stream_cut",), target, start=True, several=selection is not None
         )
-        timestamp = view.integer("startingTimestamp", None, minimum=0)
-        if timestamp is not None:
-            if starting is not None:
-                raise SegstoreOptionError("startingTimestamp", f"cannot be combined with option '{starting.option}'")
-            starting = Position("timestamp", "startingTimestamp", timestamp_ms=timestamp)
+        starting = _timed(view, "startingTimestamp", starting, target, selection)
         ending = _position(
             view, "endingOffsets", ("end_stream_cut",), target, start=False, several=selection is not None
         )
-        end_timestamp = view.integer("endingTimestamp", None, minimum=0)
-        if end_timestamp is not None:
-            if ending is not None:
-                raise SegstoreOptionError("endingTimestamp", f"cannot be combined with option '{ending.option}'")
-            ending = Position("timestamp", "endingTimestamp", timestamp_ms=end_timestamp)
+        ending = _timed(view, "endingTimestamp", ending, target, selection)
         max_bytes = view.integer("maxBytesPerTrigger", None, aliases=("approx_bytes_per_trigger",), minimum=1)
         split = SplitOptions(
             view.integer("maxBytesPerPartition", None, minimum=1), view.integer("minPartitions", None, minimum=1)
@@ -204,11 +213,19 @@ class ReadOptions:
             subscriber,
             column,
             split,
+            AdmissionOptions.parse(view),
             selection,
         )
 
-    def starting_or(self, default: PositionKind) -> Position:
-        return self.starting or Position(default, "startingOffsets")
+    def starting_or(self, default: Literal["earliest", "latest"]) -> Position:
+        """The start; a stream a per-stream ``startingTimestamp`` leaves out starts at ``default`` if no
+        ``startingOffsets`` is given."""
+        if self.starting is None:
+            return Position(default, "startingOffsets")
+        times = self.starting.by_stream
+        if times is not None and times.otherwise is None:
+            return replace(self.starting, by_stream=replace(times, otherwise=default))
+        return self.starting
 
 
 EVENT_COLUMNS = ("event", "scope", "stream", "segment_id", "offset", "timestamp")
@@ -266,6 +283,28 @@ def _position(
             )
         return Position.earliest(label)
     return Position("cut", label, cut=parse_cut_option(label, text, target.scope, target.stream))
+
+
+def _timed(
+    view: Options, option: str, given: Position | None, target: StreamTarget, selection: StreamSelection | None
+) -> Position | None:
+    """``given`` (``startingOffsets`` / ``endingOffsets``) with option ``option`` (``startingTimestamp`` /
+    ``endingTimestamp``: :mod:`pravega_spark.options.timestamps`) over it."""
+    start = option == "startingTimestamp"
+    times = parse_times(view, option, target, selection)
+    strategy = beyond_tail_strategy(view, times is not None) if start else "latest"
+    if times is None:
+        return given
+    if given is not None and (isinstance(times, int) or given.kind not in ("earliest", "latest")):
+        raise SegstoreOptionError(option, f"cannot be combined with option '{given.option}'")
+    if isinstance(times, int):
+        return Position("timestamp", option, timestamp_ms=times, beyond_tail=strategy)
+    otherwise: Fallback | None = None if start else "latest"
+    if given is not None:
+        otherwise = "earliest" if given.kind == "earliest" else "latest"
+    fallback = given.option if given is not None else ("startingOffsets" if start else "endingOffsets")
+    by_stream = replace(times, otherwise=otherwise, otherwise_option=fallback)
+    return Position("timestamp", option, by_stream=by_stream, beyond_tail=strategy)
 
 
 def parse_cut_option(option: str, text: str, scope: str, stream: str) -> ReadState:

@@ -108,12 +108,24 @@ class LiveCatalog:
                 self._successors[segment_id] = cached
         return cached
 
+    def forget_successors(self, positions: Mapping[int, int]) -> None:
+        """Keep in the shared successor cache only the segments of ``positions``: see :func:`forget_successors`."""
+        forget_successors(self._successors, positions)
+
     def chunks(self, segment_id: int, start: int, end: int) -> Iterable[bytes]:
         return self.connection.chunks(self.scope, self.stream, segment_id, start, end)
 
     def event_starts(self, segment_id: int, targets: Sequence[int]) -> list[int] | None:
         """See :class:`pravega_spark.read.splitting.EventLocator`."""
         return self.connection.event_starts(self.scope, self.stream, segment_id, targets)
+
+
+def forget_successors(successor_cache: dict[int, dict[int, list[int]]], positions: Mapping[int, int]) -> None:
+    """Keep in a :class:`LiveCatalog`'s ``successor_cache`` only the segments of ``positions`` (a query's start):
+    the others were finished, so a long query's cache holds the segments alive, not the stream's history (a
+    forgotten entry is only asked of the controller again)."""
+    for segment in [s for s in successor_cache if s not in positions]:
+        del successor_cache[segment]
 
 
 def scan_boundary(chunks: Iterable[bytes], start: int) -> int:
@@ -128,7 +140,10 @@ def scan_boundary(chunks: Iterable[bytes], start: int) -> int:
     return position
 
 
-class _Walk:
+class Walk:
+    """One walk over the segments from a read state (see the module docstring): ``move`` reads a segment up to an
+    offset, ``settle`` finishes the sealed segments read to their end, ``state`` is where the walk is."""
+
     def __init__(
         self,
         state: ReadState,
@@ -248,7 +263,7 @@ def advance(
 ) -> ReadState:
     """The state after reading everything available from ``start`` (up to ``cap`` if given), or at most
     ``max_bytes`` bytes of it (at least one event when anything is available)."""
-    walk = _Walk(start, catalog, fail_on_data_loss, cap)
+    walk = Walk(start, catalog, fail_on_data_loss, cap)
     walk.settle()
     if max_bytes is None:
         while True:
@@ -333,7 +348,7 @@ def plan_ranges(
     """
     if start == end:
         return []
-    walk = _Walk(start, catalog, fail_on_data_loss, cap=end.positions, strict=True)
+    walk = Walk(start, catalog, fail_on_data_loss, cap=end.positions, strict=True)
     walk.settle()
     while True:
         active = walk.active()

@@ -20,15 +20,17 @@ order, scaling followed); here is only what spans streams:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 
-from controller_client.errors import ScopeNotFoundError, StreamNotFoundError
+from controller_client.errors import ControllerFailureError, ScopeNotFoundError, StreamNotFoundError
 from controller_client.model import StreamCut
 from pravega_spark.connection import StreamConnection
 from pravega_spark.errors import DataLossError, SegstoreOptionError
 from pravega_spark.offsets import ReadState, StreamKey, StreamsState, head_cut
 from pravega_spark.options.read import StreamSelection
 from pravega_spark.read.planning import LiveCatalog, ReadRange, advance, plan_ranges
+from segment_store.client import NoSuchSegmentError
 
 _log = logging.getLogger(__name__)
 
@@ -67,9 +69,24 @@ class StreamSet:
             return []
 
 
+GONE_WAIT_S = 10.0
+"""How long a failed look-up waits for its stream to be gone before the failure counts (see :func:`_gone`)."""
+
+_MAYBE_GONE = (DataLossError, StreamNotFoundError, NoSuchSegmentError, ControllerFailureError, SegstoreOptionError)
+"""What a look-up in a stream being deleted can raise: its segments go first (data loss, no such segment), then
+its records (the controller cannot answer), then the stream."""
+
+
 def _gone(connection: StreamConnection, key: StreamKey) -> bool:
-    """Whether ``key`` was deleted (asked after a look-up in it failed)."""
-    return not connection.run(connection.manager.stream_exists(*key))
+    """Whether ``key`` was deleted, asked after a look-up in it failed. A deletion removes the stream's segments,
+    then its records, then the stream, so a look-up can fail while the stream still exists: the failure counts
+    (False) only if the stream is still there ``GONE_WAIT_S`` later."""
+    deadline = time.monotonic() + GONE_WAIT_S
+    while connection.run(connection.manager.stream_exists(*key)):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)  # a deletion under way: its last step (the stream's node) follows its segments
+    return True
 
 
 def cuts(
@@ -81,7 +98,7 @@ def cuts(
     for key in keys:
         try:
             states[key] = ReadState.from_stream_cut(look_up(connection, *key))
-        except SegstoreOptionError:
+        except _MAYBE_GONE:
             if not _gone(connection, key):
                 raise
     return StreamsState(states)
@@ -134,7 +151,7 @@ def advance_streams(
         cap = None if target is None else target.states[key].positions
         try:
             full[key] = advance(state, catalog_of(key), fail_on_data_loss=fail_on_data_loss, cap=cap)
-        except (DataLossError, StreamNotFoundError):
+        except _MAYBE_GONE:
             if not _gone(connection, key):
                 raise
             _log.info("segstore: %s/%s was deleted; no longer read", *key)
@@ -171,9 +188,11 @@ def plan_streams(
         begin = start.states.get(key)
         if begin is None or begin == stop:
             continue
+        catalog = catalog_of(key)
+        catalog.forget_successors(begin.positions)  # of segments finished: a long query's cache stays small
         try:
-            ranges = plan_ranges(begin, stop, catalog_of(key), fail_on_data_loss=fail_on_data_loss)
-        except (DataLossError, StreamNotFoundError):
+            ranges = plan_ranges(begin, stop, catalog, fail_on_data_loss=fail_on_data_loss)
+        except _MAYBE_GONE:
             if not _gone(connection, key):
                 raise
             _log.info("segstore: %s/%s was deleted; its rest is not read", *key)

@@ -19,7 +19,7 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
 from pravega_spark.connection import StreamConnection
@@ -28,7 +28,6 @@ from pravega_spark.offsets import (
     ReadState,
     StreamKey,
     StreamsState,
-    cut_at_timestamp,
     head_cut,
     is_initial,
     tail_cut,
@@ -36,13 +35,16 @@ from pravega_spark.offsets import (
 from pravega_spark.options.common import Options, StreamTarget
 from pravega_spark.options.read import Position, ReadOptions, metadata_mode, watermark_column
 from pravega_spark.options.stream_creation import ensure_stream
+from pravega_spark.read.admission import Admission
 from pravega_spark.read.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
-from pravega_spark.read.planning import LiveCatalog, ReadRange, advance, plan_ranges
+from pravega_spark.read.planning import LiveCatalog, ReadRange, forget_successors, plan_ranges
 from pravega_spark.read.several_streams import StreamSet, advance_streams, cuts, plan_streams
 from pravega_spark.read.splitting import EventLocator, partition_groups
 from pravega_spark.read.streaming_runner import end_if_spark_hung_up
 from pravega_spark.read.subscription import Subscription
-from pravega_spark.read.watermark_column import ARROW_TYPE, driver_thresholds, thresholds_in_range, with_bound_column
+from pravega_spark.read.timestamp_cuts import checked_named_streams, timestamp_state
+from pravega_spark.read.watermark_cache import WatermarkCache, driver_thresholds
+from pravega_spark.read.watermark_column import ARROW_TYPE, thresholds_in_range, with_bound_column
 
 _log = logging.getLogger(__name__)
 
@@ -77,7 +79,8 @@ class SegstoreDataSource(DataSource):
     follows scaling: a sealed segment read to its end is replaced by its successors, each started once all of
     its predecessors are read; one input partition per segment range (small ones packed together; large ones cut at
     event starts with options ``maxBytesPerPartition`` / ``minPartitions``: :mod:`pravega_spark.read.splitting`);
-    admission control by ``maxBytesPerTrigger``; Trigger.AvailableNow is supported.
+    admission control by ``maxBytesPerTrigger``, ``maxEventsPerTrigger`` and ``minEventsPerTrigger``
+    (:mod:`pravega_spark.read.admission`); Trigger.AvailableNow is supported.
 
     With option ``streams`` or ``streamPattern`` instead of ``stream`` a query reads several streams
     (:mod:`pravega_spark.read.several_streams`: :class:`SeveralStreamsBatchReader`, :class:`SeveralStreamsReader`).
@@ -186,8 +189,7 @@ def resolve_stream_position(connection: StreamConnection, scope: str, stream: st
     if position.kind == "latest":
         return ReadState.from_stream_cut(tail_cut(connection, scope, stream))
     if position.kind == "timestamp":
-        assert position.timestamp_ms is not None
-        return ReadState.from_stream_cut(cut_at_timestamp(connection, scope, stream, position.timestamp_ms))
+        return timestamp_state(connection, scope, stream, position)
     assert position.cut is not None
     positions = dict(position.cut.positions)
     for segment, offset in positions.items():
@@ -225,14 +227,14 @@ def _executor_token(connection: StreamConnection, target: StreamTarget, key: Str
 
 
 def _thresholds(
-    connection: StreamConnection, options: ReadOptions, ranges: Sequence[ReadRange], known: dict[int, Any]
+    connection: StreamConnection, options: ReadOptions, ranges: Sequence[ReadRange], start: ReadState, cache: Any
 ) -> dict[int, Any] | None:
-    """With option ``watermarkColumn``: each range's segment's watermark thresholds, read now; else None."""
+    """With option ``watermarkColumn``: each range's segment's watermark thresholds (``cache``: what a
+    :class:`WatermarkCache` read before, from ``start`` on); else None."""
     if options.watermark_column is None:
         return None
-    target = options.target
-    segments = sorted({r.segment_id for r in ranges})
-    return driver_thresholds(connection, target.scope, target.stream, segments, known)
+    asked, target = {r.segment_id: r.start for r in ranges}, options.target
+    return driver_thresholds(connection, target.scope, target.stream, asked, cache, start.positions, [*start.pending])
 
 
 def _partitions(
@@ -314,7 +316,7 @@ class SegstoreBatchReader(DataSourceReader):
                 ending = options.ending.option if options.ending is not None else "endingOffsets"
                 starting = options.starting.option if options.starting is not None else "startingOffsets"
                 raise SegstoreOptionError(ending, f"is not after option '{starting}': {error}") from None
-            thresholds = _thresholds(connection, options, ranges, {})
+            thresholds = _thresholds(connection, options, ranges, start, WatermarkCache())
             return _partitions(options, ranges, token, thresholds, catalog)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -335,7 +337,8 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._successors: dict[int, dict[int, list[int]]] = {}
         self._target: ReadState | None = None
         self._subscription: Subscription | None = None
-        self._key_ranges: dict[int, Any] = {}  # segment id -> SegmentWithRange (immutable), for watermarkColumn
+        self._watermarks = WatermarkCache()  # for watermarkColumn: the watermarks read so far
+        self._admission = Admission(options)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -378,22 +381,16 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return position.to_initial_offset(target.scope, target.stream)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_bytes_per_trigger
-        return ReadAllAvailable() if limit is None else ReadMaxBytes(limit)
+        return self._admission.default_limit()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         if is_initial(start):  # the first micro-batch: look the start up; that batch reads nothing
             return resolve_position(self._connect(), self.options, Position.from_initial_offset(start)).to_offset()
-        max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else None
         cap = None if self._target is None else self._target.positions
-        state = advance(
-            self._state(start),
-            self._catalog(),
-            fail_on_data_loss=self.options.fail_on_data_loss,
-            max_bytes=max_bytes,
-            cap=cap,
+        end = self._admission.next_end(
+            self._state(start), self._catalog(), limit, cap=cap, available_now=self._target is not None
         )
-        return state.to_offset()
+        return start if end is None else end.to_offset()  # None: minEventsPerTrigger waits
 
     def reportLatestOffset(self) -> dict[str, Any]:
         """The stream's tail cut now, as an offset: Spark calls it after each ``latestOffset`` and shows it in the
@@ -410,12 +407,11 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if is_initial(start):
             self._state(end)  # the looked-up start: nothing before it is read
             return []
-        catalog = self._catalog()
-        ranges = plan_ranges(
-            self._state(start), self._state(end), catalog, fail_on_data_loss=self.options.fail_on_data_loss
-        )
+        catalog, first = self._catalog(), self._state(start)
+        forget_successors(self._successors, first.positions)  # of segments finished: never asked again
+        ranges = plan_ranges(first, self._state(end), catalog, fail_on_data_loss=self.options.fail_on_data_loss)
         connection = self._connect()
-        thresholds = _thresholds(connection, self.options, ranges, self._key_ranges)
+        thresholds = _thresholds(connection, self.options, ranges, first, self._watermarks)
         token = _executor_token(connection, self.options.target)
         return _partitions(self.options, ranges, token, thresholds, catalog)
 
@@ -459,7 +455,7 @@ class _SeveralStreams:
                 connection.run(
                     ensure_stream(connection.controller, replace(target, scope=scope, stream=stream), creation)
                 )
-        return self.streams.current(connection, strict=True)
+        return checked_named_streams(self.options, self.streams.current(connection, strict=True))
 
     def _catalog_of(self, connection: StreamConnection) -> Callable[[StreamKey], LiveCatalog]:
         catalogs: dict[StreamKey, LiveCatalog] = {}
@@ -520,6 +516,7 @@ class SeveralStreamsReader(_SeveralStreams, DataSourceStreamReader, SupportsTrig
         super().__init__(options, schema)
         self._connection: StreamConnection | None = None
         self._target: StreamsState | None = None
+        self._admission = Admission(options)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_connection": None}
@@ -545,24 +542,28 @@ class SeveralStreamsReader(_SeveralStreams, DataSourceStreamReader, SupportsTrig
         return {**initial, "stream": selection.pattern or ",".join(f"{s}/{n}" for s, n in selection.names)}
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_bytes_per_trigger
-        return ReadAllAvailable() if limit is None else ReadMaxBytes(limit)
+        return self._admission.default_limit()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         connection = self._connect()
         keys = self.streams.current(connection)
         if is_initial(start):  # the first micro-batch: look the start up; that batch reads nothing
             return self._resolve(connection, keys, Position.from_initial_offset(start)).to_offset()
-        state = advance_streams(
-            connection,
+        begin, catalog_of, fail = (
             StreamsState.from_offset(start),
-            keys,
             self._catalog_of(connection),
-            fail_on_data_loss=self.options.fail_on_data_loss,
-            max_bytes=limit.max_bytes if isinstance(limit, ReadMaxBytes) else None,
-            target=self._target,
+            self.options.fail_on_data_loss,
         )
-        return state.to_offset()
+
+        def advance_to(max_bytes: int | None) -> StreamsState:
+            return advance_streams(
+                connection, begin, keys, catalog_of, fail_on_data_loss=fail, max_bytes=max_bytes, target=self._target
+            )
+
+        end = self._admission.next_streams_end(
+            begin, advance_to, catalog_of, limit, available_now=self._target is not None
+        )
+        return start if end is None else end.to_offset()  # None: minEventsPerTrigger waits
 
     def reportLatestOffset(self) -> dict[str, Any]:
         """The tails of the streams read now (the ``latestOffset`` of the micro-batch's progress)."""

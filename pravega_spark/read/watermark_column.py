@@ -16,15 +16,16 @@ Where a watermark's cut is for a segment ``S`` of an event:
   from offset 0;
 * otherwise (the cut is at successors of ``S``, or the overlap is mixed) ``S`` is before the cut: it does not apply.
 
-The driver reads the watermarks once per batch (a batch read) or micro-batch (a streaming query) and hands each
-input partition the few ``(offset, bound)`` thresholds of its range (:func:`thresholds_in_range`); executors only
-look offsets up in them (:func:`bound_column`), with no controller call.
+The driver reads the watermarks once per batch (a batch read) or micro-batch (a streaming query: only the new ones,
+:mod:`pravega_spark.read.watermark_cache`) and hands each input partition the few ``(offset, bound)`` thresholds
+of its range (:func:`thresholds_in_range`); executors only look offsets up in them (:func:`bound_column`), with no
+controller call.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -94,52 +95,12 @@ def with_bound_column(batch: pa.RecordBatch, name: str, thresholds: Thresholds) 
     )
 
 
-def segments_with_ranges(
-    segment_ids: Sequence[int], known: dict[int, SegmentWithRange], epoch_segments: object
-) -> dict[int, SegmentWithRange]:
-    """Each segment id with its key range: from ``known`` (a cache, filled here), else looked up by
-    ``epoch_segments(epoch) -> [SegmentRange]`` (the segments of the epoch that created it)."""
-    from controller_client.model import creation_epoch
-
-    assert callable(epoch_segments)
-    for segment_id in segment_ids:
-        if segment_id in known:
-            continue
-        for s in epoch_segments(creation_epoch(segment_id)):
-            known.setdefault(s.segment_id, SegmentWithRange(s.segment_id, s.key_start, s.key_end))
-        if segment_id not in known:
-            raise LookupError(f"segment {segment_id} is not in the epoch that created it")
-    return {s: known[s] for s in segment_ids}
-
-
 __all__ = [
     "ARROW_TYPE",
     "Thresholds",
     "bound_column",
     "cut_offset_for",
     "segment_thresholds",
-    "segments_with_ranges",
     "thresholds_in_range",
     "with_bound_column",
 ]
-
-
-def driver_thresholds(
-    connection: object, scope: str, stream: str, segment_ids: Sequence[int], known: dict[int, SegmentWithRange]
-) -> dict[int, Thresholds]:
-    """The thresholds of each segment from the stream's watermarks, read now (driver side, once per planning):
-    ``connection`` is a :class:`~pravega_spark.connection.StreamConnection`, ``known`` a cache of key ranges."""
-    from pravega_spark.connection import StreamConnection
-
-    assert isinstance(connection, StreamConnection)
-    if not segment_ids:
-        return {}
-    watermarks = connection.run(connection.manager.watermarks(scope, stream))
-    if not watermarks:
-        return {s: () for s in segment_ids}
-
-    def epoch_segments(epoch: int) -> list[object]:
-        return list(connection.run(connection.controller.get_epoch_segments(scope, stream, epoch)))
-
-    ranged = segments_with_ranges(segment_ids, known, epoch_segments)
-    return {s: segment_thresholds(segment, watermarks) for s, segment in ranged.items()}

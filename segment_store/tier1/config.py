@@ -15,6 +15,7 @@ field               environment                       flag
 ``nats``            ``SEGSTORE_NATS``                 ``--nats URL[,URL...]``
 ``nats_monitor``    ``SEGSTORE_NATS_MONITOR``         ``--nats-monitor URL[,URL...]``
 ``nats_tls_ca``     ``SEGSTORE_NATS_TLS_CA``          ``--nats-tls-ca PEM``
+``nats_creds``      ``SEGSTORE_NATS_CREDS``           ``--nats-creds FILE``
 ``replicas``        ``SEGSTORE_TIER1_REPLICAS``       ``--tier1-replicas N``
 ``stream_prefix``   ``SEGSTORE_TIER1_STREAM_PREFIX``  ``--tier1-stream-prefix P``
 ``lease_ms``        ``SEGSTORE_TIER1_LEASE_MS``       ``--tier1-lease-ms MS``
@@ -29,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from segment_store.tier1.jetstream.config import JetStreamLogConfig, parse_servers
+from segment_store.tier1.jetstream.config import JetStreamLogConfig, parse_servers, redacted
 from segment_store.tier1.jetstream.sync_check import parse_monitors
 
 Backend = Literal["file", "jetstream"]
@@ -38,12 +39,13 @@ _ENV = {
     "nats": "SEGSTORE_NATS",
     "nats_monitor": "SEGSTORE_NATS_MONITOR",
     "nats_tls_ca": "SEGSTORE_NATS_TLS_CA",
+    "nats_creds": "SEGSTORE_NATS_CREDS",
     "replicas": "SEGSTORE_TIER1_REPLICAS",
     "stream_prefix": "SEGSTORE_TIER1_STREAM_PREFIX",
     "lease_ms": "SEGSTORE_TIER1_LEASE_MS",
 }
 _FLAGS = {"tier1": "backend", "nats": "nats", "nats_monitor": "nats_monitor", "nats_tls_ca": "nats_tls_ca",
-          "tier1_replicas": "replicas", "tier1_stream_prefix": "stream_prefix",
+          "nats_creds": "nats_creds", "tier1_replicas": "replicas", "tier1_stream_prefix": "stream_prefix",
           "tier1_lease_ms": "lease_ms"}  # fmt: skip
 
 
@@ -60,6 +62,9 @@ class Tier1Config:
     nats_tls_ca: str | None = None
     """JetStream: CA certificates (PEM) the NATS servers' TLS certificates must chain to; TLS is on with it or with
     ``tls://`` URLs (then None: the system's trust store)."""
+    nats_creds: str | None = None
+    """JetStream: a NATS credentials file (``.creds``, the user's JWT and nkey seed as ``nsc`` writes it) to log in
+    with; None: no login, or the ``user:password@`` in the URLs."""
     replicas: int | None = None
     """JetStream: replicas of each container's stream; None = 3 when several servers are given, else 1."""
     stream_prefix: str = "segstore-tier1"
@@ -77,6 +82,8 @@ class Tier1Config:
             raise ValueError("nats: the JetStream Tier-1 needs NATS server URLs (--nats nats://host:4222,...)")
         if self.nats_tls_ca is not None and not os.path.isfile(self.nats_tls_ca):
             raise ValueError(f"nats_tls_ca: {self.nats_tls_ca}: no such file (--nats-tls-ca)")
+        if self.nats_creds is not None and not os.path.isfile(self.nats_creds):
+            raise ValueError(f"nats_creds: {self.nats_creds}: no such file (--nats-creds)")
         if not 0 <= self.lease_ms <= 60_000:
             raise ValueError(f"tier1_lease_ms: must be between 0 and 60000, not {self.lease_ms}")
         if self.replicas is not None and not 1 <= self.replicas <= 5:
@@ -94,6 +101,7 @@ class Tier1Config:
             servers=self.nats,
             monitors=self.nats_monitor,
             tls_ca=self.nats_tls_ca,
+            creds=self.nats_creds,
             replicas=self.effective_replicas,
             stream_prefix=self.stream_prefix,
         )
@@ -101,7 +109,7 @@ class Tier1Config:
     def describe(self) -> str:
         if self.backend == "file":
             return "tier1 file ledgers"
-        return f"tier1 JetStream R{self.effective_replicas} on {','.join(self.nats)}"
+        return f"tier1 JetStream R{self.effective_replicas} on {','.join(redacted(url) for url in self.nats)}"
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, str]) -> Tier1Config:
@@ -122,7 +130,7 @@ class Tier1Config:
                     parsed[key] = int(raw)
                 except ValueError:
                     raise ValueError(f"tier1_{key}: not a number: {raw!r}") from None
-            elif key in ("stream_prefix", "nats_tls_ca"):
+            elif key in ("stream_prefix", "nats_tls_ca", "nats_creds"):
                 parsed[key] = raw.strip()
             else:
                 raise ValueError(f"{key}: unknown Tier-1 setting")
@@ -146,8 +154,8 @@ class Tier1Config:
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the Tier-1 flags (``--tier1``, ``--nats``, ``--nats-monitor``, ``--nats-tls-ca``, ``--tier1-replicas``,
-    ``--tier1-stream-prefix``, ``--tier1-lease-ms``)."""
+    """Add the Tier-1 flags (``--tier1``, ``--nats``, ``--nats-monitor``, ``--nats-tls-ca``, ``--nats-creds``,
+    ``--tier1-replicas``, ``--tier1-stream-prefix``, ``--tier1-lease-ms``)."""
     group = parser.add_argument_group("Tier-1", "where appends are made durable before they are acknowledged")
     group.add_argument(
         "--tier1",
@@ -168,6 +176,13 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PEM",
         help="JetStream: CA certificates the NATS servers' TLS certificates must chain to; turns TLS on (so do "
         "tls:// URLs, which otherwise trust the system's store) ($SEGSTORE_NATS_TLS_CA)",
+    )
+    group.add_argument(
+        "--nats-creds",
+        metavar="FILE",
+        help="JetStream: a NATS credentials file (.creds: the user's JWT and nkey seed, as nsc writes it) to log in "
+        "with; a user and password can instead be given in the URLs, nats://user:password@host:4222 "
+        "($SEGSTORE_NATS_CREDS)",
     )
     group.add_argument(
         "--tier1-replicas",

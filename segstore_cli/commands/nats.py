@@ -71,6 +71,14 @@ def add_parser(sub: Subparsers) -> None:
         "'default' (the NATS server's own: fsync every 2 minutes) or a duration such as 10s (fsync that often) is "
         f"lazy and faster: {LAZY_SYNC_RISK}",
     )
+    nats.add_argument(
+        "--auth-config",
+        metavar="FILE",
+        type=Path,
+        help="a NATS configuration file included into every node's: how clients log in (an authorization block "
+        "with users and passwords, or operator, resolver and resolver_preload for credentials files); "
+        "default: no login (keep NATS on a private network)",
+    )
     nats.set_defaults(func=run)
 
 
@@ -180,6 +188,7 @@ def _nats_cluster(args: argparse.Namespace, data_dir: Path, ports: _Ports) -> Na
                 cluster_port=ports.cluster[index] if ports.cluster is not None else None,
                 routes=routes,
                 sync_interval=args.sync,
+                auth_config=args.auth_config,
             )
         )
         for index in range(args.nodes)

@@ -22,8 +22,8 @@ from segstore_cli.arguments import (
     warn_ip_literal,
 )
 
-STORAGE_FLAGS = ("tier1", "nats", "nats_monitor", "nats_tls_ca", "tier1_replicas", "tier1_stream_prefix",
-                 "tier1_lease_ms", "tier2", "tier2_dir", "s3_endpoint", "s3_bucket", "s3_prefix",
+STORAGE_FLAGS = ("tier1", "nats", "nats_monitor", "nats_tls_ca", "nats_creds", "tier1_replicas",
+                 "tier1_stream_prefix", "tier1_lease_ms", "tier2", "tier2_dir", "s3_endpoint", "s3_bucket", "s3_prefix",
                  "s3_region")  # fmt: skip
 """The Tier-1 and Tier-2 flags with a value, passed on to the segment store process (and ``--s3-create-bucket``)."""
 

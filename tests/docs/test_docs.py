@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import warnings
@@ -81,18 +82,32 @@ def test_the_readme_and_the_docs_have_python_examples() -> None:
     assert len([page for page, _, _ in EXAMPLES if page.startswith("docs/")]) >= 10
 
 
+EXAMPLE_TIMEOUT_S = 600
+"""An example's limit (one with Spark takes 1-2 minutes on a quiet machine, several under load)."""
+
+
+@pytest.mark.timeout(EXAMPLE_TIMEOUT_S + 60)
 @pytest.mark.parametrize(("page", "index", "code"), EXAMPLES, ids=[f"{page}-{index}" for page, index, _ in EXAMPLES])
 def test_example_runs(page: str, index: int, code: str, tmp_path: Path) -> None:
     """The example runs, prints what it promises, and leaves no temporary file or directory behind: it runs with
     ``TMPDIR`` a fresh directory (for it and the processes it starts; a JVM's own ``java.io.tmpdir`` is not
-    covered), which must be empty at the end."""
+    covered), which must be empty at the end. It runs in a process group of its own, killed whole if it overruns
+    (with the servers it started)."""
     cwd, temporary = tmp_path / "cwd", tmp_path / "tmp"
     cwd.mkdir()
     temporary.mkdir()
     environment = {**os.environ, "TMPDIR": str(temporary)}
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=cwd, env=environment, capture_output=True, text=True, timeout=600
-    )
+    with subprocess.Popen(
+        [sys.executable, "-c", code], cwd=cwd, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    ) as process:  # fmt: skip
+        try:
+            stdout, stderr = process.communicate(timeout=EXAMPLE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            pytest.fail(f"{page} example {index} ran over {EXAMPLE_TIMEOUT_S} s:\n{code}\n{stderr[-4000:]}")
+    result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     assert result.returncode == 0, f"{page} example {index} failed:\n{code}\n{result.stderr}"
     left = sorted(path.name for path in temporary.iterdir())
     assert left == [], f"{page} example {index} left temporary files behind: {left}"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 import json
 import random
-from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
+from fake_stream import SCOPE, STREAM, FakeStream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,7 +29,6 @@ from pravega_spark.read.partition_reader import (
 )
 from pravega_spark.read.planning import (
     ReadRange,
-    SegmentState,
     advance,
     pack_ranges,
     plan_ranges,
@@ -37,90 +36,6 @@ from pravega_spark.read.planning import (
 from segment_store.protocol import ProtocolError, encode_events, frame_event, parse_events
 
 pytestmark = pytest.mark.unit
-
-SCOPE, STREAM = "sc", "st"
-
-
-class FakeStream:
-    """Segments with key ranges, scale events (successors with all their predecessors), truncation."""
-
-    def __init__(self, segments: int, rng: random.Random) -> None:
-        self.rng = rng
-        self.epoch = 0
-        self.number = segments
-        self.data: dict[int, bytearray] = {}
-        self.keys: dict[int, tuple[float, float]] = {}
-        self.sealed: set[int] = set()
-        self.start: dict[int, int] = {}
-        self.deleted: set[int] = set()
-        self.succ: dict[int, dict[int, list[int]]] = {}
-        self.events = 0
-        for i in range(segments):
-            self._create(i, (i / segments, (i + 1) / segments))
-        self.scope, self.stream = SCOPE, STREAM
-
-    def _create(self, segment: int, keys: tuple[float, float]) -> None:
-        self.data[segment] = bytearray()
-        self.keys[segment] = keys
-        self.start[segment] = 0
-
-    def active(self) -> list[int]:
-        return sorted((s for s in self.keys if s not in self.sealed), key=lambda s: self.keys[s][0])
-
-    def write(self, count: int, max_size: int = 40) -> None:
-        for _ in range(count):
-            segment = self.rng.choice(self.active())
-            self.data[segment] += frame_event(b"e%d:" % self.events + b"x" * self.rng.randint(0, max_size))
-            self.events += 1
-
-    def scale(self) -> None:
-        active = self.active()
-        first = self.rng.randrange(len(active))
-        run = active[first : first + self.rng.randint(1, 3)]
-        low, high = self.keys[run[0]][0], self.keys[run[-1]][1]
-        parts = self.rng.randint(1 if len(run) > 1 else 2, 3)
-        self.epoch += 1
-        new = []
-        for i in range(parts):
-            segment = (self.epoch << 32) | self.number
-            self.number += 1
-            self._create(segment, (low + (high - low) * i / parts, low + (high - low) * (i + 1) / parts))
-            new.append(segment)
-        for old in run:
-            lo, hi = self.keys[old]
-            self.succ[old] = {}
-            for segment in new:
-                nlo, nhi = self.keys[segment]
-                if nlo < hi and lo < nhi:
-                    preds = [p for p in run if self.keys[p][0] < nhi and nlo < self.keys[p][1]]
-                    self.succ[old][segment] = sorted(preds)
-            self.sealed.add(old)
-
-    def seal_all(self) -> None:
-        self.sealed.update(self.keys)
-
-    def tail(self) -> ReadState:
-        return ReadState(SCOPE, STREAM, {s: len(self.data[s]) for s in sorted(self.active())})
-
-    def head(self) -> ReadState:
-        return ReadState(SCOPE, STREAM, {s: 0 for s in sorted(self.keys) if s < self.number and s >> 32 == 0})
-
-    # ---- the SegmentCatalog port -----------------------------------------------------------------------
-    def status(self, segment_id: int) -> SegmentState | None:
-        if segment_id in self.deleted:
-            return None
-        return SegmentState(self.start[segment_id], len(self.data[segment_id]), segment_id in self.sealed)
-
-    def successors(self, segment_id: int) -> Mapping[int, Sequence[int]]:
-        return self.succ.get(segment_id, {})
-
-    def chunks(self, segment_id: int, start: int, end: int) -> Iterator[bytes]:
-        data = bytes(self.data[segment_id][start:end])
-        position = 0
-        while position < len(data):
-            step = self.rng.randint(1, 64)
-            yield data[position : position + step]
-            position += step
 
 
 def _events_of(stream: FakeStream, ranges: list[ReadRange]) -> list[bytes]:

@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import nats
 import nats.errors
@@ -31,6 +33,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import api
 
+from segment_store.tier1.jetstream.config import redacted
 from segstore_shared.errors import SegstoreError
 
 _log = logging.getLogger(__name__)
@@ -61,6 +64,9 @@ class JetStreamRequestError(JetStreamError):
         self.code = code
         self.err_code = err_code
 
+
+_LOGIN_REFUSED = re.compile(r"Authorization Violation|Authentication (Timeout|Expired)|authentication expired", re.I)
+"""How NATS answers a login it refuses (wrong or missing credentials, an expired JWT)."""
 
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
     nats.errors.TimeoutError,
@@ -118,10 +124,13 @@ class JetStreamClient:
 
     @classmethod
     async def connect(cls, servers: tuple[str, ...], *, timeout_s: float, request_timeout_s: float,
-                      name: str = "segstore-tier1", tls_ca: str | None = None) -> JetStreamClient:  # fmt: skip
-        """Connect to any of ``servers`` (reconnecting forever after); raises :class:`JetStreamUnavailableError`.
-        With ``tls://`` URLs or ``tls_ca`` the connection is TLS, the servers' certificates checked against
-        ``tls_ca`` (None: the system's trust store) and the host name of the URL."""
+                      name: str = "segstore-tier1", tls_ca: str | None = None,
+                      creds: str | None = None) -> JetStreamClient:  # fmt: skip
+        """Connect to any of ``servers`` (reconnecting forever after); raises :class:`JetStreamUnavailableError`,
+        whose message names the servers (passwords hidden) and the last error a server gave (a refused login:
+        ``Authorization Violation``). With ``tls://`` URLs or ``tls_ca`` the connection is TLS, the servers'
+        certificates checked against ``tls_ca`` (None: the system's trust store) and the host name of the URL.
+        ``creds``: a NATS credentials file to log in with (else the URLs' ``user:password@``, if any)."""
         tls = (
             ssl.create_default_context(cafile=tls_ca)
             if tls_ca or any(s.startswith("tls://") for s in servers)
@@ -137,25 +146,47 @@ class JetStreamClient:
         async def reconnected() -> None:
             _log.info("NATS connection back")
 
-        async def error(exc: Exception) -> None:
-            _log.warning("NATS connection error: %s", exc)
+        last_error: list[str] = []
+        refused: list[str] = []
+        connecting = asyncio.current_task()
 
+        async def error(exc: Exception) -> None:
+            last_error[:] = [str(exc) or repr(exc)]
+            _log.warning("NATS connection error: %s", exc)
+            if not refused and connecting is not None and _LOGIN_REFUSED.search(last_error[0]):
+                refused.append(last_error[0])  # never better on the next try: stop trying at once
+                connecting.cancel()
+
+        where = ",".join(redacted(s) for s in servers)
+        options: dict[str, Any] = {  # nats-py's annotations say int where it takes seconds as float
+            "servers": list(servers),
+            "name": name,
+            "connect_timeout": min(2.0, timeout_s),
+            "allow_reconnect": True,
+            "max_reconnect_attempts": -1,
+            "reconnect_time_wait": 0.5,
+            "disconnected_cb": disconnected,
+            "reconnected_cb": reconnected,
+            "error_cb": error,
+            "tls": tls,
+            "user_credentials": creds,
+        }
+        connection = Client()
         try:
             async with asyncio.timeout(timeout_s):
-                connection = await nats.connect(
-                    servers=list(servers),
-                    name=name,
-                    connect_timeout=min(2.0, timeout_s),
-                    allow_reconnect=True,
-                    max_reconnect_attempts=-1,
-                    reconnect_time_wait=0.5,
-                    disconnected_cb=disconnected,
-                    reconnected_cb=reconnected,
-                    error_cb=error,
-                    tls=tls,
-                )
+                await connection.connect(**options)
+        except asyncio.CancelledError:
+            if not refused or connecting is None:
+                raise
+            connecting.uncancel()
+            closing[0] = True
+            await connection.close()
+            raise JetStreamUnavailableError(f"NATS at {where} refused the login: {refused[0]}") from None
         except _UNAVAILABLE as exc:
-            raise JetStreamUnavailableError(f"cannot connect to NATS at {','.join(servers)}: {exc!r}") from exc
+            closing[0] = True
+            await connection.close()
+            cause = f"last error: {last_error[0]}" if last_error else repr(exc)
+            raise JetStreamUnavailableError(f"cannot connect to NATS at {where} in {timeout_s:g} s: {cause}") from exc
         return cls(connection, request_timeout_s, closing)
 
     @property

@@ -15,6 +15,15 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _SUBJECT = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 
 
+def redacted(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` (if any) replaced by ``***``, for messages and logs."""
+    scheme, sep, rest = url.partition("://")
+    user_info, at, host = rest.rpartition("@")
+    if not at or ":" not in user_info:
+        return url
+    return f"{scheme}{sep}{user_info.split(':', 1)[0]}:***@{host}"
+
+
 def parse_servers(text: str) -> tuple[str, ...]:
     """``nats://h1:4222,nats://h2:4222`` (or ``h1:4222,...``) as a tuple of URLs; raises ``ValueError``."""
     servers = []
@@ -26,7 +35,7 @@ def parse_servers(text: str) -> tuple[str, ...]:
             url = f"nats://{url}"
         scheme, _, rest = url.partition("://")
         if scheme not in ("nats", "tls") or not rest or "/" in rest.rstrip("/"):
-            raise ValueError(f"not a NATS server URL: {part.strip()!r} (expected nats://host:port)")
+            raise ValueError(f"not a NATS server URL: {redacted(part.strip())!r} (expected nats://host:port)")
         servers.append(url)
     if not servers:
         raise ValueError("no NATS server given")
@@ -74,6 +83,9 @@ class JetStreamLogConfig:
     tls_ca: str | None = None
     """CA certificates (PEM) to trust in the NATS servers' TLS certificates; None: the system's trust store. TLS is
     used with ``tls://`` URLs, or when a server requires it."""
+    creds: str | None = None
+    """A NATS credentials file (``.creds``: the user's JWT and nkey seed, as ``nsc`` writes it) to log in with;
+    None: no credentials, or the ``user:password@`` of the URLs."""
     coordination_timeout_s: float = 30.0
     """How long metadata reads/updates retry a lost ZooKeeper connection before giving up."""
     coordination_retry_delay_s: float = 0.05

@@ -43,6 +43,7 @@ class JetStreamLogFactory:
                 timeout_s=config.connect_timeout_s,
                 request_timeout_s=config.request_timeout_s,
                 tls_ca=config.tls_ca,
+                creds=config.creds,
             )
         except JetStreamUnavailableError as exc:
             raise DataLogNotAvailableError(str(exc)) from exc

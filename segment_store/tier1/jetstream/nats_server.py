@@ -27,6 +27,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import shutil
 import sysconfig
 import urllib.error
@@ -99,6 +100,10 @@ class NatsServerConfig:
     """TLS on the client port: the server's certificate (PEM) and :attr:`tls_key`; clients connect with
     ``tls://`` and must trust it. The monitoring port stays plain HTTP."""
     tls_key: Path | None = None
+    auth_config: Path | None = None
+    """A NATS configuration file included into the server's (``include``): how clients log in, e.g. an
+    ``authorization { users = [...] }`` block, or ``operator``, ``resolver`` and ``resolver_preload`` for users with
+    credentials files (JWTs). None: clients connect without logging in."""
 
     def __post_init__(self) -> None:
         for name in ("port", "http_port"):
@@ -110,6 +115,8 @@ class NatsServerConfig:
             raise ValueError("routes: a cluster node needs cluster_port")
         if not 1024 <= self.max_payload_bytes <= 64 * MIB:
             raise ValueError("max_payload_bytes: must be between 1 KiB and 64 MiB")
+        if self.auth_config is not None and not self.auth_config.is_file():
+            raise ValueError(f"auth_config: {self.auth_config}: no such file")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert, tls_key: give both or neither")
         if not self.server_name or any(c.isspace() for c in self.server_name):
@@ -150,6 +157,9 @@ def render_config(config: NatsServerConfig) -> str:
         *jetstream,
         "}",
     ]
+    if config.auth_config is not None:
+        # relative to the configuration file (data_dir/nats.conf): NATS resolves includes from there only
+        lines.append(f'include "{os.path.relpath(config.auth_config.resolve(), config.data_dir.resolve())}"')
     if config.tls_cert is not None and config.tls_key is not None:
         lines += ["tls {", f'  cert_file: "{config.tls_cert}"', f'  key_file: "{config.tls_key}"', "}"]
     if config.cluster_port is not None:

@@ -12,6 +12,7 @@ from controller.errors import (
     LeaseTooLargeError,
     ScalePreconditionError,
     ScopeNotFoundError,
+    StreamBeingCreatedError,
     StreamNotSealedError,
     StreamSealedError,
     TxnStateError,
@@ -263,3 +264,24 @@ async def test_size_retention_truncates_at_a_recorded_cut_keeping_the_minimum(en
     info = await env.client.get_segment_info(name("st", 0))
     assert info.write_offset == 300
     assert info.start_offset == 200  # the newest recorded cut that still leaves >= 100 bytes
+
+
+async def test_a_stream_still_being_created_is_listed_but_its_segments_wait_for_it(env: ControllerEnv) -> None:
+    core, ops = env.crashing_core()
+    await core.create_scope("s")
+    ops.crash_on, ops.after = "create_segment", 2
+    with pytest.raises(Crash):
+        await core.create_stream("s", "st", FOUR)
+    assert await core.stream_exists("s", "st")
+    assert (await core.list_streams("s", "", 10, None))[0] == ["st"]
+    for lookup in (
+        core.current_segments("s", "st"),
+        core.segments_at_time("s", "st", 0),
+        core.create_transaction("s", "st", 10_000),
+    ):
+        with pytest.raises(StreamBeingCreatedError) as raised:
+            await lookup
+        assert raised.value.retriable  # gRPC UNAVAILABLE: clients retry
+    await env.core().streams.resume("s", "st")
+    assert len(await core.current_segments("s", "st")) == 4
+    assert len(await core.segments_at_time("s", "st", 0)) == 4

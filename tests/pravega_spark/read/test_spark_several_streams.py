@@ -10,12 +10,11 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_fixtures import Streams
+from spark_fixtures import Streams, wait_for_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -44,14 +43,6 @@ class Collector:
 
 def _events(prefix: str, start: int, count: int, keys: int = 8) -> list[tuple[bytes, str | None]]:
     return [(f"{prefix}-{i:05d}".encode() + b"." * (i % 37), f"key-{i % keys}") for i in range(start, start + count)]
-
-
-def _wait(condition: Callable[[], bool], what: str, query: Any, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert query.exception() is None, query.exception()
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.05)
 
 
 def _check_exactly_once_in_order(rows: list[Row]) -> None:
@@ -96,24 +87,26 @@ def test_pattern_query_picks_up_new_streams_from_their_head_and_ends_deleted_one
     for writer in writers:
         writer.start()
     try:
-        _wait(lambda: len(collector.events("orders-a")) > 500, "orders-a is read while written", query)
+        wait_for_query(lambda: len(collector.events("orders-a")) > 500, "orders-a is read while written", query)
         streams.split_first(scope, "orders-a")  # scaling is followed per stream
         streams.create(scope, "orders-c", segments=2)  # written before the query sees it: read from its head
         streams.write(scope, "orders-c", _events("orders-c", 0, 400))
         streams.create(scope, "other")  # does not match
         streams.write(scope, "other", _events("other", 0, 50))
-        _wait(lambda: len(collector.events("orders-c")) == 400, "orders-c is read from its head", query)
+        wait_for_query(lambda: len(collector.events("orders-c")) == 400, "orders-c is read from its head", query)
         for writer in writers:
             writer.join(120)
             assert not writer.is_alive()
-        _wait(lambda: len(collector.rows) == 2 * 1800 + 400, "everything written is read", query)
+        wait_for_query(lambda: len(collector.rows) == 2 * 1800 + 400, "everything written is read", query)
         for name in ("orders-a", "orders-b"):
             assert collector.events(name) == sorted(e for e, _ in written[name])
         streams.manager.seal_stream(scope, "orders-b")
         streams.manager.delete_stream(scope, "orders-b")
         later = _events("orders-a", 100_000, 200)
         streams.write(scope, "orders-a", later)
-        _wait(lambda: len(collector.events("orders-a")) == len(written["orders-a"]) + 200, "orders-a goes on", query)
+        wait_for_query(
+            lambda: len(collector.events("orders-a")) == len(written["orders-a"]) + 200, "orders-a goes on", query
+        )
         query.processAllAvailable()
         raw = query.lastProgress["sources"][0]["endOffset"]
         end = raw if isinstance(raw, dict) else json.loads(raw)

@@ -118,3 +118,44 @@ def test_a_streaming_query_gives_the_bounds_and_with_watermark_aggregates_on_the
     for start, count in emitted.items():
         k = round((start.timestamp() * 1000 - BASE_MS) / STEP_MS)
         assert 1 <= k < ROUNDS and count == PER_ROUND, emitted
+
+
+def test_the_streaming_driver_reads_each_watermark_once_and_replans_an_earlier_batch_the_same(
+    controller_uri: str,
+) -> None:
+    """The streaming reader's driver calls as Spark makes them (micro-batches of at most 1 KB): the bounds are those
+    of the batch read, the mark segment is read once over all batches, and a batch planned again (a restart) gets
+    the same partitions."""
+    from pyspark.sql.streaming.datasource import ReadMaxBytes
+
+    from pravega_spark.options.read import ReadOptions
+    from pravega_spark.read.source import SegstoreStreamReader, events_schema
+
+    options = ReadOptions.parse({**_options(controller_uri), "startingOffsets": "earliest"})
+    reader = SegstoreStreamReader(options, events_schema("lower_bound"))
+    try:
+        start = reader.initialOffset()
+        start = reader.latestOffset(start, ReadMaxBytes(1024))
+        batches, rows = [], []
+        while (end := reader.latestOffset(start, ReadMaxBytes(1024))) != start:
+            partitions = reader.partitions(start, end)
+            batches.append((start, end, partitions))
+            for partition in partitions:
+                for batch in reader.read(partition):
+                    rows += batch.to_pylist()
+            start = end
+        assert len(batches) > ROUNDS
+        assert reader._watermarks.watermarks_read == ROUNDS and reader._watermarks.restarts == 0, "each read once"
+        _check([_Row(r) for r in rows])
+        first, last, partitions = batches[1]
+        assert reader.partitions(first, last) == partitions, "an earlier batch planned again: the same thresholds"
+        assert reader._watermarks.restarts == 1
+    finally:
+        reader.stop()
+
+
+class _Row:
+    """An Arrow row as a Spark Row gives it (attributes; the bound as an aware datetime)."""
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        self.__dict__.update(row)

@@ -9,16 +9,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from jetstream_helpers import log_config, round_trip
 from tls_fixtures import TlsFiles, make_tls_files
 
 from segment_store.tier1.jetstream.config import JetStreamLogConfig
-from segment_store.tier1.jetstream.factory import JetStreamLogFactory
 from segment_store.tier1.jetstream.nats_server import EmbeddedNatsServer, NatsServerConfig
 from segment_store.tier1.log import DataLogNotAvailableError
-from segstore_shared.coordination.memory_store import MemoryCoordinationServer
 from segstore_shared.coordination.zookeeper_server import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ENTRIES = [b"over TLS %d" % i for i in range(5)]
 
 
 @pytest.fixture(scope="module")
@@ -40,27 +41,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, files: TlsFiles) -> Iterato
 
 
 def _config(url: str, prefix: str, **overrides: object) -> JetStreamLogConfig:
-    values: dict[str, object] = {"servers": (url,), "replicas": 1, "stream_prefix": prefix,
-                                 "subject_prefix": f"{prefix}.tier1", "connect_timeout_s": 3.0}  # fmt: skip
-    values.update(overrides)
-    return JetStreamLogConfig(**values)  # type: ignore[arg-type]
-
-
-async def _round_trip(config: JetStreamLogConfig) -> list[bytes]:
-    store = MemoryCoordinationServer().connect()
-    factory = JetStreamLogFactory(config, store)
-    await factory.initialize()
-    try:
-        log = factory.create_log(0)
-        await log.initialize(timeout=20)
-        entries = [b"over TLS %d" % i for i in range(5)]
-        await asyncio.gather(*(log.append(entry) for entry in entries))
-        read = [item.payload async for item in log.read()]
-        await log.close()
-        return read
-    finally:
-        await factory.close()
-        await store.close()
+    return log_config([url], prefix, 1, connect_timeout_s=3.0, **overrides)
 
 
 @pytest.mark.parametrize("scheme", ["tls", "nats"])
@@ -69,30 +50,30 @@ def test_appends_and_reads_over_tls_with_the_ca_trusted(
 ) -> None:
     port = server.config.port
     config = _config(f"{scheme}://localhost:{port}", f"tls-{scheme}", tls_ca=str(files.ca))
-    read = asyncio.run(asyncio.wait_for(_round_trip(config), 60))
-    assert read == [b"over TLS %d" % i for i in range(5)]
+    read = asyncio.run(asyncio.wait_for(round_trip(config, ENTRIES), 60))
+    assert read == ENTRIES
 
 
 def test_an_untrusted_certificate_is_not_available(server: EmbeddedNatsServer) -> None:
     config = _config(f"tls://localhost:{server.config.port}", "tls-untrusted")  # the system's trust store
     with pytest.raises(DataLogNotAvailableError, match="cannot connect to NATS"):
-        asyncio.run(_round_trip(config))
+        asyncio.run(round_trip(config, ENTRIES))
 
 
 def test_a_plain_text_client_is_refused(server: EmbeddedNatsServer) -> None:
     config = _config(f"nats://localhost:{server.config.port}", "tls-plain")
     with pytest.raises(DataLogNotAvailableError, match="cannot connect to NATS"):
-        asyncio.run(_round_trip(config))
+        asyncio.run(round_trip(config, ENTRIES))
 
 
 def test_a_certificate_for_another_host_is_not_available(server: EmbeddedNatsServer, files: TlsFiles) -> None:
     config = _config(f"tls://127.0.0.1:{server.config.port}", "tls-ip", tls_ca=str(files.ca))  # names localhost
     with pytest.raises(DataLogNotAvailableError, match="cannot connect to NATS"):
-        asyncio.run(_round_trip(config))
+        asyncio.run(round_trip(config, ENTRIES))
 
 
 def test_the_ca_file_is_what_trust_hangs_on(tmp_path: Path, server: EmbeddedNatsServer) -> None:
     other = make_tls_files(tmp_path)  # another CA: it did not sign the server's certificate
     config = _config(f"tls://localhost:{server.config.port}", "tls-other", tls_ca=str(other.ca))
     with pytest.raises(DataLogNotAvailableError, match="cannot connect to NATS"):
-        asyncio.run(_round_trip(config))
+        asyncio.run(round_trip(config, ENTRIES))
