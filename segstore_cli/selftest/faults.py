@@ -15,7 +15,8 @@ for 2-15 s).
 
 Every gap (``gap_s``) the schedule starts a fault that :func:`~segstore_cli.selftest.overlap.pick_fault` draws:
 a kind by weight and targets the overlap rule admits next to the faults still active (none: it waits for the next
-gap). Each fault undoes itself; its own random generator is drawn from the schedule's when it starts, so a seed
+gap); until every kind asked for has started once, kinds not started yet come first (a short run covers them all).
+Each fault undoes itself; its own random generator is drawn from the schedule's when it starts, so a seed
 repeats the draws (which faults overlap still depends on timing). When the schedule stops it waits for the
 active faults to end.
 """
@@ -90,6 +91,8 @@ class FaultSchedule:
         self.started = time.monotonic()
         """The fault log's clock starts here."""
         self.active: dict[int, ActiveFault] = {}
+        self.kinds_started: set[str] = set()
+        """The kinds started at least once (until each has, the schedule draws among the others first)."""
 
     @property
     def current(self) -> str:
@@ -107,10 +110,12 @@ class FaultSchedule:
                     pass
                 self._note_crashes()
                 active = [f.claims for f in self.active.values()]
-                picked = pick_fault(self.rng, weights, self._targets, self.rule, active)
+                not_yet = set(self.kinds) - self.kinds_started
+                picked = pick_fault(self.rng, weights, self._targets, self.rule, active, first=not_yet)
                 if picked is None:
                     continue
                 kind, targets = picked
+                self.kinds_started.add(kind)
                 fault = ActiveFault(kind, targets, claims_of(kind, targets), time.monotonic())
                 action = getattr(self, f"_{kind}")(random.Random(self.rng.randrange(2**32)), *targets)
                 self.active[id(fault)] = fault

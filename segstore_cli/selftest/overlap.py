@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 ZOOKEEPER_DOWN = "zookeeper-down"
@@ -99,10 +99,12 @@ def pick_fault(
     targets: Callable[[str], list[tuple[str, ...]]],
     rule: OverlapRule,
     active: Sequence[frozenset[str]],
+    first: Collection[str] = (),
 ) -> tuple[str, tuple[str, ...]] | None:
     """A fault to start now: a kind drawn by weight among those with a target the rule admits next to ``active``,
     and one of those targets, uniformly; None if no kind has one. ``targets(kind)``: every target tuple of a kind
-    (``[()]`` for a kind without targets)."""
+    (``[()]`` for a kind without targets). Kinds in ``first`` (the schedule passes those it has not started yet, so
+    that even a short run has every kind asked for) are drawn before the others whenever one of them is admitted."""
     possible: dict[str, list[tuple[str, ...]]] = {}
     for kind in weights:
         admitted = [t for t in targets(kind) if rule.admits(claims_of(kind, t), active)]
@@ -110,6 +112,6 @@ def pick_fault(
             possible[kind] = admitted
     if not possible:
         return None
-    kinds = list(possible)
+    kinds = [kind for kind in possible if kind in first] or list(possible)
     kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
     return kind, rng.choice(possible[kind])

@@ -1,5 +1,8 @@
-"""Each new fault kind alone, as a user runs ``segstore selftest --faults KIND``: every acknowledged event read once,
-in order, and the fault did what it says (a zombie's ZooKeeper session expired while it was stopped)."""
+"""The new fault kinds together, as a user runs ``segstore selftest --faults KIND,...``: two runs (JetStream Tier-1
+with the ZooKeeper ensemble, and file Tier-1) in which every kind asked for happens (the schedule starts each kind
+once before repeating any), overlapping, and every acknowledged event is read once, in order; each fault did what it
+says (a zombie's ZooKeeper session expired while it was stopped, a NATS node was stopped, the ZooKeeper leader was
+killed, clients reached the stores through the proxies a partition cuts)."""
 
 from __future__ import annotations
 
@@ -11,74 +14,74 @@ from selftest_run import run_selftest, summary
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+JETSTREAM_KINDS = (
+    "pause_nats_node", "zombie_segmentstore", "kill_zookeeper_leader", "partition_zookeeper", "partition_nats",
+    "partition_clients",
+)  # fmt: skip
+FILE_KINDS = ("zombie_segmentstore", "partition_zookeeper")
 
-def passed(process_returncode: int, report: dict, kind: str, at_least: int) -> None:
-    assert process_returncode == 0 and report["ok"], f"{summary(report)}\n{report['examples']}\n{report['crashes']}"
-    assert report["faults"].get(kind, 0) >= at_least, summary(report)
+
+def passed(returncode: int, report: dict, kinds: tuple[str, ...]) -> None:
+    assert returncode == 0 and report["ok"], f"{summary(report)}\n{report['examples']}\n{report['crashes']}"
+    assert set(report["faults"]) == set(kinds), summary(report)  # each kind at least once, no other
     counts = report["counts"]
     assert counts["acked"] > 0 and counts["lost"] == 0 and counts["read"] >= counts["acked"], summary(report)
+    assert report["load"]["tail_read"] > 0, summary(report)
 
 
-@pytest.mark.timeout(420)
-def test_paused_nats_nodes_lose_nothing(tmp_path: Path) -> None:
-    process, report = run_selftest(
-        tmp_path, "--duration", "35", "--tier1", "jetstream", "--tier2", "fs", "--faults", "pause_nats_node",
-        timeout_s=360,
-    )  # fmt: skip
-    passed(process.returncode, report, "pause_nats_node", 2)
-    assert any("SIGSTOP NATS node" in line for line in report["fault_log"]), summary(report)
-
-
-@pytest.mark.timeout(420)
-@pytest.mark.parametrize("tier1", ["file", "jetstream"])
-def test_zombie_segment_stores_are_fenced_and_lose_nothing(tmp_path: Path, tier1: str) -> None:
-    process, report = run_selftest(
-        tmp_path, "--duration", "35", "--tier1", tier1, "--tier2", "fs", "--faults", "zombie_segmentstore",
-        timeout_s=360,
-    )  # fmt: skip
-    passed(process.returncode, report, "zombie_segmentstore", 2)
+def zombies_fenced(logs: Path, report: dict) -> None:
+    """Woken up, each zombie found its session gone (its containers had moved)."""
     zombies = [m.group(1) for line in report["fault_log"] if (m := re.search(r"zombie (ss\d+)", line))]
-    logs = tmp_path / "cluster" / "logs"
-    for name in set(zombies):  # woken up, each zombie found its session gone (its containers had moved)
+    assert zombies, summary(report)
+    for name in set(zombies):
         expired = (logs / f"{name}.log").read_text().count("ZooKeeper session lost")
         assert expired >= zombies.count(name), f"{name}: {expired} session losses; {summary(report)}"
 
 
-@pytest.mark.timeout(420)
-def test_zookeeper_leader_kills_lose_nothing(tmp_path: Path) -> None:
-    process, report = run_selftest(
-        tmp_path, "--duration", "45", "--zookeeper", "ensemble", "--tier2", "fs", "--faults", "kill_zookeeper_leader",
-        timeout_s=360,
-    )  # fmt: skip
-    passed(process.returncode, report, "kill_zookeeper_leader", 1)  # a member's restart (a JVM) may take 20 s
-    assert report["zookeeper"] == "ensemble" and "ZooKeeper ensemble" in process.stdout, summary(report)
-    assert all("kill -9 the ZooKeeper leader (server " in line for line in report["fault_log"]), summary(report)
-
-
-@pytest.mark.timeout(420)
-def test_segment_stores_cut_off_zookeeper_are_fenced_and_lose_nothing(tmp_path: Path) -> None:
-    process, report = run_selftest(
-        tmp_path, "--duration", "40", "--tier1", "file", "--tier2", "fs", "--faults", "partition_zookeeper",
-        timeout_s=360,
-    )  # fmt: skip
-    passed(process.returncode, report, "partition_zookeeper", 2)
-    logs = tmp_path / "cluster" / "logs"
-    for line in report["fault_log"]:
-        found = re.search(r"partition (ss\d+) from ZooKeeper \((drop|blackhole)\) for ([\d.]+)s", line)
-        assert found, line
-        if float(found.group(3)) > 8:  # well past the 4 s session: it expired, the store stopped its containers
+def long_zookeeper_partitions_expire(logs: Path, report: dict) -> None:
+    """A store cut off ZooKeeper well past its 4 s session lost it and stopped its containers."""
+    cuts = [
+        m
+        for line in report["fault_log"]
+        if (m := re.search(r"partition (ss\d+) from ZooKeeper \((\w+)\) for ([\d.]+)s", line))
+    ]
+    assert cuts and all(m.group(2) in ("drop", "blackhole") for m in cuts), summary(report)
+    for found in cuts:
+        if float(found.group(3)) > 8:
             assert "ZooKeeper session lost" in (logs / f"{found.group(1)}.log").read_text(), summary(report)
 
 
-@pytest.mark.timeout(420)
-def test_segment_stores_cut_off_nats_or_their_clients_lose_nothing(tmp_path: Path) -> None:
+@pytest.mark.timeout(600)
+def test_new_faults_with_jetstream_and_a_zookeeper_ensemble_lose_nothing(tmp_path: Path) -> None:
     process, report = run_selftest(
-        tmp_path, "--duration", "40", "--tier1", "jetstream", "--tier2", "fs", "--faults",
-        "partition_nats,partition_clients", timeout_s=360,
+        tmp_path, "--duration", "50", "--tier1", "jetstream", "--tier2", "fs", "--zookeeper", "ensemble",
+        "--faults", ",".join(JETSTREAM_KINDS), timeout_s=540,
     )  # fmt: skip
-    assert process.returncode == 0 and report["ok"], f"{summary(report)}\n{report['examples']}\n{report['crashes']}"
-    assert sum(report["faults"].values()) >= 3, summary(report)
+    passed(process.returncode, report, JETSTREAM_KINDS)
+    logs = tmp_path / "cluster" / "logs"
+    assert report["zookeeper"] == "ensemble" and "ZooKeeper ensemble" in process.stdout, summary(report)
+    log = report["fault_log"]
+    assert any("kill -9 the ZooKeeper leader (server " in line for line in log), summary(report)
+    assert any("SIGSTOP NATS node" in line for line in log), summary(report)
+    assert any(re.search(r"partition ss\d from NATS \((drop|blackhole)\)", line) for line in log), summary(report)
+    assert any(re.search(r"partition ss\d from its clients \((drop|blackhole)\)", line) for line in log), summary(
+        report
+    )
+    zombies_fenced(logs, report)
+    long_zookeeper_partitions_expire(logs, report)
     for name in ("ss1", "ss2", "ss3"):  # clients reach each store through its proxy: it advertises the proxy's port
         ready = re.search(rb"ready on 127.0.0.1:(\d+) \(cluster mode, registered as 127.0.0.1:(\d+)",
-                          (tmp_path / "cluster" / "logs" / f"{name}.log").read_bytes())  # fmt: skip
+                          (logs / f"{name}.log").read_bytes())  # fmt: skip
         assert ready and ready.group(1) != ready.group(2), name
+
+
+@pytest.mark.timeout(420)
+def test_zombies_and_zookeeper_partitions_with_file_tier1_lose_nothing(tmp_path: Path) -> None:
+    process, report = run_selftest(
+        tmp_path, "--duration", "30", "--tier1", "file", "--tier2", "fs", "--faults", ",".join(FILE_KINDS),
+        timeout_s=360,
+    )  # fmt: skip
+    passed(process.returncode, report, FILE_KINDS)
+    logs = tmp_path / "cluster" / "logs"
+    zombies_fenced(logs, report)
+    long_zookeeper_partitions_expire(logs, report)
