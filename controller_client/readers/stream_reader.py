@@ -126,6 +126,10 @@ class StreamReader:
         self._failure: BaseException | None = None
         self.segments_read: list[int] = []
         """Segment ids in the order their reading started; for tests and metrics."""
+        self._readers: dict[int, SegmentReader] = {}
+        self.ended_without_successors: list[int] = []
+        """Segments read to their end for which the controller named no successor (a sealed stream; else the
+        reader does not read their key range on): for diagnosis."""
 
     async def __aenter__(self) -> StreamReader:
         return self
@@ -179,6 +183,15 @@ class StreamReader:
                 await self.close()
                 raise
 
+    def positions(self) -> dict[int, int]:
+        """Per segment being read, where its reader is (the offset after the last event it handed over); for
+        diagnosis (a reader that stopped moving while its segment grows)."""
+        return {segment_id: reader.offset for segment_id, reader in self._readers.items()}
+
+    def waiting(self) -> dict[int, set[int]]:
+        """Successors not started yet, each with the predecessors still being read; for diagnosis."""
+        return {segment_id: set(remaining) for segment_id, (_, remaining) in self._waiting.items()}
+
     async def close(self) -> None:
         """Stop every segment reader. Idempotent."""
         self._closed = True
@@ -224,6 +237,7 @@ class StreamReader:
         try:
             while True:
                 reader = self._client.reader(name, offset, end, self.config.segment_reader)
+                self._readers[segment_id] = reader
                 try:
                     while (event := await reader.next_event()) is not None:
                         await self._queue.put(StreamEvent(segment_id, event.offset, event.data))
@@ -243,6 +257,7 @@ class StreamReader:
         except Exception as error:
             await self._queue.put(_Failed(segment_id, error))
         finally:
+            self._readers.pop(segment_id, None)
             if reader is not None:
                 await reader.close()
 
@@ -252,6 +267,8 @@ class StreamReader:
             lambda: self._controller.get_successors(self.scope, self.stream, segment_id)
         )
         self._finished.add(segment_id)
+        if not successors:
+            self.ended_without_successors.append(segment_id)
         for successor, predecessors in sorted(successors.items(), key=lambda item: item[0].key_start):
             sid = successor.segment_id
             if sid in self._active or sid in self._finished or sid in self.segments_read:

@@ -261,7 +261,8 @@ class Selftest:
                 missing = [e for e in last if not tail.has_read(e)]
                 raise StuckOrFailed(
                     f"the tail reader did not read {len(missing)} last events in {TAIL_CATCH_UP_S:.0f} s, e.g. "
-                    f"{missing[0]} (restarts {tail.stats.tail_restarts}, last error {tail.last_error!r})"
+                    f"{missing[0]} (restarts {tail.stats.tail_restarts}, last error {tail.last_error!r}; "
+                    f"{await tail.describe()})"
                 )
             await asyncio.sleep(0.2)
 

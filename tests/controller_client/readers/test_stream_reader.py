@@ -138,6 +138,9 @@ async def test_read_in_tail_mode_follows_writes_and_a_scale_until_sealed(
     written = await _write(writer, "A", 50, counters)
     got = [await reader.next_event(timeout_s=5) for _ in range(50)]
     assert sorted(e.data for e in got if e is not None) == sorted(written)
+    lengths = {s.segment_id: (await manager.segment_info(SCOPE, "tail", s.segment_id)).write_offset
+               for s in await manager.current_segments(SCOPE, "tail")}  # fmt: skip
+    assert reader.positions() == lengths and reader.waiting() == {}  # where it is, for a diagnosis
 
     s0, _ = await manager.current_segments(SCOPE, "tail")
     await controller.scale(SCOPE, "tail", [s0.segment_id], [(0.0, 0.2), (0.2, 0.5)])
@@ -148,6 +151,7 @@ async def test_read_in_tail_mode_follows_writes_and_a_scale_until_sealed(
     assert sorted(e.data for e in got + rest if e is not None) == sorted(written)
     assert _per_key_in_order([e for e in got if e is not None] + rest)
     assert len(reader.segments_read) == 4
+    assert reader.positions() == {} and sorted(reader.ended_without_successors) == sorted(reader.segments_read[1:])
 
 
 async def test_read_with_start_at_segment_end_and_truncated_start(
