@@ -335,7 +335,11 @@ class SegmentStoreService:
         host, port = self.advertised_endpoint
         registration = HostRegistration(self._coordination, host, port)
         follower = ContainerAssignmentFollower(
-            self._coordination, self.registry, registration.host_id, self.config.container_count
+            self._coordination,
+            self.registry,
+            registration.host_id,
+            self.config.container_count,
+            disconnected_limit_s=self.config.zookeeper_session_timeout_ms / 1000,
         )
         await follower.start()  # raises ContainerCountMismatchError before we announce ourselves
         self.follower = follower
