@@ -189,7 +189,8 @@ class EventStreamWriter:
         self._unacked_bytes = 0  # of the events in the sinks' pending queues (and the one being routed)
         self._room: asyncio.Future[None] | None = None  # set while write_event waits for the window
         self._turn_bytes = 0  # routed since the event loop last had a turn (see "A producer that does not yield")
-        self._send_point = max(1, self.config.max_unacked_bytes // 8)
+        self._max_unacked = self.config.max_unacked_bytes
+        self._send_point = max(1, self._max_unacked // 8)
         self.scales_followed = 0
         """How many sealed segments were replaced by their successors; for tests and metrics."""
         self.events_resent = 0
@@ -235,35 +236,34 @@ class EventStreamWriter:
 
         Raises the writer's failure (StreamSealedError, StreamNotFoundError, ...) or ClientClosedError.
         """
+        data = event if type(event) is bytes else bytes(event)
+        # The usual case, without a task switch (inline: it runs per event): window room, the session up with room.
+        if self._failure is None and not self._closed and not self._lock.contenders and self._map is not None:
+            size = len(data)
+            unacked = self._unacked_bytes
+            if not unacked or unacked + size <= self._max_unacked:
+                sink = self._key_sinks.get(routing_key) if routing_key is not None else None
+                if sink is None:
+                    sink = self._sink_of_key(routing_key)
+                number = sink.writer.offer(data)
+                if number:
+                    self._unacked_bytes = unacked + size
+                    return self._record(sink, number, data, routing_key, None).future
         self._check_usable()
-        data = bytes(event)
-        if not self._lock.contenders and self._map is not None:  # the usual case, without a task switch
-            batch = self._queue_nowait(data, routing_key)
-            if batch is not None:
-                return batch.future
         async with self._lock:
             self._check_usable()
             if self._map is None:
                 await self._load()
             return (await self._queue(data, routing_key)).future
 
-    def _queue_nowait(self, data: bytes, routing_key: str | None) -> Batch | None:
-        """:meth:`_queue` if nothing has to wait (window room, the segment's session up and with room);
-        else None, and nothing is queued."""
-        size = len(data)
-        if self._unacked_bytes and self._unacked_bytes + size > self.config.max_unacked_bytes:
-            return None
-        sink = self._key_sinks.get(routing_key) if routing_key is not None else None
-        if sink is None:
-            sink = self._sink_for(self._hasher.position(routing_key))
-            if routing_key is not None:
-                if len(self._key_sinks) >= _MAX_CACHED_KEYS:
-                    self._key_sinks.clear()
-                self._key_sinks[routing_key] = sink
-        if not sink.writer.offer(data):
-            return None
-        self._unacked_bytes += size
-        return self._record(sink, data, routing_key, None)
+    def _sink_of_key(self, routing_key: str | None) -> _Sink:
+        """The sink of ``routing_key``'s segment (None: a random one), remembered for the key."""
+        sink = self._sink_for(self._hasher.position(routing_key))
+        if routing_key is not None:
+            if len(self._key_sinks) >= _MAX_CACHED_KEYS:
+                self._key_sinks.clear()
+            self._key_sinks[routing_key] = sink
+        return sink
 
     def _new_turn(self) -> None:
         self._turn_bytes = 0
@@ -423,11 +423,12 @@ class EventStreamWriter:
             except Exception as error:
                 self._fail(sink, error)
                 raise
-            return self._record(sink, data, routing_key, batch)
+            return self._record(sink, sink.writer.last_event_number, data, routing_key, batch)
 
-    def _record(self, sink: _Sink, data: bytes, routing_key: str | None, batch: Batch | None) -> Batch:
-        """Keep an event the sink's session just queued until it is stored; its batch. A new event joins the
-        sink's open batch while it goes into the same block of the session as the batch's first one."""
+    def _record(self, sink: _Sink, number: int, data: bytes, routing_key: str | None, batch: Batch | None) -> Batch:
+        """Keep an event the sink's session just queued as event ``number`` until it is stored; its batch. A new
+        event joins the sink's open batch while it goes into the same block of the session as the batch's first
+        one."""
         writer = sink.writer
         if batch is None:
             batch = sink.open_batch
@@ -436,7 +437,7 @@ class EventStreamWriter:
                 sink.writes_started = started
                 batch = sink.open_batch = Batch(asyncio.get_running_loop().create_future())
             batch.remaining += 1
-        sink.pending.add(writer.last_event_number, data, routing_key, batch)
+        sink.pending.add(number, data, routing_key, batch)
         turn = self._turn_bytes  # bytes routed in this turn of the event loop (inline: it runs per event)
         if not turn:
             asyncio.get_running_loop().call_soon(self._new_turn)

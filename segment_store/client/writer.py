@@ -192,20 +192,40 @@ class SegmentWriter(AppendSession):
             return None
         return self._queue_framed((_EVENT_HEADERS.get(size) or _event_header(size), payload), 1, framed, True)
 
-    def offer(self, payload: Buffer) -> bool:
+    def offer(self, payload: Buffer) -> int:
         """Queue one event if that does not wait (the session is up and the window has room), without a
-        future (the :class:`ProgressListener` learns when it is stored); False if nothing was queued (call
-        :meth:`put`). Raises nothing."""
+        future (the :class:`ProgressListener` learns when it is stored): its event number; 0 if nothing was
+        queued (call :meth:`put`). Raises nothing."""
         if type(payload) is not bytes:
             payload = bytes(payload)
         size = len(payload)
         framed = HEADER_SIZE + size
         if self._failure is not None or self._state is not SessionState.CONNECTED:  # (_room_now, inline: per event)
-            return False
-        if self._unacked_bytes and self._unacked_bytes + framed > self.config.max_unacked_bytes:
-            return False
-        self._queue_framed((_EVENT_HEADERS.get(size) or _event_header(size), payload), 1, framed, False)
-        return True
+            return 0
+        config = self.config
+        unacked = self._unacked_bytes
+        if unacked and unacked + framed > config.max_unacked_bytes:
+            return 0
+        # _queue_framed for one event, inline (it runs per event)
+        number = self._next_event
+        self._next_event = number + 1
+        header = _EVENT_HEADERS.get(size) or _event_header(size)
+        pending = self._pending
+        newest = pending[-1] if pending else None
+        if newest is not None and newest.size + framed <= config.max_block_bytes:
+            newest.parts += (header, payload)
+            newest.size += framed
+            newest.last = number
+        else:
+            pending.append(_Write(number, number, [header, payload], framed, None))
+            self.writes_started += 1
+        self._unacked_bytes = unacked + framed
+        self._pending_bytes += framed
+        if self._pending_bytes >= config.max_block_bytes:
+            self._send(full_blocks_only=True)
+        if not self._inflight:
+            self._schedule_send()
+        return number
 
     def _room_now(self, framed: int) -> bool:
         """Whether ``framed`` bytes can be queued without waiting (connected, window not full)."""
