@@ -65,10 +65,13 @@ from segment_store.client import (
     SegmentWriter,
     WriterConfig,
 )
+from segment_store.client.retry import is_retriable
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _MAX_CACHED_KEYS = 65_536  # routing keys whose sink the writer remembers (cleared when full)
+REPLACE_ATTEMPTS = 20
+"""Attempts to follow a seal that fail retriably (0.05 s apart, doubling up to 2 s: about half a minute)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,13 +478,28 @@ class EventStreamWriter:
             self._fail(sink, error)
 
     async def _replace_in_background(self, sink: _Sink) -> None:
-        try:
-            async with self._lock:
-                await self._replace_sealed(sink)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            _log.warning("event writer %s: following a scale of %s failed: %r", self.writer_id, sink.name, error)
+        """Follow the seal; a retriable failure before anything moved (the sealed segment's container moving:
+        WrongHost, a lost connection) is tried again with backoff, and a failure that ends it fails the writer
+        (its pending events get the error) rather than leaving them pending for ever."""
+        delay_s = 0.05
+        for attempt in range(1, REPLACE_ATTEMPTS + 1):
+            try:
+                async with self._lock:
+                    await self._replace_sealed(sink)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if sink.replaced or self._failure is not None or not is_retriable(error) or attempt == REPLACE_ATTEMPTS:
+                    _log.warning("event writer %s: following a scale of %s failed: %r", self.writer_id, sink.name,
+                                 error)  # fmt: skip
+                    if not sink.replaced:
+                        self._fail(sink, error)
+                    return
+                _log.info("event writer %s: following a scale of %s: %r; trying again", self.writer_id, sink.name,
+                          error)  # fmt: skip
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 2, 2.0)
 
     def _fail(self, sink: _Sink | None, error: BaseException) -> None:
         """The writer is over: fail ``sink``'s pending events (other segments finish what they hold).

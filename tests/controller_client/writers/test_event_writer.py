@@ -14,8 +14,8 @@ from controller_client.readers.stream_reader import StreamEvent
 from controller_client.stream_manager import StreamManager
 from controller_client.writers.event_writer import EventWriterConfig
 from controller_client.writers.routing import hash_to_range
-from segment_store.client import RetryPolicy, WriterConfig
-from segment_store.protocol import encode_events
+from segment_store.client import RetryPolicy, WriterConfig, WrongHostError
+from segment_store.protocol import WrongHost, encode_events
 
 pytestmark = pytest.mark.integration
 
@@ -166,6 +166,38 @@ async def test_write_across_a_scale_with_lost_acks_resends_only_what_was_not_sto
     await writer.close()
     events = await _read_all(manager, "lostacks")
     _check_exactly_once_in_order(events, {"k": 11})
+
+
+async def test_write_across_a_scale_while_the_sealed_segment_moves_follows_it(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    """Looking for the seal may meet the segment's container moving (WrongHost, found by ``segstore selftest``):
+    the writer tries again, it neither hangs with its events pending nor sends what was stored twice."""
+    await _stream(manager, "moving", 1)
+    [only] = await manager.current_segments(SCOPE, "moving")
+    writer = await manager.create_writer(SCOPE, "moving")
+    await (await writer.write_event(b"k:0", "k"))
+    sealed_name = qualified_segment_name(SCOPE, "moving", only.segment_id)
+    real_info = manager.client.get_segment_info
+    moving = {"left": 3}
+
+    async def info_while_moving(name: str) -> object:  # a wrapper around the real call: 3 WrongHost replies
+        if name == sealed_name and moving["left"] > 0:
+            moving["left"] -= 1
+            raise WrongHostError(WrongHost(-1, name, "", ""))
+        return await real_info(name)
+
+    manager.client.get_segment_info = info_while_moving  # type: ignore[method-assign]
+    try:
+        await controller.scale(SCOPE, "moving", [only.segment_id], [(0.0, 1.0)])
+        for n in range(1, 20):
+            await writer.write_event(f"k:{n}".encode(), "k")
+        await asyncio.wait_for(writer.flush(), 30)
+    finally:
+        manager.client.get_segment_info = real_info  # type: ignore[method-assign]
+    assert moving["left"] == 0 and writer.scales_followed == 1
+    await writer.close()
+    _check_exactly_once_in_order(await _read_all(manager, "moving"), {"k": 20})
 
 
 async def test_write_to_sealed_stream_fails_with_stream_sealed(
