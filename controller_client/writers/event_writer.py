@@ -66,12 +66,17 @@ from segment_store.client import (
     WriterConfig,
 )
 from segment_store.client.retry import is_retriable
+from segstore_shared.errors import RetriableError
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _MAX_CACHED_KEYS = 65_536  # routing keys whose sink the writer remembers (cleared when full)
 REPLACE_ATTEMPTS = 20
 """Attempts to follow a seal that fail retriably (0.05 s apart, doubling up to 2 s: about half a minute)."""
+
+
+class SealNotConfirmedError(RetriableError):
+    """A sealed segment did not show its seal committed yet, so what it stored for the writer is unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +90,8 @@ class EventWriterConfig:
     controller_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=10, max_delay_ms=2_000))
     """Retries of controller calls that fail retriably (controller unavailable)."""
     seal_confirm_attempts: int = 50
-    """How many times (10 ms apart) to look for a seal to be committed before trusting the acks alone."""
+    """How many times (10 ms apart) to look for a seal to be committed, per try of following the seal (the
+    writer tries again, up to ``REPLACE_ATTEMPTS`` times, then fails)."""
     note_time_on_flush: bool = False
     """Each :meth:`~EventStreamWriter.flush` notes the wall-clock time (:meth:`~EventStreamWriter.note_time`):
     for writers whose events' time is the time they are written."""
@@ -518,7 +524,9 @@ class EventStreamWriter:
 
     async def _stored_through(self, sink: _Sink) -> int | None:
         """The last event number the sealed segment stored for this writer id, read once the seal is
-        committed (a committed seal implies every append before it is committed); None if unknown."""
+        committed (a committed seal implies every append before it is committed); None if the segment is
+        gone. Raises SealNotConfirmedError (retriable) when the seal is not committed within
+        ``seal_confirm_attempts``: resending every unacknowledged event then could write some twice."""
         for _ in range(self.config.seal_confirm_attempts):
             try:
                 info = await self._client.get_segment_info(sink.name)
@@ -530,7 +538,7 @@ class EventStreamWriter:
             except NoSuchSegmentError:
                 return None
             await asyncio.sleep(0.01)
-        return None
+        raise SealNotConfirmedError(f"{sink.name}: the seal is not committed yet; what it stored is not known")
 
     async def _replace_sealed(self, sink: _Sink) -> None:
         """``sink``'s segment is sealed: route its key range to the successors and resend (lock held)."""
