@@ -182,13 +182,13 @@ async def test_write_across_a_scale_while_the_sealed_segment_moves_follows_it(
     real_info = manager.client.get_segment_info
     moving = {"left": 3}
 
-    async def info_while_moving(name: str) -> object:  # a wrapper around the real call: 3 WrongHost replies
+    async def info_while_moving(name: str) -> SegmentStatus:  # a wrapper around the real call: 3 WrongHost replies
         if name == sealed_name and moving["left"] > 0:
             moving["left"] -= 1
             raise WrongHostError(WrongHost(-1, name, "", ""))
         return await real_info(name)
 
-    manager.client.get_segment_info = info_while_moving  # type: ignore[method-assign]
+    manager.client.get_segment_info = info_while_moving  # type: ignore[method-assign,assignment]
     try:
         await controller.scale(SCOPE, "moving", [only.segment_id], [(0.0, 1.0)])
         for n in range(1, 20):
@@ -225,7 +225,7 @@ async def test_write_across_a_scale_whose_seal_commits_late_resends_only_what_wa
             return dataclasses.replace(info, sealed=False)
         return info
 
-    manager.client.get_segment_info = info_seal_late  # type: ignore[method-assign]
+    manager.client.get_segment_info = info_seal_late  # type: ignore[method-assign,assignment]
     try:
         await controller.scale(SCOPE, "latecommit", [only.segment_id], [(0.0, 1.0)])
         last = await writer.write_event(b"k:10:" + bytes(70_000), "k")
