@@ -13,6 +13,9 @@ CPU_COLUMNS = [
     ("cpu_segmentstore_loop", "ss loop"),
     ("cpu_zookeeper", "cpu zk"),
     ("cpu_other", "cpu other"),
+    ("peak_rss_mb_client", "cli peak MB"),
+    ("peak_rss_mb_controller", "ctl peak MB"),
+    ("peak_rss_mb_segmentstore", "ss peak MB"),
 ]
 
 

@@ -243,8 +243,19 @@ def _first_traceback(lines: list[str], limit: int = 80) -> list[str]:
     return []
 
 
+def peak_rss_mb(pid: int) -> float:
+    """The peak resident memory (``VmHWM``) of process ``pid`` in MB (0.0 if it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid or os.getpid()}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return 0.0
+
+
 class Meter:
-    """Wall time and the CPU time of every process of the run over a span."""
+    """Wall time and the CPU time of every process of the run over a span, and their peak RSS at its end."""
 
     def __init__(self, system: Standalone) -> None:
         self.system = system
@@ -267,5 +278,9 @@ class Meter:
         d = {k: end[k] - self.start[k] for k in end}
         wall = d.pop("wall")
         other = d.pop("machine") - d["client"] - d["controller"] - d["segmentstore"] - d["zookeeper"]
+        system = self.system
+        peaks = {"client": 0, "controller": system.pid, "segmentstore": system.segmentstore_pid,
+                 "zookeeper": system.zookeeper_pid}  # fmt: skip
         return {"seconds": round(wall, 2), **{f"cpu_{k}": round(v / wall, 2) for k, v in d.items()},
-                "cpu_other": round(max(0.0, other) / wall, 2)}  # fmt: skip
+                "cpu_other": round(max(0.0, other) / wall, 2),
+                **{f"peak_rss_mb_{k}": peak_rss_mb(pid) for k, pid in peaks.items()}}  # fmt: skip

@@ -21,6 +21,10 @@ Cases:
    every millisecond and writes (``write_many``) every event whose scheduled time has come, never
    waiting for acks. Latency = ack time - scheduled time, so queueing (and a late producer)
    counts; ``lag`` is write time - scheduled time, ``service`` is ack time - write time.
+   Then what overlapped the slowest 1 % of acks (``bench/wire_stalls.py``): the server's event-loop stalls by
+   cause (fetched from its metrics port's ``/stalls``), the client's (the same recorder on this process's loop),
+   long GC passes, fsyncs, Parquet encodes, group commits and flushes, each against the share of all events it
+   overlapped; and, after the 100,000 events/s case, the server's RSS while idle (``--idle-s``, default 20).
 3. ``read``: a segment of ``--read-gb`` of 10 KB events (``--read-event-bytes``), written in
    ~512 KiB batches and flushed to Tier-2, then read sequentially with the prefetching reader
    (``reader.read()``, default ``ReaderConfig``):
@@ -45,6 +49,7 @@ Tier-1 writes and fsyncs, Parquet encoding, Tier-2 writes, kazoo), the client pr
 embedded ZooKeeper's JVM (a child of the server);
 ``cpu other`` is everything else on the machine (kernel threads, other programs: a run with a
 high value was disturbed and should be repeated);
+``srv peak MB``/``cli peak MB`` are the peak RSS (``VmHWM``) of the server and of this client process so far;
 ``disk wr MB/s`` is what the server process wrote towards the disk (``/proc/<pid>/io``
 write_bytes: Tier-1 ledgers and Tier-2 chunks, each fsync'd, so about twice the data).
 MB = 10^6 bytes of segment data (frame headers included).
@@ -76,28 +81,27 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
-import functools
 import json
 import os
 import platform
-import random
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from benchlib import MB, filesystem_of, mb_per_s, table
 from profiles import cprofile_top, py_spy, pyspy_top, report_profile
+from wire_common import FRAME_HEADER, batches_of, check_length, drain, new_segment, payloads
+from wire_latency import case_latency, idle_memory
 from wire_server import CONTAINERS, Meter, ServerProcess
 
 from segment_store.client import ClientConfig, SegmentClient
 from segment_store.logs.config import DurableLogConfig
 from segment_store.reading.cache import CacheConfig
 from segstore_shared.cluster.container_mapping import container_of
+from segstore_shared.loop_stalls import ACTIVITY, LoopStallRecorder
 
-FRAME_HEADER = 8
 BLOCK_BYTES = 512 * 1024
 WARM_READ_BYTES = 4 * 1024 * 1024
 REPO = Path(__file__).resolve().parent.parent
@@ -107,38 +111,6 @@ TARGETS = {
     "mb_per_s_10KB": 350,
     "p99_ms_at_100k": 10,
 }
-
-
-# ---- helpers ---------------------------------------------------------------------------------------------
-_segments = iter(range(1_000_000))
-
-
-def new_segment() -> str:
-    return f"bench/wire/{next(_segments)}.#epoch.0"
-
-
-def payloads(size: int, count: int, seed: int = 7) -> list[bytes]:
-    rng = random.Random(seed + size)
-    return [rng.randbytes(size) for _ in range(count)]
-
-
-def batches_of(events: list[bytes], per_batch: int) -> list[list[bytes]]:
-    return [events[i : i + per_batch] for i in range(0, len(events) - per_batch + 1, per_batch)]
-
-
-async def drain(client: SegmentClient) -> float:
-    """``flush_to_storage`` of every container; returns the seconds it took."""
-    started = time.perf_counter()
-    await asyncio.gather(*(client.flush_to_storage(c) for c in range(CONTAINERS)))
-    return round(time.perf_counter() - started, 2)
-
-
-async def check_length(client: SegmentClient, segment: str, events: int, size: int) -> None:
-    length = (await client.get_segment_info(segment)).write_offset
-    if length != events * (FRAME_HEADER + size):
-        raise AssertionError(
-            f"{segment} holds {length} bytes; {events} acked events of {size} B make a different length"
-        )
 
 
 async def case_write(
@@ -183,76 +155,6 @@ async def case_write(
         "events_per_s": round(count / elapsed),
         "mb_per_s": mb_per_s(count * (size + FRAME_HEADER), elapsed),
         "avg_block_kib": round(count * (size + FRAME_HEADER) / max(1, blocks) / 1024, 1),
-        "drain_s": await drain(client),
-    }
-
-
-def _stamp(times: dict[int, float], index: int, _future: asyncio.Future[None]) -> None:
-    times[index] = time.perf_counter()
-
-
-async def case_latency(client: SegmentClient, server: ServerProcess, rate: int, seconds: float) -> dict[str, Any]:
-    segment = new_segment()
-    await client.create_segment(segment)
-    events = payloads(100, 8192)
-    warmup = min(0.5, seconds / 4)
-    total = round((seconds + warmup) * rate)
-    first_measured = round(warmup * rate)
-    firsts: list[int] = []  # per write_many: index of its first event, its size, write time and ack time
-    counts: list[int] = []
-    written: list[float] = []
-    async with client.writer(segment) as writer:
-        meter = Meter(server)
-        start = time.perf_counter() + 0.002
-        ack_at: dict[int, float] = {}
-        futures: list[asyncio.Future[None]] = []
-        sent = 0
-        while sent < total:
-            now = time.perf_counter()
-            due = min(total, int((now - start) * rate) + 1) if now >= start else 0
-            if due > sent:
-                batch = [events[i % len(events)] for i in range(sent, due)]
-                future = await writer.write_many(batch)
-                future.add_done_callback(functools.partial(_stamp, ack_at, len(firsts)))
-                firsts.append(sent)
-                counts.append(due - sent)
-                written.append(now)
-                futures.append(future)
-                sent = due
-            await asyncio.sleep(0.001)
-        await writer.flush()
-        await asyncio.gather(*futures)
-        measured = meter.done()
-    await check_length(client, segment, total, 100)
-    acked = [ack_at[i] for i in range(len(firsts))]
-    first = np.asarray(firsts, dtype=np.int64)
-    count = np.asarray(counts, dtype=np.int64)
-    numbers = np.arange(total, dtype=np.int64)
-    owner = np.repeat(np.arange(len(firsts)), count)
-    scheduled = start + numbers / rate
-    ack = np.asarray(acked)[owner]
-    write = np.asarray(written)[owner]
-    keep = numbers >= first_measured
-    latency, lag, service = (ack - scheduled)[keep], (write - scheduled)[keep], (ack - write)[keep]
-    assert int(first[-1] + count[-1]) == total
-
-    def ms(values: np.ndarray, q: float) -> float:
-        return round(float(np.quantile(values, q / 100, method="inverted_cdf")) * 1000, 2)
-
-    return {
-        "offered_events_per_s": rate,
-        "events_measured": int(np.count_nonzero(keep)),
-        "writes": len(firsts),
-        "events_per_write": round(total / len(firsts), 1),
-        "acked_events_per_s": round(total / measured["seconds"]),
-        **measured,
-        "p50_ms": ms(latency, 50),
-        "p99_ms": ms(latency, 99),
-        "p99_9_ms": ms(latency, 99.9),
-        "max_ms": ms(latency, 100),
-        "lag_p99_ms": ms(lag, 99),
-        "service_p50_ms": ms(service, 50),
-        "service_p99_ms": ms(service, 99),
         "drain_s": await drain(client),
     }
 
@@ -416,6 +318,9 @@ async def run_cases(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     only = set(args.only.split(",")) if args.only else {"write", "latency", "read"}
     server = ServerProcess(root, args.in_memory)
     results: dict[str, Any] = {"server_start_s": round(server.start(), 1)}
+    ACTIVITY.hook_gc()
+    stalls = LoopStallRecorder(ACTIVITY)  # the client's own loop (this process); the server's: its /stalls
+    stalls.start()
     try:
         client = SegmentClient(("127.0.0.1", server.port), ClientConfig())
         try:
@@ -428,13 +333,17 @@ async def run_cases(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                         print(f"  write {size} B {api}: {rows[-1]['events_per_s']:,} events/s", flush=True)
                 results["write"] = rows
             if "latency" in only:
-                results["latency"] = [await case_latency(client, server, r, args.seconds) for r in (100_000, 10_000)]
+                results["latency"] = [await case_latency(client, server, stalls, 100_000, args.seconds)]
+                results["idle_after_100k"] = await idle_memory(server, args.idle_s)
+                results["latency"].append(await case_latency(client, server, stalls, 10_000, args.seconds))
                 print("  latency done", flush=True)
             if "read" in only:
                 results["read"] = await case_read(args, server, client)
         finally:
             await client.close()
     finally:
+        stalls.stop()
+        results["memory"] = server.memory()
         server.stop()
     return results
 
@@ -466,7 +375,8 @@ def report(results: dict[str, Any]) -> None:
             [("event_bytes", "event B"), ("api", "api"), ("batch", "batch"), ("events_per_s", "events/s"),
              ("mb_per_s", "MB/s"), ("avg_block_kib", "block KiB"), ("cpu_server", "cpu srv"),
              ("cpu_server_loop", "srv loop"), ("cpu_client", "cpu cli"), ("cpu_zookeeper", "cpu zk"),
-             ("cpu_other", "cpu other"), ("disk_write_mb_per_s", "disk wr MB/s"), ("drain_s", "drain s")],
+             ("cpu_other", "cpu other"), ("disk_write_mb_per_s", "disk wr MB/s"), ("drain_s", "drain s"),
+             ("srv_peak_rss_mb", "srv peak MB"), ("cli_peak_rss_mb", "cli peak MB")],
         )  # fmt: skip
     if "latency" in results:
         table(
@@ -476,8 +386,24 @@ def report(results: dict[str, Any]) -> None:
              ("events_per_write", "ev/write"), ("p50_ms", "p50"), ("p99_ms", "p99"), ("p99_9_ms", "p99.9"),
              ("max_ms", "max"), ("lag_p99_ms", "lag p99"), ("service_p99_ms", "service p99"),
              ("cpu_server", "cpu srv"), ("cpu_server_loop", "srv loop"), ("cpu_client", "cpu cli"),
-             ("cpu_zookeeper", "cpu zk"), ("cpu_other", "cpu other")],
+             ("cpu_zookeeper", "cpu zk"), ("cpu_other", "cpu other"), ("srv_stalls", "srv stalls"),
+             ("srv_stall_ms", "srv stall ms"), ("cli_stalls", "cli stalls"), ("cli_stall_ms", "cli stall ms"),
+             ("srv_peak_rss_mb", "srv peak MB"), ("cli_peak_rss_mb", "cli peak MB")],
         )  # fmt: skip
+        for row in results["latency"]:
+            table(
+                f"2b. what overlapped the slowest 1 % of acks at {row['offered_events_per_s']:,} events/s "
+                "(% of the slow 1 % / % of all events; lift = their ratio)",
+                row["slow_1pct_overlaps"],
+                [("overlapped", "overlapped"), ("slow_pct", "slow 1 % %"), ("all_pct", "all %"), ("lift", "lift"),
+                 ("count", "count"), ("total_ms", "total ms"), ("max_ms", "max ms")],
+            )  # fmt: skip
+            print(f"server activity during the case (count / total): {row['srv_activity']}")
+    if "idle_after_100k" in results:
+        idle = results["idle_after_100k"]
+        print(f"\nsegment store RSS idle after the 100,000 events/s case: {idle}")
+    if "memory" in results:
+        print(f"memory at the end (MB): {results['memory']}")
     if "read" in results:
         table(
             "3. sequential read with the prefetching reader",
@@ -502,6 +428,9 @@ def main() -> None:
     parser.add_argument("--read-gb", type=float, help="size of the segment read back (default 1)")
     parser.add_argument(
         "--read-event-bytes", type=int, default=10_000, help="event size of the read segment (default 10000)"
+    )
+    parser.add_argument(
+        "--idle-s", type=float, default=20.0, help="watch the server's RSS idle after the 100k/s case (default 20)"
     )
     parser.add_argument("--cold", action="store_true", help="drop the Tier-2 files' page cache before the tier2 pass")
     parser.add_argument("--in-memory", action="store_true", help="run the server with in-memory tiers")
@@ -547,7 +476,7 @@ def main() -> None:
     profile_name = f"wire-profile-{'py-spy' if args.py_spy else 'cprofile'}.json"
     out = args.out or RESULTS / (profile_name if args.profile else "wire.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    settings = ("seconds", "warm_up", "batch", "read_gb", "read_event_bytes", "cold", "in_memory", "only")
+    settings = ("seconds", "warm_up", "batch", "idle_s", "read_gb", "read_event_bytes", "cold", "in_memory", "only")
     document = {
         "benchmark": "wire",
         "python": platform.python_version(),

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from benchlib import mb_per_s
+from wire_stalls import rss_mb
 
 from segstore_shared.coordination.zookeeper_server import free_port
 
@@ -19,13 +20,19 @@ REPO = Path(__file__).resolve().parent.parent
 
 # ---- the server process ----------------------------------------------------------------------------------
 class ServerProcess:
-    """``segstore segmentstore`` in a child process on ``root/data``, optionally under a profiler."""
+    """``segstore segmentstore`` in a child process on ``root/data``, optionally under a profiler, optionally
+    after ``prelude`` (Python run first in the process, importing from ``extra_path`` too: ``bench/wire_ab.py``)."""
 
-    def __init__(self, root: Path, in_memory: bool) -> None:
+    def __init__(
+        self, root: Path, in_memory: bool, prelude: str | None = None, extra_path: list[str] | None = None
+    ) -> None:
         self.root = root
+        self.prelude = prelude
+        self.extra_path = extra_path or []
         self.data_dir = root / "data"
         self.in_memory = in_memory
         self.port = free_port()
+        self.metrics_port = free_port()
         self.log_path = root / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.children: list[int] = []
@@ -36,11 +43,17 @@ class ServerProcess:
         args = [sys.executable]
         if cprofile_out is not None:
             args += ["-m", "cProfile", "-o", str(cprofile_out)]
-        args += ["-m", "segstore_cli", "segmentstore", "--port", str(self.port), "--log-level", "warning"]
+        if self.prelude is not None:
+            args += ["-c", f"{self.prelude}\nimport runpy\nrunpy.run_module('segstore_cli', run_name='__main__')"]
+        else:
+            args += ["-m", "segstore_cli"]
+        args += ["segmentstore", "--port", str(self.port), "--log-level", "warning"]
         args += ["--container-count", str(CONTAINERS), "--data-dir", str(self.data_dir)]
+        args += ["--metrics-port", str(self.metrics_port)]  # /stalls: its event loop's stalls (bench/wire_stalls.py)
         if self.in_memory:
             args.append("--in-memory")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        path = [str(REPO), *self.extra_path, os.environ.get("PYTHONPATH")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
         started = time.perf_counter()
         log = self.log_path.open("ab")
         log.write(f"---- start {self.starts}: {' '.join(args)}\n".encode())
@@ -83,6 +96,17 @@ class ServerProcess:
     def loop_cpu_s(self) -> float:
         """CPU seconds of the server's main thread, which runs its event loop."""
         return _cpu_s(self.pid, f"{self.pid}/task/{self.pid}")
+
+    def memory(self) -> dict[str, float]:
+        """RSS now and peak (``VmHWM``) of the server process and of the bench client (this process), and the
+        RSS of the server's children (the embedded ZooKeeper's JVM), in MB."""
+        server, client = rss_mb(self.pid), rss_mb(os.getpid())
+        return {
+            "srv_rss_mb": server.get("rss_mb", 0.0),
+            "srv_peak_rss_mb": server.get("peak_rss_mb", 0.0),
+            "cli_peak_rss_mb": client.get("peak_rss_mb", 0.0),
+            "zk_rss_mb": round(sum(rss_mb(pid).get("rss_mb", 0.0) for pid in self.children), 1),
+        }
 
     def children_cpu_s(self) -> float:
         """CPU seconds of the server's child processes (the embedded ZooKeeper's JVM)."""
@@ -162,4 +186,5 @@ class Meter:
             "cpu_zookeeper": round(zookeeper / wall, 2),
             "cpu_other": round(max(0.0, other) / wall, 2),
             "disk_write_mb_per_s": mb_per_s(self._server.io("write_bytes") - self.disk, wall),
+            **self._server.memory(),
         }

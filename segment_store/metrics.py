@@ -17,6 +17,12 @@ clock read and a done-callback. Everything that is a level (backlog, cache use, 
 computed at scrape time (:class:`StoreLevels`, read by :class:`_ScrapeCollector`), never updated on the hot
 path. There are no labels by segment name (their cardinality is unbounded); the only label with more than a
 few values is ``container``, bounded by the container count.
+
+The event loop's lag and stalls and the activities that explain them (GC pauses, fsyncs, Parquet encoding,
+group commits, flushes, checkpoints: :mod:`segstore_shared.loop_stalls`) are reported through
+:attr:`SegmentStoreMetrics.loop` by the recorder :meth:`StoreMetrics.loop_watch` gives; the service starts it
+with the metrics port and serves its recent stalls on ``/stalls``. Its cost: one timer callback every 5 ms and
+one histogram observation per timed activity (none per append).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from prometheus_client.registry import Collector
 
 from segment_store.storage.chunk_storage import ChunkData, ChunkInfo, ChunkStorage, as_buffers
 from segment_store.tier1.log import DurableDataLog, LogAddress, ReadItem
+from segstore_shared.loop_stalls import ACTIVITY, LoopMetrics, LoopStallRecorder
 
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Append, Tier-1 and Tier-2 latencies: from half a millisecond (an in-memory log) to seconds (an outage)."""
@@ -96,6 +103,10 @@ class StoreMetrics:
     def watch(self, service: LevelSource) -> None:
         """Report the levels of ``service`` (backlog, cache, connections, containers), read at scrape time."""
 
+    def loop_watch(self) -> LoopStallRecorder | None:
+        """A recorder of the event loop's lag and stalls reporting here (the caller starts it), or None."""
+        return None
+
 
 NO_METRICS = StoreMetrics()
 
@@ -148,6 +159,8 @@ class SegmentStoreMetrics(StoreMetrics):
             buckets=RECOVERY_BUCKETS_S,
             registry=registry,
         )
+        self.loop = LoopMetrics(registry, "segstore")
+        """Event-loop lag and stalls, GC pauses and the timed activities (segstore_shared.loop_stalls)."""
 
     def appended(self, size: int, seconds: float) -> None:
         self.appends.inc()
@@ -175,6 +188,9 @@ class SegmentStoreMetrics(StoreMetrics):
 
     def watch(self, service: LevelSource) -> None:
         self._registry.register(_ScrapeCollector(service))
+
+    def loop_watch(self) -> LoopStallRecorder:
+        return LoopStallRecorder(ACTIVITY, self.loop)
 
 
 class MeteredDataLog:

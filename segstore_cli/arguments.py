@@ -28,6 +28,7 @@ from segment_store.tier1.config import add_cli_arguments as add_tier1_arguments
 from segstore_shared.auth.settings import add_cli_arguments as add_auth_arguments
 from segstore_shared.auth.tls import TlsConfig, TlsConfigError, TrustConfig, is_ip_literal, trust_from_cli
 from segstore_shared.auth.tls import add_cli_arguments as add_tls_arguments
+from segstore_shared.event_loop import EVENT_LOOPS
 from segstore_shared.ports import IN_USE, PortClaim, PortInUseError, claim_of, unavailable
 from segstore_shared.processes import report_status
 
@@ -92,6 +93,17 @@ def add_log_level_argument(parser: argparse.ArgumentParser, log_file: str | None
             metavar="PATH",
             help=f"the log, at --log-level (default {log_file}); '-': no file, the whole log on stderr",
         )
+
+
+def add_event_loop_argument(parser: argparse.ArgumentParser) -> None:
+    """``--event-loop``: the loop the server runs on (:mod:`segstore_shared.event_loop`)."""
+    parser.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default="asyncio",
+        help="the event loop: asyncio (the default, the standard loop), uvloop (needs the uvloop package), "
+        "or auto (uvloop when installed)",
+    )
 
 
 def setup_logging(command: str, level: str, log_file: Path | None, flag: str = "--log-file") -> None:

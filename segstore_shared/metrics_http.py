@@ -7,7 +7,9 @@ state where it lives, without locks). One request per connection, then close; no
   process must look up, such as the controller's stream counts);
 - ``/healthz``: 200 while the process runs (it answers at all);
 - ``/readyz``: 200 once ``ready()`` holds (segment store: every container assigned here recovered;
-  controller: serving RPCs), 503 before.
+  controller: serving RPCs), 503 before;
+- any path of ``documents``: a JSON document its function builds from the query string (the segment store's
+  ``/stalls``: recent event-loop stalls, :mod:`segstore_shared.loop_stalls`); a ``ValueError`` is a 400.
 
 Used by both :class:`~segment_store.server.service.SegmentStoreService` and the controller's service.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -38,8 +40,10 @@ class MetricsServer:
         registry: CollectorRegistry,
         ready: Callable[[], bool],
         refresh: Callable[[], Awaitable[None]] | None = None,
+        documents: Mapping[str, Callable[[str], bytes]] | None = None,
     ) -> None:
         self._registry = registry
+        self._documents = {path.encode(): build for path, build in (documents or {}).items()}
         self._ready = ready
         self._refresh = refresh
         self._server: asyncio.Server | None = None
@@ -98,7 +102,7 @@ class MetricsServer:
         parts = head.split(b"\r\n", 1)[0].split(b" ")
         if len(parts) != 3:
             return 400, "text/plain", b"bad request\n"
-        method, target = parts[0], parts[1].split(b"?", 1)[0]
+        method, (target, _, query) = parts[0], parts[1].partition(b"?")
         if method not in (b"GET", b"HEAD"):
             return 405, "text/plain", b"GET or HEAD only\n"
         if target == b"/metrics":
@@ -111,4 +115,10 @@ class MetricsServer:
             if self._ready():
                 return 200, "text/plain", b"ready\n"
             return 503, "text/plain", b"not ready\n"
+        build = self._documents.get(target)
+        if build is not None:
+            try:
+                return 200, "application/json", build(query.decode("ascii", "replace"))
+            except ValueError as error:
+                return 400, "text/plain", f"bad query: {error}\n".encode()
         return 404, "text/plain", b"not found: /metrics, /healthz, /readyz\n"

@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from segment_store.metadata import ContainerMetadata, now_ms
 from segment_store.tier1.log import DurableDataLog
 from segstore_shared.contracts import ContainerOfflineError
 from segstore_shared.errors import SegstoreError
+from segstore_shared.loop_stalls import ACTIVITY
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +249,7 @@ class DurableLog:
                 op, future = self._queue.popleft()
                 if future is not None and future.done():
                     continue
+                started = time.perf_counter() if isinstance(op, MetadataCheckpointOperation) else 0.0
                 try:
                     self.updater.pre_process(op)
                 except SegstoreError as exc:
@@ -260,6 +263,7 @@ class DurableLog:
                 if isinstance(op, MetadataCheckpointOperation):
                     self._builder.flush()
                     self._builder.append(op, first_frame_tag=_CheckpointStart(op.sequence_number))
+                    ACTIVITY.note("checkpoint", started, time.perf_counter())
                 else:
                     self._builder.append(op)
                 if isinstance(op, AppendOperation):

@@ -27,7 +27,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.protocol import (
@@ -108,7 +108,7 @@ class ServerConnection(asyncio.Protocol):
 
     # ---- asyncio.Protocol -----------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio.Transport subclasses
         self._transport = transport
         self.peer = str(transport.get_extra_info("peername"))
         transport.set_write_buffer_limits(high=self._config.write_buffer_high_bytes)

@@ -44,6 +44,7 @@ from segment_store.tier1.log import DataLogCorruptedError, DurableDataLogFactory
 from segstore_shared.cluster.layout import ClusterError
 from segstore_shared.cluster.registration import HostRegistration
 from segstore_shared.coordination.store import CoordinationStore
+from segstore_shared.loop_stalls import ACTIVITY, LoopStallRecorder, stall_route
 from segstore_shared.metrics_http import MetricsServer
 from segstore_shared.ports import PortInUseError, is_address_in_use
 
@@ -121,6 +122,8 @@ class SegmentStoreService:
             metrics = SegmentStoreMetrics() if config.metrics_port is not None else NO_METRICS
         self.metrics = metrics
         self._metrics_server: MetricsServer | None = None
+        self._loop_stalls: LoopStallRecorder | None = None
+        """With a metrics port: the event loop's lag and stalls (``/metrics`` and ``/stalls``)."""
         self._data_logs = data_logs
         self.chunks = chunks
         self._coordination = coordination
@@ -251,6 +254,8 @@ class SegmentStoreService:
             if self._metrics_server is not None:
                 await self._metrics_server.stop()
                 self._metrics_server = None
+            if self._loop_stalls is not None:
+                self._loop_stalls.stop()
             raise
         if self.config.cluster:
             try:
@@ -293,9 +298,14 @@ class SegmentStoreService:
         self.metrics.watch(self)
         if self.config.metrics_port is None or self.metrics.registry is None:
             return
-        server = MetricsServer(self.metrics.registry, self.ready)
+        stalls = self._loop_stalls = self.metrics.loop_watch()
+        documents = {"/stalls": stall_route(stalls)} if stalls is not None else {}
+        server = MetricsServer(self.metrics.registry, self.ready, documents=documents)
         await server.start(self.config.metrics_host, self.config.metrics_port)
         self._metrics_server = server
+        if stalls is not None:
+            ACTIVITY.hook_gc()
+            stalls.start()
 
     @property
     def metrics_endpoint(self) -> tuple[str, int] | None:
@@ -422,6 +432,8 @@ class SegmentStoreService:
         if self._metrics_server is not None:
             await self._metrics_server.stop()
             self._metrics_server = None
+        if self._loop_stalls is not None:
+            self._loop_stalls.stop()
 
 
 def _warm_up_parquet() -> None:

@@ -23,6 +23,7 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Callable
+from typing import cast
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class TlsHandshake(asyncio.Protocol):
         self.peer = "?"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio.Transport subclasses
         transport.pause_reading()  # not one byte may be read before the TLS layer is in place
         self._transport = transport
         self.peer = str(transport.get_extra_info("peername"))

@@ -35,6 +35,7 @@ from segment_store.writer.aggregator import SegmentAggregator, SegmentTarget, St
 from segment_store.writer.config import WriterConfig
 from segstore_shared.contracts import SegmentNotExistsError
 from segstore_shared.errors import SegstoreError
+from segstore_shared.loop_stalls import ACTIVITY
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +328,9 @@ class StorageWriter:
             async with self._semaphore:
                 await agg.process(force=force_until >= 0)
 
+        started = time.perf_counter()
         results = await asyncio.gather(*(run(a) for a in due), return_exceptions=True)
+        ACTIVITY.note("writer_flush", started, time.perf_counter())
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             fatal = [e for e in errors if not (isinstance(e, SegstoreError) and e.retriable)]

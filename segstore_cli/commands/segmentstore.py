@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from segstore_cli.arguments import (
     Subparsers,
     add_cache_argument,
+    add_event_loop_argument,
     add_log_level_argument,
     add_metrics_arguments,
     add_security_arguments,
@@ -32,6 +33,8 @@ from segstore_cli.arguments import (
     setup_logging,
     warn_ip_literal,
 )
+from segstore_shared import event_loop
+from segstore_shared.event_loop import EventLoopUnavailableError, loop_name
 from segstore_shared.ports import PortClaim, PortInUseError
 from segstore_shared.processes import report_status
 
@@ -81,6 +84,7 @@ def add_parser(sub: Subparsers) -> None:
     add_log_level_argument(ss, log_file=f"{LOG_FILE} in --data-dir")
     add_cache_argument(ss)
     add_metrics_arguments(ss)
+    add_event_loop_argument(ss)
     add_storage_arguments(ss)
     add_security_arguments(ss, controller=False)
     ss.set_defaults(func=run)
@@ -93,7 +97,11 @@ def run(args: argparse.Namespace) -> int:
     check_data_dir(COMMAND, data_dir)
     args.log_file = log_file_of(args, data_dir / LOG_FILE)
     setup_logging(COMMAND, args.log_level, args.log_file)
-    return asyncio.run(_serve(args))
+    try:
+        return event_loop.run(_serve(args), args.event_loop)
+    except EventLoopUnavailableError as error:
+        fail(COMMAND, str(error))
+        return 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,4 +275,5 @@ def _ready_line(
     if service.metrics_endpoint is not None:
         security += ", metrics on http://{}:{}/metrics".format(*service.metrics_endpoint)
     security += f", log {args.log_file}" if args.log_file is not None else ""
+    security += f", event loop {loop_name(asyncio.get_running_loop())}"
     return f"segstore segmentstore ready on {host}:{port} ({what}, {where}, cache {cache_mib} MiB{security})"

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from metrics_scrape import get, scrape
 from standalone_process import StandaloneProcess
 
 from controller_client import ScalingPolicy, StreamConfiguration
@@ -49,28 +47,6 @@ CONTROLLER = (
     "segstore_controller_background_runs",
     "segstore_controller_ready",
 )
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-def scrape(port: int) -> tuple[set[str], dict[str, float]]:
-    """The families and every sample (``name{k="v",...}`` -> value) of one /metrics."""
-    status, text = get(port, "/metrics")
-    assert status == 200
-    families: set[str] = set()
-    samples: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        families.add(family.name)
-        for sample in family.samples:
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
-            samples[f"{sample.name}{{{labels}}}"] = sample.value
-    return families, samples
 
 
 def total(samples: dict[str, float], name: str) -> float:

@@ -39,6 +39,7 @@ from segment_store.storage.chunk_storage import (
     check_read_range,
     validate_chunk_name,
 )
+from segstore_shared.loop_stalls import ACTIVITY
 
 _log = logging.getLogger(__name__)
 
@@ -133,7 +134,9 @@ class FsChunkStorage:
                 try:
                     _write_all(fd, views)
                     if self._durable:
+                        started = time.perf_counter()
                         os.fsync(fd)
+                        ACTIVITY.note("tier2_fsync", started, time.perf_counter())
                 finally:
                     os.close(fd)
                 self._before_publish(name, str(temp))

@@ -26,12 +26,14 @@ import mmap
 import os
 import re
 import struct
+import time
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from segment_store.tier1.log import DataLogCorruptedError
+from segstore_shared.loop_stalls import ACTIVITY
 
 FILE_MAGIC = b"SSLEDGR1"
 FILE_HEADER = struct.Struct(">8sQQI4x")
@@ -123,7 +125,9 @@ class _OsSink:
 
     def sync(self) -> None:
         if self._fsync:
+            started = time.perf_counter()
             os.fdatasync(self._fd)
+            ACTIVITY.note("tier1_fsync", started, time.perf_counter())
 
     def close(self) -> None:
         os.close(self._fd)

@@ -97,6 +97,7 @@ import contextlib
 import enum
 import logging
 import os
+import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -138,6 +139,7 @@ from segstore_shared.coordination.store import (
     CoordinationStore,
     CoordinationUnavailableError,
 )
+from segstore_shared.loop_stalls import ACTIVITY
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -392,7 +394,9 @@ class FileLedgerLog:
                 if writer.size_bytes >= self._config.rollover_size_bytes or writer.next_entry_id > MAX_ENTRY_ID:
                     writer = await self._rollover(writer)
                 group = self._take_group(writer)
+                started = time.perf_counter()
                 await self._blocking(writer.write_group, [item.data for item in group])
+                ACTIVITY.note("tier1_group_commit", started, time.perf_counter())
                 self._written = group[-1].address
                 self._synced.set()
         except DurableDataLogError as exc:
