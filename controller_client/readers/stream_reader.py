@@ -40,9 +40,12 @@ from segment_store.client import (
     SegmentReader,
     WrongHostError,
 )
+from segstore_shared.errors import RetriableError
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+SUCCESSOR_ATTEMPTS = 12
+"""Looks for the successors of an ended segment while the stream is not sealed (0.1 s apart, doubling up to 1 s)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,9 +266,7 @@ class StreamReader:
 
     async def _expand(self, segment_id: int) -> None:
         """``segment_id`` was read to its end: start the successors whose predecessors are all read."""
-        successors = await self._controller_call(
-            lambda: self._controller.get_successors(self.scope, self.stream, segment_id)
-        )
+        successors = await self._successors(segment_id)
         self._finished.add(segment_id)
         if not successors:
             self.ended_without_successors.append(segment_id)
@@ -280,6 +281,35 @@ class StreamReader:
             if not remaining:
                 del self._waiting[sid]
                 await self._start_segment(sid, 0)
+
+    async def _successors(self, segment_id: int) -> dict[SegmentRange, list[int]]:
+        """The successors of a segment read to its (sealed) end. None named while the stream still has current
+        segments is a stale answer (a controller reading ZooKeeper from a member behind the one the scale wrote
+        to, found by ``segstore selftest``): asked again, up to ``SUCCESSOR_ATTEMPTS`` times, then
+        StaleSuccessorsError (retriable), rather than leaving the segment's key range unread."""
+        for attempt in range(1, SUCCESSOR_ATTEMPTS + 1):
+            successors = await self._controller_call(
+                lambda: self._controller.get_successors(self.scope, self.stream, segment_id)
+            )
+            if successors:
+                return successors
+            current = await self._controller_call(
+                lambda: self._controller.get_current_segments(self.scope, self.stream)
+            )
+            if not current:  # a sealed stream: its last segments have no successors
+                return successors
+            if attempt < SUCCESSOR_ATTEMPTS:
+                _log.info("no successor of sealed segment %d of %s/%s yet; asking again", segment_id, self.scope,
+                          self.stream)  # fmt: skip
+                await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+        raise StaleSuccessorsError(
+            f"segment {segment_id} of {self.scope}/{self.stream} ended, the stream is not sealed, and the controller "
+            f"names no successor after {SUCCESSOR_ATTEMPTS} attempts"
+        )
+
+
+class StaleSuccessorsError(RetriableError):
+    """A segment ended but the controller named no successor while the stream is not sealed (a stale read)."""
 
 
 async def read_segment_range(
