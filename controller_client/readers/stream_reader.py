@@ -40,9 +40,12 @@ from segment_store.client import (
     SegmentReader,
     WrongHostError,
 )
+from segstore_shared.errors import RetriableError
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+SUCCESSOR_ATTEMPTS = 12
+"""Looks for the successors of an ended segment while the stream is not sealed (0.1 s apart, doubling up to 1 s)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,10 @@ class StreamReader:
         self._failure: BaseException | None = None
         self.segments_read: list[int] = []
         """Segment ids in the order their reading started; for tests and metrics."""
+        self._readers: dict[int, SegmentReader] = {}
+        self.ended_without_successors: list[int] = []
+        """Segments read to their end for which the controller named no successor (a sealed stream; else the
+        reader does not read their key range on): for diagnosis."""
 
     async def __aenter__(self) -> StreamReader:
         return self
@@ -179,6 +186,15 @@ class StreamReader:
                 await self.close()
                 raise
 
+    def positions(self) -> dict[int, int]:
+        """Per segment being read, where its reader is (the offset after the last event it handed over); for
+        diagnosis (a reader that stopped moving while its segment grows)."""
+        return {segment_id: reader.offset for segment_id, reader in self._readers.items()}
+
+    def waiting(self) -> dict[int, set[int]]:
+        """Successors not started yet, each with the predecessors still being read; for diagnosis."""
+        return {segment_id: set(remaining) for segment_id, (_, remaining) in self._waiting.items()}
+
     async def close(self) -> None:
         """Stop every segment reader. Idempotent."""
         self._closed = True
@@ -224,6 +240,7 @@ class StreamReader:
         try:
             while True:
                 reader = self._client.reader(name, offset, end, self.config.segment_reader)
+                self._readers[segment_id] = reader
                 try:
                     while (event := await reader.next_event()) is not None:
                         await self._queue.put(StreamEvent(segment_id, event.offset, event.data))
@@ -243,15 +260,16 @@ class StreamReader:
         except Exception as error:
             await self._queue.put(_Failed(segment_id, error))
         finally:
+            self._readers.pop(segment_id, None)
             if reader is not None:
                 await reader.close()
 
     async def _expand(self, segment_id: int) -> None:
         """``segment_id`` was read to its end: start the successors whose predecessors are all read."""
-        successors = await self._controller_call(
-            lambda: self._controller.get_successors(self.scope, self.stream, segment_id)
-        )
+        successors = await self._successors(segment_id)
         self._finished.add(segment_id)
+        if not successors:
+            self.ended_without_successors.append(segment_id)
         for successor, predecessors in sorted(successors.items(), key=lambda item: item[0].key_start):
             sid = successor.segment_id
             if sid in self._active or sid in self._finished or sid in self.segments_read:
@@ -263,6 +281,35 @@ class StreamReader:
             if not remaining:
                 del self._waiting[sid]
                 await self._start_segment(sid, 0)
+
+    async def _successors(self, segment_id: int) -> dict[SegmentRange, list[int]]:
+        """The successors of a segment read to its (sealed) end. None named while the stream still has current
+        segments is a stale answer (a controller reading ZooKeeper from a member behind the one the scale wrote
+        to, found by ``segstore selftest``): asked again, up to ``SUCCESSOR_ATTEMPTS`` times, then
+        StaleSuccessorsError (retriable), rather than leaving the segment's key range unread."""
+        for attempt in range(1, SUCCESSOR_ATTEMPTS + 1):
+            successors = await self._controller_call(
+                lambda: self._controller.get_successors(self.scope, self.stream, segment_id)
+            )
+            if successors:
+                return successors
+            current = await self._controller_call(
+                lambda: self._controller.get_current_segments(self.scope, self.stream)
+            )
+            if not current:  # a sealed stream: its last segments have no successors
+                return successors
+            if attempt < SUCCESSOR_ATTEMPTS:
+                _log.info("no successor of sealed segment %d of %s/%s yet; asking again", segment_id, self.scope,
+                          self.stream)  # fmt: skip
+                await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+        raise StaleSuccessorsError(
+            f"segment {segment_id} of {self.scope}/{self.stream} ended, the stream is not sealed, and the controller "
+            f"names no successor after {SUCCESSOR_ATTEMPTS} attempts"
+        )
+
+
+class StaleSuccessorsError(RetriableError):
+    """A segment ended but the controller named no successor while the stream is not sealed (a stale read)."""
 
 
 async def read_segment_range(

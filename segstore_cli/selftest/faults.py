@@ -1,11 +1,24 @@
-"""The self-tester's fault schedule: one fault at a time, at random gaps, each undone before the next.
+"""The self-tester's fault schedule: faults at random gaps, several active at once within a rule (``overlap``).
 
 Faults: kill -9 of a segment store (restarted 0.5-6 s later, so sometimes before its ZooKeeper session ends;
 with JetStream Tier-1 sometimes with its disk wiped), a kill of a segment store and then of another one while
-it recovers the first one's containers, SIGSTOP of a segment store for 1-12 s (past its 4 s session: a zombie
-that wakes up under load), kill -9 and SIGSTOP of a controller, a ZooKeeper kill -9 and restart, a NATS node
-kill (JetStream Tier-1), and operations a user does: scale a stream up or down, truncate it at a cut the
-verifier has read, and a Tier-2 outage (the S3 server frozen for 2-15 s).
+it recovers the first one's containers, SIGSTOP of a segment store for 1-12 s (sometimes past its 4 s session),
+a zombie segment store (SIGSTOP for its session timeout plus 3-8 s: its containers are taken over; woken up, it
+must be fenced), a segment store cut off ZooKeeper for 1-12 s (a partition through its ``proxy``: connections
+reset or blackholed; past its session it runs on, its containers move, it must be fenced) or off every NATS node
+for 1-8 s (JetStream Tier-1: its appends wait, or fail and are retried), or off its clients (writers, readers,
+controllers) for 1-8 s, kill -9 and SIGSTOP
+of a controller, a ZooKeeper kill -9 and restart (with the ensemble: all of it, or only its leader, found by
+``srvr``), a NATS node kill and a NATS node SIGSTOP for 2-8 s (JetStream Tier-1), and operations a user does:
+scale a stream up or down, truncate it at a cut the verifier has read, and a Tier-2 outage (the S3 server frozen
+for 2-15 s).
+
+Every gap (``gap_s``) the schedule starts a fault that :func:`~segstore_cli.selftest.overlap.pick_fault` draws:
+a kind by weight and targets the overlap rule admits next to the faults still active (none: it waits for the next
+gap); until every kind asked for has started once, kinds not started yet come first (a short run covers them all).
+Each fault undoes itself; its own random generator is drawn from the schedule's when it starts, so a seed
+repeats the draws (which faults overlap still depends on timing). When the schedule stops it waits for the
+active faults to end.
 """
 
 from __future__ import annotations
@@ -14,61 +27,127 @@ import asyncio
 import collections
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from itertools import permutations
 
 from controller_client.controller.api import ControllerClient
 from controller_client.errors import ScalePreconditionFailedError
 from controller_client.stream_manager import StreamManager
 from segstore_cli.selftest.cluster import SESSION_TIMEOUT_MS, SelftestCluster
 from segstore_cli.selftest.fault_kinds import SABOTAGE, WEIGHTS, fault_possible
+from segstore_cli.selftest.overlap import OverlapRule, claims_of, pick_fault
+from segstore_cli.selftest.proxy import MODES
 from segstore_cli.selftest.verifier import Verifier
 from segstore_cli.selftest.workload import EXPECTED
 
 MAX_SEGMENTS = 6
 SCALE_TIMEOUT_S = 120.0
+ZOMBIE_MARGIN_S = (3.0, 8.0)
+"""A zombie's pause beyond its ZooKeeper session timeout (enough for the session to expire on ZooKeeper's tick
+and the controller to move its containers)."""
+
+
+ONE_SEGMENT_STORE = (
+    "kill_segmentstore", "pause_segmentstore", "zombie_segmentstore", "partition_zookeeper", "partition_nats",
+    "partition_clients",
+)  # fmt: skip
+"""The kinds that act on one segment store."""
 
 
 class StuckError(RuntimeError):
     """An operation did not finish long after every fault was undone (a liveness bug; ends the run)."""
 
 
+@dataclass
+class ActiveFault:
+    kind: str
+    targets: tuple[str, ...]
+    claims: frozenset[str]
+    started: float
+
+
 class FaultSchedule:
     def __init__(
         self, cluster: SelftestCluster, manager: StreamManager, controller: ControllerClient, scope: str,
-        verifier: Verifier, rng: random.Random, gap_s: tuple[float, float], kinds: list[str],
+        verifier: Verifier, rng: random.Random, gap_s: tuple[float, float], kinds: list[str], at_once: int = 2,
     ) -> None:  # fmt: skip
         self.cluster, self.manager, self.controller, self.scope = cluster, manager, controller, scope
         self.verifier, self.rng = verifier, rng
         self.gap_s = gap_s
         self.kinds = [k for k in kinds if self._possible(k)]
+        self.rule = OverlapRule.for_cluster(
+            at_once,
+            segment_stores=len(cluster.segment_store_names),
+            controllers=len(cluster.controller_names),
+            nats_nodes=len(cluster.nats.nodes) if cluster.nats is not None else 0,
+        )
         self.injected: collections.Counter[str] = collections.Counter()
+        self.seconds: dict[str, float] = collections.defaultdict(float)
+        """Per kind, the seconds its faults were active, summed."""
+        self.most_at_once = 0
         self.log: list[str] = []
         self.crashes: list[str] = []
-        self._started = time.monotonic()
-        self.current = ""
+        self.started = time.monotonic()
+        """The fault log's clock starts here."""
+        self.active: dict[int, ActiveFault] = {}
+        self.kinds_started: set[str] = set()
+        """The kinds started at least once (until each has, the schedule draws among the others first)."""
+
+    @property
+    def current(self) -> str:
+        """The active faults, for the progress line."""
+        return ", ".join(" ".join((f.kind, *f.targets)) for f in self.active.values())
 
     async def run(self, stop: asyncio.Event) -> None:
-        actions: dict[str, Callable[[], Awaitable[str]]] = {k: getattr(self, f"_{k}") for k in self.kinds}
-        weights = [(WEIGHTS | SABOTAGE)[k] for k in self.kinds]
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), self.rng.uniform(*self.gap_s))
-                return
-            except TimeoutError:
-                pass
-            self._note_crashes()
-            kind = self.rng.choices(self.kinds, weights)[0]
-            self.current = kind
-            try:
-                what = await actions[kind]()
-            finally:
-                await self.cluster.heal()
-                self.current = ""
-            self.injected[kind] += 1
-            self.log.append(f"{time.monotonic() - self._started:8.1f}s {what}")
+        weights = {k: (WEIGHTS | SABOTAGE)[k] for k in self.kinds}
+        async with asyncio.TaskGroup() as group:
+            while not stop.is_set():
+                try:
+                    await asyncio.wait_for(stop.wait(), self.rng.uniform(*self.gap_s))
+                    break
+                except TimeoutError:
+                    pass
+                self._note_crashes()
+                active = [f.claims for f in self.active.values()]
+                not_yet = set(self.kinds) - self.kinds_started
+                picked = pick_fault(self.rng, weights, self._targets, self.rule, active, first=not_yet)
+                if picked is None:
+                    continue
+                kind, targets = picked
+                self.kinds_started.add(kind)
+                fault = ActiveFault(kind, targets, claims_of(kind, targets), time.monotonic())
+                action = getattr(self, f"_{kind}")(random.Random(self.rng.randrange(2**32)), *targets)
+                self.active[id(fault)] = fault
+                self.most_at_once = max(self.most_at_once, len(self.active))
+                group.create_task(self._run_fault(fault, action))
+
+    async def _run_fault(self, fault: ActiveFault, action: Awaitable[str]) -> None:
+        try:
+            what = await action
+        finally:
+            del self.active[id(fault)]
+        ended = time.monotonic()
+        self.injected[fault.kind] += 1
+        self.seconds[fault.kind] += ended - fault.started
+        at = fault.started - self.started
+        self.log.append(f"{at:8.1f}s {what} (active {ended - fault.started:.1f}s)")
+
+    def _targets(self, kind: str) -> list[tuple[str, ...]]:
+        """Every target tuple a fault of ``kind`` may act on (``[()]``: it has none)."""
+        stores = self.cluster.segment_store_names
+        if kind == "kill_during_recovery":
+            return list(permutations(stores, 2))
+        if kind in ONE_SEGMENT_STORE:
+            return [(name,) for name in stores]
+        if kind in ("kill_controller", "pause_controller"):
+            return [(name,) for name in self.cluster.controller_names]
+        if kind in ("kill_nats_node", "pause_nats_node"):
+            return [(f"nats{i}",) for i in range(len(self.cluster.nats.nodes) if self.cluster.nats else 0)]
+        return [()]
 
     def _possible(self, kind: str) -> bool:
-        return fault_possible(kind, self.cluster.tier1, self.cluster.tier2)
+        return fault_possible(kind, self.cluster.tier1, self.cluster.tier2, self.cluster.zookeeper_mode)
 
     def _note_crashes(self) -> None:
         for name, code in self.cluster.crashed().items():
@@ -76,84 +155,123 @@ class FaultSchedule:
             self.crashes.append(f"{name} exited by itself with code {code}; log tail:\n{child.log_tail()}")
             child.process = None
 
-    def _pick(self, names: list[str]) -> str:
-        return self.rng.choice(names)
-
-    async def _kill_segmentstore(self) -> str:
-        name = self._pick(self.cluster.segment_store_names)
-        wipe = self.rng.random() < 0.5
-        down_s = self.rng.uniform(0.5, 6.0)
+    async def _kill_segmentstore(self, rng: random.Random, name: str) -> str:
+        wipe = rng.random() < 0.5
+        down_s = rng.uniform(0.5, 6.0)
         await self.cluster.kill(name, wipe=wipe)
         await asyncio.sleep(down_s)
         await self.cluster.restart(name)
         wiped = " (disk wiped)" if wipe and self.cluster.tier1 == "jetstream" else ""
         return f"kill -9 {name}{wiped}, down {down_s:.1f}s"
 
-    async def _kill_during_recovery(self) -> str:
-        first, second = self.rng.sample(self.cluster.segment_store_names, 2)
+    async def _kill_during_recovery(self, rng: random.Random, first: str, second: str) -> str:
         await self.cluster.kill(first)
-        delay_s = SESSION_TIMEOUT_MS / 1000 + self.rng.uniform(0.2, 2.0)  # the containers move and recover
+        delay_s = SESSION_TIMEOUT_MS / 1000 + rng.uniform(0.2, 2.0)  # the containers move and recover
         await asyncio.sleep(delay_s)
         await self.cluster.kill(second)
         await self.cluster.restart(first)
         await self.cluster.restart(second)
         return f"kill -9 {first}, then {second} {delay_s:.1f}s later while it took over"
 
-    async def _pause_segmentstore(self) -> str:
-        name = self._pick(self.cluster.segment_store_names)
-        pause_s = self.rng.uniform(1.0, 12.0)
+    async def _pause_segmentstore(self, rng: random.Random, name: str) -> str:
+        pause_s = rng.uniform(1.0, 12.0)
         self.cluster.pause(name)
         await asyncio.sleep(pause_s)
         self.cluster.resume(name)
         return f"SIGSTOP {name} for {pause_s:.1f}s"
 
-    async def _kill_controller(self) -> str:
-        name = self._pick(self.cluster.controller_names)
-        down_s = self.rng.uniform(0.5, 4.0)
+    async def _zombie_segmentstore(self, rng: random.Random, name: str) -> str:
+        pause_s = SESSION_TIMEOUT_MS / 1000 + rng.uniform(*ZOMBIE_MARGIN_S)
+        self.cluster.pause(name)
+        await asyncio.sleep(pause_s)
+        self.cluster.resume(name)
+        return f"zombie {name}: SIGSTOP for {pause_s:.1f}s (session {SESSION_TIMEOUT_MS / 1000:.0f}s)"
+
+    async def _partition_zookeeper(self, rng: random.Random, name: str) -> str:
+        mode = rng.choice(MODES)
+        cut_s = rng.uniform(1.0, 12.0)
+        self.cluster.partition(name, "zookeeper", mode)
+        await asyncio.sleep(cut_s)
+        self.cluster.heal_partition(name, "zookeeper")
+        return f"partition {name} from ZooKeeper ({mode}) for {cut_s:.1f}s"
+
+    async def _partition_nats(self, rng: random.Random, name: str) -> str:
+        mode = rng.choice(MODES)
+        cut_s = rng.uniform(1.0, 8.0)
+        self.cluster.partition(name, "nats", mode)
+        await asyncio.sleep(cut_s)
+        self.cluster.heal_partition(name, "nats")
+        return f"partition {name} from NATS ({mode}) for {cut_s:.1f}s"
+
+    async def _partition_clients(self, rng: random.Random, name: str) -> str:
+        mode = rng.choice(MODES)
+        cut_s = rng.uniform(1.0, 8.0)
+        self.cluster.partition(name, "clients", mode)
+        await asyncio.sleep(cut_s)
+        self.cluster.heal_partition(name, "clients")
+        return f"partition {name} from its clients ({mode}) for {cut_s:.1f}s"
+
+    async def _kill_controller(self, rng: random.Random, name: str) -> str:
+        down_s = rng.uniform(0.5, 4.0)
         await self.cluster.kill(name)
         await asyncio.sleep(down_s)
         await self.cluster.restart(name)
         return f"kill -9 {name}, down {down_s:.1f}s"
 
-    async def _pause_controller(self) -> str:
-        name = self._pick(self.cluster.controller_names)
-        pause_s = self.rng.uniform(1.0, 8.0)
+    async def _pause_controller(self, rng: random.Random, name: str) -> str:
+        pause_s = rng.uniform(1.0, 8.0)
         self.cluster.pause(name)
         await asyncio.sleep(pause_s)
         self.cluster.resume(name)
         return f"SIGSTOP {name} for {pause_s:.1f}s"
 
-    async def _restart_zookeeper(self) -> str:
-        down_s = self.rng.uniform(0.5, 5.0)
+    async def _restart_zookeeper(self, rng: random.Random) -> str:
+        down_s = rng.uniform(0.5, 5.0)
         await self.cluster.kill_zookeeper()
         await asyncio.sleep(down_s)
         await self.cluster.restart_zookeeper()
         return f"kill -9 ZooKeeper, down {down_s:.1f}s"
 
-    async def _kill_nats_node(self) -> str:
-        down_s = self.rng.uniform(0.5, 6.0)
-        index = await self.cluster.kill_nats_node(self.rng)
+    async def _kill_zookeeper_leader(self, rng: random.Random) -> str:
+        down_s = rng.uniform(0.5, 6.0)
+        server_id = await self.cluster.kill_zookeeper_leader()
+        await asyncio.sleep(down_s)
+        await self.cluster.restart_zookeeper()
+        return f"kill -9 the ZooKeeper leader (server {server_id}), down {down_s:.1f}s"
+
+    async def _kill_nats_node(self, rng: random.Random, node: str) -> str:
+        down_s = rng.uniform(0.5, 6.0)
+        index = int(node.removeprefix("nats"))
+        await self.cluster.kill_nats_node(index)
         await asyncio.sleep(down_s)
         await self.cluster.restart_nats_node(index)
         return f"kill -9 NATS node {index}, down {down_s:.1f}s"
 
-    async def _tier2_outage(self) -> str:
-        outage_s = self.rng.uniform(2.0, 15.0)
+    async def _pause_nats_node(self, rng: random.Random, node: str) -> str:
+        pause_s = rng.uniform(2.0, 8.0)
+        index = int(node.removeprefix("nats"))
+        self.cluster.pause_nats_node(index)
+        await asyncio.sleep(pause_s)
+        self.cluster.resume_nats_node(index)
+        return f"SIGSTOP NATS node {index} for {pause_s:.1f}s"
+
+    async def _tier2_outage(self, rng: random.Random) -> str:
+        outage_s = rng.uniform(2.0, 15.0)
         self.cluster.pause_tier2()
         await asyncio.sleep(outage_s)
         self.cluster.resume_tier2()
         return f"Tier-2 (S3) frozen for {outage_s:.1f}s"
 
-    async def _scale(self) -> str:
-        stream = self._pick(list(self.verifier.streams))
+    async def _scale(self, rng: random.Random) -> str:
+        stream = rng.choice(list(self.verifier.streams))
         try:
             segments = sorted(await self.manager.current_segments(self.scope, stream), key=lambda s: s.key_start)
-            if len(segments) < MAX_SEGMENTS and (len(segments) == 1 or self.rng.random() < 0.5):
-                victim = self.rng.choice(segments)
+            if len(segments) < MAX_SEGMENTS and (len(segments) == 1 or rng.random() < 0.5):
+                victim = rng.choice(segments)
                 middle = (victim.key_start + victim.key_end) / 2
                 sealed, ranges = [victim.segment_id], [(victim.key_start, middle), (middle, victim.key_end)]
             else:
-                i = self.rng.randrange(len(segments) - 1)
+                i = rng.randrange(len(segments) - 1)
                 pair = segments[i : i + 2]
                 sealed, ranges = [s.segment_id for s in pair], [(pair[0].key_start, pair[1].key_end)]
             started = await self.controller.scale(self.scope, stream, sealed, ranges, int(time.time() * 1000))
@@ -174,8 +292,8 @@ class FaultSchedule:
         except EXPECTED:
             return False
 
-    async def _truncate(self) -> str:
-        stream = self._pick(list(self.verifier.streams))
+    async def _truncate(self, rng: random.Random) -> str:
+        stream = rng.choice(list(self.verifier.streams))
         cut = self.verifier.truncation_cut(stream)
         if cut is None:
             return f"truncate {stream}: nothing verified yet"
@@ -185,7 +303,7 @@ class FaultSchedule:
             return f"truncate {stream}: failed under a fault ({type(exc).__name__})"
         return f"truncate {stream} at a verified cut of {len(cut.positions)} segments"
 
-    async def _lose_data(self) -> str:
+    async def _lose_data(self, rng: random.Random) -> str:
         """Sabotage: truncate the plain stream at its tail, deleting acknowledged events nobody verified yet."""
         stream = next(s for s, plain in self.verifier.streams.items() if plain)
         cut = await self.manager.tail_cut(self.scope, stream)

@@ -3,8 +3,9 @@
 Phases: start the cluster (``cluster``) and the streams; run the load (``workload``), the verifier
 (``verifier``) and the fault schedule (``faults``) for ``duration_s``; stop injecting and undo the last fault;
 stop the writers (they flush); resolve every transaction; verify up to the tail twice; check transactions
-whole (``checker.finish``). The report counts faults, events acknowledged and read, and each kind of
-violation; the run fails (exit 1) on any violation, on a server process that exited by itself, or when the
+whole (``checker.finish``). The report counts faults (and the time each kind was active, the most active at
+once), events acknowledged and read, the longest write stall (no acknowledgement while the writers write), and
+each kind of violation; the run fails (exit 1) on any violation, on a server process that exited by itself, or when the
 system does not recover (a drain, a scale or a transaction resolution that does not finish).
 """
 
@@ -36,7 +37,7 @@ from segstore_cli.selftest.cluster import ClusterError, SelftestCluster
 from segstore_cli.selftest.fault_kinds import ALL_FAULTS, SABOTAGE, WEIGHTS, fault_possible
 from segstore_cli.selftest.faults import FaultSchedule
 from segstore_cli.selftest.verifier import Verifier
-from segstore_cli.selftest.workload import LoadStats, PlainWriter, TailReader, TxnWriter
+from segstore_cli.selftest.workload import LoadStats, PlainWriter, StallMeter, TailReader, TxnWriter
 
 SCOPE = "selftest"
 PLAIN, TXNS = "plain", "txns"
@@ -48,13 +49,16 @@ FINAL_CHECK_TIMEOUT_S = 300.0
 @dataclass(frozen=True, slots=True)
 class SelftestConfig:
     duration_s: float = 120.0
-    """How long faults are injected (the drain and final checks come after)."""
+    """How long faults are injected, from when the cluster is up (its start, the drain and the final checks come
+    on top)."""
     data_dir: Path | None = None
     """Where the cluster keeps its state and logs, kept after the run (None: a temporary directory, removed
     whatever happens: a clean run, a failed one, Ctrl-C)."""
     tier1: str = "file"
     tier2: str = "s3"
     """``s3`` (a SeaweedFS server the run starts and freezes for Tier-2 outages) or ``fs``."""
+    zookeeper: str = "standalone"
+    """``standalone`` (one server) or ``ensemble`` (three, whose leader ``kill_zookeeper_leader`` kills)."""
     seed: int | None = None
     writers: int = 2
     keys: int = 16
@@ -64,6 +68,8 @@ class SelftestConfig:
     """Transactions per second."""
     fault_gap_s: tuple[float, float] = (2.0, 8.0)
     faults: tuple[str, ...] = ALL_FAULTS
+    faults_at_once: int = 2
+    """Faults active together, at most (within the overlap rule: ``overlap``); 1: one after another."""
     report_path: Path | None = None
 
     def __post_init__(self) -> None:
@@ -74,12 +80,17 @@ class SelftestConfig:
             raise ValueError(f"faults: unknown {', '.join(unknown)} (known: {', '.join([*WEIGHTS, *SABOTAGE])})")
         if not self.faults:
             raise ValueError("faults: name at least one")
+        if self.faults_at_once < 1:
+            raise ValueError(f"faults-at-once: at least 1, not {self.faults_at_once}")
         if self.writers < 1 or self.keys < 1 or self.rate_per_writer <= 0 or self.txn_rate <= 0:
             raise ValueError("writers, keys, rate_per_writer, txn_rate: must be positive")
-        if not any(fault_possible(kind, self.tier1, self.tier2) for kind in self.faults):
+        if self.zookeeper not in ("standalone", "ensemble"):
+            raise ValueError(f"zookeeper: standalone or ensemble, not {self.zookeeper}")
+        if not any(fault_possible(kind, self.tier1, self.tier2, self.zookeeper) for kind in self.faults):
             raise ValueError(
                 f"faults: {', '.join(self.faults)} cannot happen with Tier-1 {self.tier1} and Tier-2 {self.tier2} "
-                "(kill_nats_node needs --tier1 jetstream, tier2_outage --tier2 s3)"
+                "(kill_nats_node, pause_nats_node and partition_nats need --tier1 jetstream, tier2_outage --tier2 s3, "
+                "kill_zookeeper_leader --zookeeper ensemble)"
             )
 
 
@@ -88,8 +99,16 @@ class Report:
     seed: int
     tier1: str
     tier2: str
+    zookeeper: str = "standalone"
     duration_s: float = 0.0
     faults: dict[str, int] = field(default_factory=dict)
+    fault_seconds: dict[str, float] = field(default_factory=dict)
+    """Per kind, the seconds its faults were active, summed (overlapping faults count each)."""
+    most_faults_at_once: int = 0
+    longest_write_stall_s: float = 0.0
+    """The longest time without an acknowledgement while the writers wrote."""
+    longest_write_stall_from_s: float = 0.0
+    """When it began, in seconds from the start of the run (the fault log's clock)."""
     fault_log: list[str] = field(default_factory=list)
     counts: Counts = field(default_factory=Counts)
     load: LoadStats = field(default_factory=LoadStats)
@@ -115,16 +134,16 @@ class Selftest:
         self.rng = random.Random(self.seed)
         self.checker = Checker()
         self.stats = LoadStats()
-        self.report = Report(self.seed, config.tier1, config.tier2)
+        self.report = Report(self.seed, config.tier1, config.tier2, config.zookeeper)
 
     async def run(self, base: Path) -> Report:
         cfg = self.config
         self.report.data_dir = str(base)
-        cluster = SelftestCluster(base, tier1=cfg.tier1, tier2=cfg.tier2)
+        cluster = SelftestCluster(base, tier1=cfg.tier1, tier2=cfg.tier2, zookeeper_mode=cfg.zookeeper)
         started = time.monotonic()
         log = _log_to(base / "logs" / "selftest.log")
         try:
-            what = f"Tier-1 {cfg.tier1}, Tier-2 {cfg.tier2}, seed {self.seed}"
+            what = f"Tier-1 {cfg.tier1}, Tier-2 {cfg.tier2}, ZooKeeper {cfg.zookeeper}, seed {self.seed}"
             self.console.print(f"selftest: starting the cluster under {base} ({what})", soft_wrap=True, markup=False)
             await cluster.start()
             uris = cluster.controller_uris
@@ -135,11 +154,15 @@ class Selftest:
                 StreamManager(check_controller) as check,
             ):
                 await self._create_streams(load)
-                await self._run_phases(cluster, load_controller, load, check, started)
+                await self._run_phases(cluster, load_controller, load, check)
         except (ClusterError, StuckOrFailed) as exc:  # what did not start or recover, with its log's tail
             self.report.failure = str(exc)
         except Exception as exc:  # reported with its traceback: the run fails (exit 1), nothing is hidden
-            self.report.failure = "".join(traceback.format_exception(exc)).strip()
+            known, other = exc.split((ClusterError, StuckOrFailed)) if isinstance(exc, ExceptionGroup) else (None, exc)
+            if known is not None and other is None:  # from inside the task group: the message, no traceback
+                self.report.failure = "; ".join(str(e) for e in _leaves(known))
+            else:
+                self.report.failure = "".join(traceback.format_exception(exc)).strip()
         finally:
             self.report.duration_s = round(time.monotonic() - started, 1)
             await cluster.stop()
@@ -158,12 +181,13 @@ class Selftest:
         load_controller: ControllerClient,
         load: StreamManager,
         check: StreamManager,
-        started: float,
     ) -> None:
+        """Load, verify and inject faults for ``duration_s`` from now (the cluster and the streams are up)."""
         cfg = self.config
+        stalls = StallMeter()
         writers = [
             PlainWriter(load, SCOPE, PLAIN, f"w{i}", self.checker, self.stats, cfg.keys, cfg.rate_per_writer,
-                        self.rng.randrange(2**32))
+                        self.rng.randrange(2**32), stalls)
             for i in range(cfg.writers)
         ]  # fmt: skip
         txn_writer = TxnWriter(load, SCOPE, TXNS, self.checker, self.stats, cfg.keys, cfg.txn_rate,
@@ -171,49 +195,62 @@ class Selftest:
         tail = TailReader(check, SCOPE, PLAIN, self.checker, self.stats)
         verifier = Verifier(check, SCOPE, {PLAIN: True, TXNS: False}, self.checker, interval_s=2.0)
         faults = FaultSchedule(
-            cluster, load, load_controller, SCOPE, verifier, self.rng, cfg.fault_gap_s, list(cfg.faults)
-        )
+            cluster, load, load_controller, SCOPE, verifier, self.rng, cfg.fault_gap_s, list(cfg.faults),
+            cfg.faults_at_once,
+        )  # fmt: skip
         stop_faults, stop_load, stop_checks = asyncio.Event(), asyncio.Event(), asyncio.Event()
-        async with asyncio.TaskGroup() as group:
-            loads = [group.create_task(w.run(stop_load)) for w in writers]
-            loads.append(group.create_task(txn_writer.run(stop_load)))
-            checks = [group.create_task(tail.run(stop_checks)), group.create_task(verifier.run(stop_checks))]
-            fault_task = group.create_task(faults.run(stop_faults))
-            with self._progress(faults, verifier, started) as refresh:
-                while time.monotonic() - started < cfg.duration_s and not fault_task.done():
-                    refresh()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(fault_task), 1.0)
-                stop_faults.set()
-                await fault_task
-                await cluster.heal()
-                refresh("draining")
-                stop_load.set()
-                try:
-                    async with asyncio.timeout(DRAIN_TIMEOUT_S):
-                        await asyncio.gather(*loads)
-                        await txn_writer.resolve(DRAIN_TIMEOUT_S)
-                except TimeoutError as exc:
-                    raise StuckOrFailed(f"the writers did not drain within {DRAIN_TIMEOUT_S:.0f} s") from exc
-                await self._tail_caught_up(tail, writers)
-                stop_checks.set()
-                await asyncio.gather(*checks)
-                refresh("final checks")
-                try:
-                    async with asyncio.timeout(FINAL_CHECK_TIMEOUT_S):
-                        await verifier.round()
-                        await verifier.round()
-                except TimeoutError as exc:
-                    raise StuckOrFailed(f"the final reads did not finish within {FINAL_CHECK_TIMEOUT_S:.0f} s") from exc
-                self.checker.finish()
-                refresh("done")
-        self.report.faults = dict(faults.injected)
-        self.report.fault_log = faults.log
-        self.report.crashes = faults.crashes + [f"{n} exited with {c}" for n, c in cluster.crashed().items()]
-        self.report.counts = self.checker.counts
-        self.report.load = self.stats
-        self.report.verifier_rounds = verifier.rounds
-        self.report.examples = self.checker.examples
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.TaskGroup() as group:
+                stalls.start(loop.time())
+                loads = [group.create_task(w.run(stop_load)) for w in writers]
+                loads.append(group.create_task(txn_writer.run(stop_load)))
+                checks = [group.create_task(tail.run(stop_checks)), group.create_task(verifier.run(stop_checks))]
+                fault_task = group.create_task(faults.run(stop_faults))
+                with self._progress(faults, verifier, faults.started) as refresh:
+                    while time.monotonic() - faults.started < cfg.duration_s and not fault_task.done():
+                        refresh()
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(asyncio.shield(fault_task), 1.0)
+                    stop_faults.set()
+                    await fault_task
+                    await cluster.heal()
+                    refresh("draining")
+                    stalls.stop(loop.time())
+                    stop_load.set()
+                    try:
+                        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+                            await asyncio.gather(*loads)
+                            await txn_writer.resolve(DRAIN_TIMEOUT_S)
+                    except TimeoutError as exc:
+                        raise StuckOrFailed(f"the writers did not drain within {DRAIN_TIMEOUT_S:.0f} s") from exc
+                    await self._tail_caught_up(tail, writers)
+                    stop_checks.set()
+                    await asyncio.gather(*checks)
+                    refresh("final checks")
+                    try:
+                        async with asyncio.timeout(FINAL_CHECK_TIMEOUT_S):
+                            await verifier.round()
+                            await verifier.round()
+                    except TimeoutError as exc:
+                        raise StuckOrFailed(
+                            f"the final reads did not finish within {FINAL_CHECK_TIMEOUT_S:.0f} s"
+                        ) from exc
+                    self.checker.finish()
+                    refresh("done")
+        finally:  # what was measured, also when the run fails
+            stalls.stop(loop.time())
+            self.report.faults = dict(faults.injected)
+            self.report.fault_seconds = {kind: round(seconds, 1) for kind, seconds in faults.seconds.items()}
+            self.report.most_faults_at_once = faults.most_at_once
+            self.report.longest_write_stall_s = round(stalls.longest_s, 1)
+            self.report.longest_write_stall_from_s = round(stalls.longest_from - faults.started, 1)
+            self.report.fault_log = faults.log
+            self.report.crashes = faults.crashes + [f"{n} exited with {c}" for n, c in cluster.crashed().items()]
+            self.report.counts = self.checker.counts
+            self.report.load = self.stats
+            self.report.verifier_rounds = verifier.rounds
+            self.report.examples = self.checker.examples
 
     async def _tail_caught_up(self, tail: TailReader, writers: list[PlainWriter]) -> None:
         """The reader following the tail reads the last acknowledged event of every writer (within a deadline)."""
@@ -222,7 +259,11 @@ class Selftest:
         while not all(tail.has_read(event) for event in last):
             if time.monotonic() > deadline:
                 missing = [e for e in last if not tail.has_read(e)]
-                raise StuckOrFailed(f"the tail reader did not read {len(missing)} last events, e.g. {missing[0]}")
+                raise StuckOrFailed(
+                    f"the tail reader did not read {len(missing)} last events in {TAIL_CATCH_UP_S:.0f} s, e.g. "
+                    f"{missing[0]} (restarts {tail.stats.tail_restarts}, last error {tail.last_error!r}; "
+                    f"{await tail.describe()})"
+                )
             await asyncio.sleep(0.2)
 
     @contextlib.contextmanager
@@ -265,6 +306,10 @@ def _log_to(path: Path) -> logging.Handler:
     return handler
 
 
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    return [leaf for e in group.exceptions for leaf in (_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])]
+
+
 class StuckOrFailed(RuntimeError):
     """The system did not recover in time after the faults stopped."""
 
@@ -272,10 +317,14 @@ class StuckOrFailed(RuntimeError):
 def print_report(report: Report, console: Console) -> None:
     table = Table(title=f"segstore selftest: {'PASSED' if report.ok else 'FAILED'}", show_header=False)
     c = report.counts
-    kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.faults.items()))
+    kinds = ", ".join(f"{k} {v} ({report.fault_seconds.get(k, 0):.0f} s)" for k, v in sorted(report.faults.items()))
+    stall = f"{report.longest_write_stall_s:.1f} s, from {report.longest_write_stall_from_s:.0f} s"
     rows = [
-        ("duration", f"{report.duration_s:.0f} s (Tier-1 {report.tier1}, Tier-2 {report.tier2}, seed {report.seed})"),
-        ("faults injected", f"{sum(report.faults.values())}: {kinds}"),
+        ("duration", f"{report.duration_s:.0f} s (Tier-1 {report.tier1}, Tier-2 {report.tier2}, ZooKeeper "
+                     f"{report.zookeeper}, seed {report.seed})"),
+        ("faults injected (time active)", f"{sum(report.faults.values())}: {kinds}"),
+        ("most faults at once", str(report.most_faults_at_once)),
+        ("longest write stall", stall),
         ("events acknowledged / verified", f"{c.acked:,} / {c.read:,}"),
         ("transactional events verified", f"{c.read_txn:,} ({report.load.txns_begun:,} transactions begun)"),
         ("tail reader", f"{report.load.tail_read:,} events, {report.load.tail_restarts} restarts"),

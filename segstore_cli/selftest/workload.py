@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from controller_client.model import StreamCut, TxnState
+from controller_client.readers.stream_reader import StreamReader
 from controller_client.stream_manager import StreamManager
 from controller_client.writers.event_writer import EventWriterConfig
 from controller_client.writers.txn_writer import Transaction, TxnWriterConfig
@@ -35,6 +36,32 @@ class LoadStats:
     txn_failures: int = 0
     tail_read: int = 0
     tail_restarts: int = 0
+
+
+class StallMeter:
+    """The longest time without an acknowledgement of a plain event while the writers write: from :meth:`start` to
+    :meth:`stop`, the longest gap between consecutive acknowledgements (of any writer), the first and last gaps
+    included."""
+
+    def __init__(self) -> None:
+        self.longest_s = 0.0
+        self.longest_from = 0.0
+        """When (monotonic loop time) the longest gap began."""
+        self._last: float | None = None
+
+    def start(self, at: float) -> None:
+        self._last = at
+
+    def acked(self, at: float) -> None:
+        if self._last is None:
+            return
+        if at - self._last > self.longest_s:
+            self.longest_s, self.longest_from = at - self._last, self._last
+        self._last = max(self._last, at)
+
+    def stop(self, at: float) -> None:
+        self.acked(at)
+        self._last = None
 
 
 class Pacer:
@@ -57,9 +84,10 @@ class PlainWriter:
 
     def __init__(
         self, manager: StreamManager, scope: str, stream: str, name: str, checker: Checker, stats: LoadStats,
-        keys: int, rate: float, seed: int,
+        keys: int, rate: float, seed: int, stalls: StallMeter | None = None,
     ) -> None:  # fmt: skip
         self.manager, self.scope, self.stream, self.name = manager, scope, stream, name
+        self.stalls = stalls
         self.checker, self.stats = checker, stats
         self.keys = [f"k{i}" for i in range(keys)]
         self.pacer = Pacer(rate)
@@ -105,7 +133,10 @@ class PlainWriter:
     def _on_ack(self, event: EventId, future: asyncio.Future[None]) -> None:
         if future.cancelled() or future.exception() is not None:
             return
-        self.checker.acked(event, asyncio.get_running_loop().time())
+        now = asyncio.get_running_loop().time()
+        self.checker.acked(event, now)
+        if self.stalls is not None:
+            self.stalls.acked(now)
         last = self.last_acked.get(event.key)
         if event.source == f"{self.name}.{self.incarnation}" and (last is None or last.seq < event.seq):
             self.last_acked[event.key] = event
@@ -209,6 +240,28 @@ class TailReader:
         self.checker, self.stats = checker, stats
         self.last_error: BaseException | None = None
         self.order = SequenceTracker()
+        self.reader: StreamReader | None = None
+        """The current incarnation's reader."""
+
+    async def describe(self) -> str:
+        """Where the current incarnation's reader is, for a report that it stopped: per segment it reads, its
+        offset and the segment's length now (``?`` if that cannot be asked), the successors it waits to start
+        and the segments that ended without one."""
+        reader = self.reader
+        if reader is None:
+            return "no reader"
+        parts = []
+        for segment_id, offset in sorted(reader.positions().items()):
+            try:
+                length: object = (await self.manager.segment_info(self.scope, self.stream, segment_id)).write_offset
+            except EXPECTED:
+                length = "?"
+            parts.append(f"{segment_id} at {offset} of {length}")
+        waiting = ", ".join(f"{s} after {sorted(p)}" for s, p in sorted(reader.waiting().items()))
+        return (
+            f"reading segments {'; '.join(parts) or 'none'}; waiting {waiting or 'none'}; ended without successors "
+            f"{reader.ended_without_successors or 'none'}"
+        )
 
     def has_read(self, event: EventId) -> bool:
         """Whether the current incarnation read ``event``."""
@@ -219,6 +272,9 @@ class TailReader:
             try:
                 start: StreamCut = await self.manager.tail_cut(self.scope, self.stream)
                 await self._follow(start, stop)
+                if not stop.is_set():  # the reader ended: it found no segment left to read (a restart too)
+                    self.stats.tail_restarts += 1
+                    self.last_error = EOFError("the reader ended: no segment left to read")
             except EXPECTED as exc:
                 self.stats.tail_restarts += 1
                 self.last_error = exc
@@ -227,6 +283,7 @@ class TailReader:
     async def _follow(self, start: StreamCut, stop: asyncio.Event) -> None:
         self.order = order = SequenceTracker()
         async with self.manager.create_reader(self.scope, self.stream, start=start) as reader:
+            self.reader = reader
             while not stop.is_set():
                 try:
                     event = await reader.next_event(timeout_s=1.0)

@@ -48,6 +48,9 @@ from segstore_shared.coordination.store import (
     validate_path,
 )
 
+RECONNECT_MAX_DELAY_S = 1.0
+"""The longest wait between two attempts to reach ZooKeeper again (see :meth:`KazooCoordinationStore.connect`)."""
+
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
     kz.ConnectionLoss,
     kz.SessionExpiredError,
@@ -286,9 +289,13 @@ class KazooCoordinationStore:
     ) -> KazooCoordinationStore:
         """Connect to ``hosts`` (a ZooKeeper connect string, optionally with a chroot).
 
+        Once connected, a lost connection is retried for ever, at most :data:`RECONNECT_MAX_DELAY_S` apart (kazoo's
+        default doubles the wait up to an hour: after an outage of T seconds ZooKeeper was found back about T seconds
+        late, the session expired meanwhile, and a segment store went on serving containers moved elsewhere).
         Raises :class:`CoordinationUnavailableError` when no server answers in time.
         """
-        client = KazooClient(hosts=hosts, timeout=session_timeout_s)
+        reconnect = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": RECONNECT_MAX_DELAY_S}
+        client = KazooClient(hosts=hosts, timeout=session_timeout_s, connection_retry=reconnect)
         try:
             await asyncio.to_thread(client.start, connect_timeout_s)
         except (KazooTimeoutError, kz.KazooException) as exc:

@@ -85,6 +85,9 @@ class NatsServerConfig:
     """The route listener of a cluster node; None = a single server."""
     routes: tuple[str, ...] = ()
     """``host:port`` of every node's route listener (this one's may be included)."""
+    advertise: bool = True
+    """A cluster node tells its clients the other nodes' client addresses (they add them to the servers they
+    reconnect to); False (``no_advertise``): clients keep to the servers they were given (behind a proxy)."""
     max_payload_bytes: int = 2 * MIB
     sync_interval: str = SYNC_ALWAYS
     """JetStream's fsync policy: ``always`` (fsync before every acknowledgement; the default here), ``default``
@@ -166,6 +169,7 @@ def render_config(config: NatsServerConfig) -> str:
             f"  name: {config.cluster_name}",
             f"  listen: {config.host}:{config.cluster_port}",
             f"  routes: [{routes}]",
+            *([] if config.advertise else ["  no_advertise: true"]),
             "}",
         ]
     return "\n".join(lines) + "\n"
@@ -234,6 +238,7 @@ class NatsCluster:
         host: str = "127.0.0.1",
         sync_interval: str = SYNC_ALWAYS,
         name: str = "segstore",
+        advertise: bool = True,
     ) -> NatsCluster:
         """A cluster of ``size`` nodes (1 = a single server, no routes) under ``base_dir/n<i>``, not started."""
         if size < 1:
@@ -252,6 +257,7 @@ class NatsCluster:
                     cluster_port=cluster if size > 1 else None,
                     routes=routes,
                     sync_interval=sync_interval,
+                    advertise=advertise,
                 )
             )
             for index, (client, cluster, http) in enumerate(ports)

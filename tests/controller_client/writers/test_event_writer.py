@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import defaultdict
 
 import pytest
@@ -14,8 +15,8 @@ from controller_client.readers.stream_reader import StreamEvent
 from controller_client.stream_manager import StreamManager
 from controller_client.writers.event_writer import EventWriterConfig
 from controller_client.writers.routing import hash_to_range
-from segment_store.client import RetryPolicy, WriterConfig
-from segment_store.protocol import encode_events
+from segment_store.client import RetryPolicy, SegmentStatus, WriterConfig, WrongHostError
+from segment_store.protocol import WrongHost, encode_events
 
 pytestmark = pytest.mark.integration
 
@@ -166,6 +167,75 @@ async def test_write_across_a_scale_with_lost_acks_resends_only_what_was_not_sto
     await writer.close()
     events = await _read_all(manager, "lostacks")
     _check_exactly_once_in_order(events, {"k": 11})
+
+
+async def test_write_across_a_scale_while_the_sealed_segment_moves_follows_it(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    """Looking for the seal may meet the segment's container moving (WrongHost, found by ``segstore selftest``):
+    the writer tries again, it neither hangs with its events pending nor sends what was stored twice."""
+    await _stream(manager, "moving", 1)
+    [only] = await manager.current_segments(SCOPE, "moving")
+    writer = await manager.create_writer(SCOPE, "moving")
+    await (await writer.write_event(b"k:0", "k"))
+    sealed_name = qualified_segment_name(SCOPE, "moving", only.segment_id)
+    real_info = manager.client.get_segment_info
+    moving = {"left": 3}
+
+    async def info_while_moving(name: str) -> SegmentStatus:  # a wrapper around the real call: 3 WrongHost replies
+        if name == sealed_name and moving["left"] > 0:
+            moving["left"] -= 1
+            raise WrongHostError(WrongHost(-1, name, "", ""))
+        return await real_info(name)
+
+    manager.client.get_segment_info = info_while_moving  # type: ignore[method-assign,assignment]
+    try:
+        await controller.scale(SCOPE, "moving", [only.segment_id], [(0.0, 1.0)])
+        for n in range(1, 20):
+            await writer.write_event(f"k:{n}".encode(), "k")
+        await asyncio.wait_for(writer.flush(), 30)
+    finally:
+        manager.client.get_segment_info = real_info  # type: ignore[method-assign]
+    assert moving["left"] == 0 and writer.scales_followed == 1
+    await writer.close()
+    _check_exactly_once_in_order(await _read_all(manager, "moving"), {"k": 20})
+
+
+async def test_write_across_a_scale_whose_seal_commits_late_resends_only_what_was_not_stored(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    """The seal shows committed only after the writer's first look gave up (a loaded Tier-1): the writer looks
+    again instead of resending every unacknowledged event, some of which the sealed segment stored."""
+    await _stream(manager, "latecommit", 1)
+    [only] = await manager.current_segments(SCOPE, "latecommit")
+    writer = await manager.create_writer(SCOPE, "latecommit", EventWriterConfig(seal_confirm_attempts=5))
+    await (await writer.write_event(b"k:0", "k"))
+    [sink] = writer._sinks.values()
+    sink.writer._on_appended = lambda event_number, write_offset: None  # type: ignore[method-assign]  # acks lost
+    stored = [await writer.write_event(f"k:{n}".encode(), "k") for n in range(1, 10)]
+    await _wait_stored(manager, "latecommit", only.segment_id, [f"k:{n}".encode() for n in range(10)])
+    sealed_name = qualified_segment_name(SCOPE, "latecommit", only.segment_id)
+    real_info = manager.client.get_segment_info
+    late = {"left": 8}  # more than one look's 5 attempts
+
+    async def info_seal_late(name: str) -> SegmentStatus:  # a wrapper around the real call
+        info = await real_info(name)
+        if name == sealed_name and info.sealed and late["left"] > 0:
+            late["left"] -= 1
+            return dataclasses.replace(info, sealed=False)
+        return info
+
+    manager.client.get_segment_info = info_seal_late  # type: ignore[method-assign,assignment]
+    try:
+        await controller.scale(SCOPE, "latecommit", [only.segment_id], [(0.0, 1.0)])
+        last = await writer.write_event(b"k:10:" + bytes(70_000), "k")
+        await asyncio.wait_for(writer.flush(), 30)
+    finally:
+        manager.client.get_segment_info = real_info  # type: ignore[method-assign]
+    assert late["left"] == 0 and last.done() and all(f.done() for f in stored)
+    assert writer.events_resent == 1  # only k:10
+    await writer.close()
+    _check_exactly_once_in_order(await _read_all(manager, "latecommit"), {"k": 11})
 
 
 async def test_write_to_sealed_stream_fails_with_stream_sealed(

@@ -9,6 +9,7 @@ import pytest
 from cluster_env import wait_until
 from container_env import ContainerEnv
 from kazoo.client import KazooClient
+from tcp_proxy import FreezableProxy
 
 from controller.cluster.cluster_manager import ClusterManager
 from segment_store.cluster.follower import ContainerAssignmentFollower
@@ -66,3 +67,45 @@ async def test_segment_store_with_expired_session_stops_reregisters_and_resumes(
         await store.close()
         await controller_store.close()
         await env.close()
+
+
+async def test_segment_store_cut_off_zookeeper_past_its_session_stops_its_containers_while_cut_off(
+    zk_chroot: str,
+) -> None:
+    """kazoo hears of an expiry only once it reaches ZooKeeper again: without the limit a store cut off ZooKeeper
+    served its containers (moved elsewhere meanwhile) for as long as the cut lasted."""
+    hosts, chroot = zk_chroot.split("/", 1)
+    host, port = hosts.rsplit(":", 1)
+    proxy = FreezableProxy(host, int(port)).start()
+    controller_store = await KazooCoordinationStore.connect(zk_chroot)
+    store = await KazooCoordinationStore.connect(f"{proxy.address}/{chroot}", session_timeout_s=4.0)
+    manager = ClusterManager(controller_store, 4, identity="c", settle_delay_s=1.0)
+    env = ContainerEnv()
+    follower: ContainerAssignmentFollower | None = None
+    registry = ContainerRegistry(4, env.tier1, env.storage, env.config, should_run=lambda c: follower is not None
+                                 and follower.should_run(c))  # fmt: skip
+    registration = HostRegistration(store, "127.0.0.1", 4001)
+    follower = ContainerAssignmentFollower(store, registry, registration.host_id, 4, disconnected_limit_s=4.0)
+    try:
+        await manager.start()
+        await follower.start()
+        await registration.start()
+        await wait_until(lambda: registry.running == [0, 1, 2, 3], timeout_s=20)
+
+        proxy.freeze()
+        frozen = asyncio.get_running_loop().time()
+        await wait_until(lambda: registry.running == [], timeout_s=15, what="containers stopped while cut off")
+        assert asyncio.get_running_loop().time() - frozen >= 4.0  # not before the session could have expired
+        assert not follower.should_run(0)
+        proxy.thaw()
+        await wait_until(lambda: registry.running == [0, 1, 2, 3], timeout_s=30, what="containers running again")
+    finally:
+        proxy.thaw()
+        await follower.stop()
+        await registration.stop()
+        await registry.close()
+        await manager.stop()
+        await store.close()
+        await controller_store.close()
+        await env.close()
+        proxy.stop()

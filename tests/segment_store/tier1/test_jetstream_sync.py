@@ -39,6 +39,9 @@ def test_clusters_the_tests_and_the_selftest_start_sync_always(tmp_path: Path) -
     assert cluster.monitors == ",".join(node.config.monitor_url for node in cluster.nodes)
     lazy = NatsCluster.on_free_ports(tmp_path / "lazy", 1, sync_interval=SYNC_DEFAULT)
     assert lazy.nodes[0].config.sync_interval == SYNC_DEFAULT
+    assert "no_advertise" not in render_config(cluster.nodes[0].config)
+    hidden = NatsCluster.on_free_ports(tmp_path / "hidden", 3, advertise=False)  # the selftest's, behind proxies
+    assert "  no_advertise: true\n" in render_config(hidden.nodes[0].config)
 
 
 def test_segstore_nats_defaults_to_sync_always(tmp_path: Path) -> None:
