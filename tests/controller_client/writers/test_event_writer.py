@@ -403,7 +403,9 @@ async def test_write_waiting_for_the_writer_window_raises_the_writer_failure(
     await _wait_stored(manager, "windowfail", segment.segment_id, [b"k:0", b"k:1:" + bytes(200)])
     assert not blocked.done() and writer.unacked_bytes == 204  # no ack will make room in the window
     await controller.client.delete_segment(qualified_segment_name(SCOPE, "windowfail", segment.segment_id))
-    sink.writer._connection.abort("test: the connection drops")  # the session sets up again: NoSuchSegment
+    connection = sink.writer._connection
+    assert connection is not None
+    connection.abort("test: the connection drops")  # the session sets up again: NoSuchSegment
     with pytest.raises(StreamNotFoundError):
         await asyncio.wait_for(blocked, 10)
     with pytest.raises(StreamNotFoundError):
@@ -429,7 +431,7 @@ async def test_writer_controller_retry_config_is_used(manager: StreamManager, co
     failures = [2]
     real = controller.get_current_segments
 
-    async def flaky(scope: str, stream: str):  # type: ignore[no-untyped-def]
+    async def flaky(scope: str, stream: str):
         if failures[0]:
             failures[0] -= 1
             from controller_client.errors import ControllerUnavailableError
@@ -437,7 +439,7 @@ async def test_writer_controller_retry_config_is_used(manager: StreamManager, co
             raise ControllerUnavailableError("down")
         return await real(scope, stream)
 
-    controller.get_current_segments = flaky  # type: ignore[method-assign]
+    controller.get_current_segments = flaky
     config = EventWriterConfig(controller_retry=RetryPolicy(max_attempts=3, initial_delay_ms=1, max_delay_ms=1))
     writer = await manager.create_writer(SCOPE, "flaky", config)
     assert failures == [0]

@@ -91,7 +91,12 @@ def signal_once_started(monkeypatch: pytest.MonkeyPatch, signum: int) -> threadi
 
     monkeypatch.setattr(SelftestCluster, "start", start)
     main_thread = threading.get_ident()
-    threading.Thread(target=lambda: started.wait(10) and signal.pthread_kill(main_thread, signum), daemon=True).start()
+
+    def interrupt() -> None:
+        if started.wait(10):
+            signal.pthread_kill(main_thread, signum)
+
+    threading.Thread(target=interrupt, daemon=True).start()
     return started
 
 
