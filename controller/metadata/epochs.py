@@ -110,16 +110,29 @@ class EpochOps(StoreBase):
     async def get_successors(self, scope: str, stream: str, segment: int) -> dict[SegmentRange, list[int]]:
         """The segments that replaced ``segment`` when it was sealed, each with its predecessors;
         empty while ``segment`` is in the latest epoch written. :class:`DataNotFoundError` if the
-        segment never existed."""
+        segment never existed.
+
+        A caller asks once a segment store said ``segment`` is sealed, and a scale writes the new epoch before it
+        seals anything; but a ZooKeeper member answers reads as far as it has caught up with the leader. So an
+        empty answer is given only after a ``sync``: from a member behind the scale's writes it would be stale,
+        and a reader would take the sealed segment for the end of its key range (found by ``segstore
+        selftest``: a merge overlapping ZooKeeper leader kills, its events never read)."""
         uid = (await self._stream(scope, stream)).uid
         await self._segment_in(scope, stream, uid, segment)
-        current, _ = await self._current(scope, stream)
-        latest = await self._latest_epoch(scope, stream, current.epoch)
-        sealed = await self._sealed_epoch(scope, stream, uid, segment, latest)
+        sealed = await self._sealed_in_latest(scope, stream, uid, segment)
+        if sealed is None:
+            await self._coord.sync(self._sp(scope, stream, "current"))
+            sealed = await self._sealed_in_latest(scope, stream, uid, segment)
         if sealed is None:
             return {}
         epochs = await self._epochs(scope, stream, uid, sealed - 1, sealed)
         return successors(segment, epochs[sealed], epochs[sealed - 1])
+
+    async def _sealed_in_latest(self, scope: str, stream: str, uid: str, segment: int) -> int | None:
+        """The first epoch without ``segment`` up to the latest epoch written, or None."""
+        current, _ = await self._current(scope, stream)
+        latest = await self._latest_epoch(scope, stream, current.epoch)
+        return await self._sealed_epoch(scope, stream, uid, segment, latest)
 
     async def get_predecessors(self, scope: str, stream: str, segment: int) -> list[SegmentRange]:
         """The segments ``segment`` replaced (empty for the first epoch's)."""
