@@ -108,13 +108,7 @@ def plan_history(
     Raises DataLossError or UnreachableEndError as :func:`~pravega_spark.read.planning.plan_ranges` does."""
     capped = Tier2Catalog(catalog, chunks)
     walk = Walk(head, capped, fail_on_data_loss=True, cap=tail.positions)
-    walk.settle()
-    while True:
-        active = walk.active()
-        for segment in active:
-            walk.move(segment, walk.limit(segment))
-        if not walk.settle() and not active:
-            break
+    walk.run_out()
     files: list[HistoryFile] = []
     size = 0
     for segment, (lo, hi) in sorted(walk.ranges.items()):

@@ -252,6 +252,16 @@ class Walk:
     def active(self) -> list[int]:
         return [s for s in sorted(self.positions) if s not in self.dead and self.limit(s) > self.positions[s]]
 
+    def run_out(self) -> None:
+        """Read every segment to its limit, following successors, until nothing moves (settled first)."""
+        self.settle()
+        while True:
+            active = self.active()
+            for segment in active:
+                self.move(segment, self.limit(segment))
+            if not self.settle() and not active:
+                return
+
 
 def advance(
     start: ReadState,
@@ -264,14 +274,10 @@ def advance(
     """The state after reading everything available from ``start`` (up to ``cap`` if given), or at most
     ``max_bytes`` bytes of it (at least one event when anything is available)."""
     walk = Walk(start, catalog, fail_on_data_loss, cap)
-    walk.settle()
     if max_bytes is None:
-        while True:
-            active = walk.active()
-            for segment in active:
-                walk.move(segment, walk.limit(segment))
-            if not walk.settle() and not active:
-                return walk.state()
+        walk.run_out()
+        return walk.state()
+    walk.settle()
     used = 0
     while (active := walk.active()) and used < max_bytes:
         share = (max_bytes - used) // len(active)
@@ -349,13 +355,7 @@ def plan_ranges(
     if start == end:
         return []
     walk = Walk(start, catalog, fail_on_data_loss, cap=end.positions, strict=True)
-    walk.settle()
-    while True:
-        active = walk.active()
-        for segment in active:
-            walk.move(segment, walk.limit(segment))
-        if not walk.settle() and not active:
-            break
+    walk.run_out()
     reached = walk.state()
     if dict(reached.positions) != dict(end.positions) or set(reached.pending) != set(end.pending):
         raise UnreachableEndError(

@@ -188,28 +188,22 @@ class FaultSchedule:
         return f"zombie {name}: SIGSTOP for {pause_s:.1f}s (session {SESSION_TIMEOUT_MS / 1000:.0f}s)"
 
     async def _partition_zookeeper(self, rng: random.Random, name: str) -> str:
-        mode = rng.choice(MODES)
-        cut_s = rng.uniform(1.0, 12.0)
-        self.cluster.partition(name, "zookeeper", mode)
-        await asyncio.sleep(cut_s)
-        self.cluster.heal_partition(name, "zookeeper")
-        return f"partition {name} from ZooKeeper ({mode}) for {cut_s:.1f}s"
+        return await self._partition(rng, name, "zookeeper", "ZooKeeper", 12.0)
 
     async def _partition_nats(self, rng: random.Random, name: str) -> str:
-        mode = rng.choice(MODES)
-        cut_s = rng.uniform(1.0, 8.0)
-        self.cluster.partition(name, "nats", mode)
-        await asyncio.sleep(cut_s)
-        self.cluster.heal_partition(name, "nats")
-        return f"partition {name} from NATS ({mode}) for {cut_s:.1f}s"
+        return await self._partition(rng, name, "nats", "NATS", 8.0)
 
     async def _partition_clients(self, rng: random.Random, name: str) -> str:
+        return await self._partition(rng, name, "clients", "its clients", 8.0)
+
+    async def _partition(self, rng: random.Random, name: str, link: str, peer: str, longest_s: float) -> str:
+        """Cut ``name``'s ``link`` through its proxy for 1 s to ``longest_s``, then heal it."""
         mode = rng.choice(MODES)
-        cut_s = rng.uniform(1.0, 8.0)
-        self.cluster.partition(name, "clients", mode)
+        cut_s = rng.uniform(1.0, longest_s)
+        self.cluster.partition(name, link, mode)
         await asyncio.sleep(cut_s)
-        self.cluster.heal_partition(name, "clients")
-        return f"partition {name} from its clients ({mode}) for {cut_s:.1f}s"
+        self.cluster.heal_partition(name, link)
+        return f"partition {name} from {peer} ({mode}) for {cut_s:.1f}s"
 
     async def _kill_controller(self, rng: random.Random, name: str) -> str:
         down_s = rng.uniform(0.5, 4.0)
