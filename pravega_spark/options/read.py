@@ -139,6 +139,9 @@ class ReadOptions:
     selection: StreamSelection | None = None
     """Options ``streams`` / ``streamPattern``: the query reads several streams (``target.stream`` is ``""``);
     None: the one stream of option ``stream``."""
+    per_trigger: str | None = None
+    """The name, as given, of an option that bounds micro-batches (``maxBytesPerTrigger`` or its alias,
+    ``maxEventsPerTrigger``, ``minEventsPerTrigger``); None if none is. A batch read refuses them."""
 
     @property
     def controller_timeout_s(self) -> float:
@@ -200,6 +203,10 @@ class ReadOptions:
                     raise SegstoreOptionError(
                         name, f"cannot be combined with option '{selection.option}' (it is for one stream)"
                     )
+        admission = AdmissionOptions.parse(view)
+        per_trigger = admission.given
+        if max_bytes is not None:
+            per_trigger = view.label("maxBytesPerTrigger", ("approx_bytes_per_trigger",))
         return cls(
             target,
             starting,
@@ -213,8 +220,9 @@ class ReadOptions:
             subscriber,
             column,
             split,
-            AdmissionOptions.parse(view),
+            admission,
             selection,
+            per_trigger,
         )
 
     def starting_or(self, default: Literal["earliest", "latest"]) -> Position:

@@ -120,6 +120,12 @@ class SegstoreDataSource(DataSource):
             raise SegstoreOptionError(
                 "subscriber", "is for streaming queries (spark.readStream): a batch read commits no position"
             )
+        if options.per_trigger is not None:
+            raise SegstoreOptionError(
+                options.per_trigger,
+                "is for streaming queries (spark.readStream): a batch read has no micro-batches, it reads from its "
+                "start to its end at once",
+            )
         if options.metadata is not None:
             from pravega_spark.read.metadata import SegstoreMetadataReader
 

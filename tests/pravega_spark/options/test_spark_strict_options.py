@@ -34,6 +34,15 @@ def test_batch_read_with_a_typo_fails_naming_it_and_the_suggestion(spark: Any, s
     )
 
 
+def test_batch_read_with_an_option_of_micro_batches_fails_naming_it(spark: Any, streams: Streams) -> None:
+    streams.create(SCOPE, "per-trigger-read")
+    options = {**streams.options(SCOPE, "per-trigger-read"), "maxEventsPerTrigger": "100"}
+    refused = r"option 'maxEventsPerTrigger': is for streaming queries \(spark.readStream\)"
+    with pytest.raises(Exception, match=refused) as raised:
+        spark.read.format("segstore").options(**options).load().collect()
+    first_line_names(raised, refused)
+
+
 def test_streaming_read_with_a_typo_fails_naming_it_and_the_suggestion(
     spark: Any, streams: Streams, tmp_path: Path
 ) -> None:

@@ -104,3 +104,18 @@ def test_ending_timestamp_is_an_end_and_only_one_end_is_taken() -> None:
         ReadOptions.parse({**STREAM, "endingTimestamp": "5", "endingOffsets": "latest"})
     with pytest.raises(SegstoreOptionError, match=r"^option 'endingTimestamp': must be an integer >= 0"):
         ReadOptions.parse({**STREAM, "endingTimestamp": "yesterday"})
+
+
+@pytest.mark.parametrize(
+    "option", ["maxBytesPerTrigger", "approx_bytes_per_trigger", "maxEventsPerTrigger", "minEventsPerTrigger"]
+)
+def test_a_batch_read_refuses_the_options_of_micro_batches_naming_them(
+    option: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pravega_spark.read.source import SCHEMA, SegstoreDataSource
+
+    monkeypatch.setenv("SPARK_HIDE_TRACEBACK", "1")  # what a planning worker's error sets (restored after the test)
+    refused = rf"^option '{option}': is for streaming queries \(spark.readStream\)"
+    with pytest.raises(SegstoreOptionError, match=refused):
+        SegstoreDataSource({**STREAM, option: "10"}).reader(SCHEMA)
+    assert ReadOptions.parse({**STREAM, option: "10"}).per_trigger == option  # a streaming query takes it
