@@ -458,6 +458,7 @@ class SegmentWriter(AppendSession):
             future = write.future
             if future is not None and not future.done():
                 future.set_exception(error)
+                future.exception()  # retrieved here: the session's failure is raised by close, flush and writes too
         self._wake(error)
         if self._listener is not None:
             self._listener.session_failed(error)

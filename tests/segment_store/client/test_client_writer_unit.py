@@ -57,7 +57,7 @@ def _client(store: FakeStore, **writer: int) -> tuple[SegmentClient, FakeNetwork
 
 
 def _blocks(network: FakeNetwork) -> list[AppendBlockEnd]:
-    return [c for peer in network.peers for c in peer.sent(AppendBlockEnd)]  # type: ignore[misc]
+    return [c for peer in network.peers for c in peer.sent(AppendBlockEnd)]
 
 
 async def test_write_when_idle_sends_at_once_and_acks() -> None:
@@ -118,7 +118,7 @@ async def test_write_of_a_mutable_buffer_stores_it_as_it_was_when_written() -> N
     framed[-3:] = b"ZZZ"
     store.hold_acks = False
     store.release()
-    await asyncio.wait_for(asyncio.gather(first, *acks), 1)  # type: ignore[arg-type]
+    await asyncio.wait_for(asyncio.gather(first, *acks), 1)
     assert store.events(SEGMENT) == [b"first", b"abc", b"abc", b"xyz"]
     await writer.close()
 
@@ -412,6 +412,23 @@ async def test_sealed_segment_fails_pending_writes_with_typed_error() -> None:
     assert writer.unacked_events() == [b"late0", b"late1", b"late2"]
     with pytest.raises(SegmentIsSealedError):
         await writer.close()
+
+
+async def test_a_failed_write_nobody_awaits_is_no_never_retrieved_error() -> None:
+    """A caller may drop a write's future (a transaction it aborts): the session's failure is raised by close,
+    flush and the next write, so the future's own error is not reported as never retrieved."""
+    store = FakeStore()
+    segment = store.create(SEGMENT)
+    client, _network = _client(store)
+    writer = client.writer(SEGMENT)
+    await writer.append(b"stored")
+    segment.sealed = True
+    dropped = await writer.write(b"late")
+    with pytest.raises(SegmentIsSealedError):
+        await writer.close()
+    # asyncio logs "Future exception was never retrieved" when a future with this flag set is collected
+    assert not dropped._log_traceback
+    assert isinstance(dropped.exception(), SegmentIsSealedError)  # still there for a caller who awaits it
 
 
 async def test_open_with_missing_segment_raises_no_such_segment() -> None:
