@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_fixtures import Streams
+from spark_fixtures import Streams, wait_for_query
 
 from controller_client import StreamCut
 from pravega_spark.offsets import offset_to_stream_cut
@@ -175,8 +175,13 @@ def test_queries_tail_streams_that_are_written_and_scaled_and_restart_from_their
     checkpoints = {name: tmp_path / name for name in live_streams}
 
     def start(name: str) -> Any:
+        """Start ``name``'s query and wait for its first micro-batch: the queries start one after another, as
+        four Python workers starting at once on two busy cores can miss Spark's fixed 10 s to connect back."""
         frame = spark.readStream.format("segstore").options(**streams.options(SCOPE, name), **starts[name]).load()
-        return frame.writeStream.foreachBatch(sinks[name]).option("checkpointLocation", str(checkpoints[name])).start()
+        sink = frame.writeStream.foreachBatch(sinks[name]).option("checkpointLocation", str(checkpoints[name]))
+        query = sink.start()
+        wait_for_query(lambda: query.lastProgress is not None, f"{name}'s first micro-batch", query)
+        return query
 
     time.sleep(1.0)
     query_started = time.time()
