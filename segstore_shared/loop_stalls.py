@@ -46,10 +46,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Histogram
 
+_T = TypeVar("_T")
 CAUSES = (
     "gc",
     "tier1_fsync",
@@ -123,6 +124,14 @@ class Activity:
             self.spans.append(Span(cause, start, end))
         for sink in self._sinks:
             sink.activity(cause, end - start, generation)
+
+    def timed(self, cause: str, work: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+        """``work(*args, **kwargs)``, its time noted as ``cause`` (for work handed to a worker thread)."""
+        started = time.perf_counter()
+        try:
+            return work(*args, **kwargs)
+        finally:
+            self.note(cause, started, time.perf_counter())
 
     def add_sink(self, sink: LoopMetrics) -> None:
         """Tell ``sink`` every activity from now on (until :meth:`remove_sink`)."""

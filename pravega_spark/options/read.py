@@ -225,6 +225,19 @@ class ReadOptions:
             per_trigger,
         )
 
+    def check_batch(self) -> None:
+        """Refuse, naming it, an option of streaming queries given to a batch read."""
+        if self.subscriber is not None:
+            raise SegstoreOptionError(
+                "subscriber", "is for streaming queries (spark.readStream): a batch read commits no position"
+            )
+        if self.per_trigger is not None:
+            raise SegstoreOptionError(
+                self.per_trigger,
+                "is for streaming queries (spark.readStream): a batch read has no micro-batches, it reads from its "
+                "start to its end at once",
+            )
+
     def starting_or(self, default: Literal["earliest", "latest"]) -> Position:
         """The start; a stream a per-stream ``startingTimestamp`` leaves out starts at ``default`` if no
         ``startingOffsets`` is given."""

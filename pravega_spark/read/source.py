@@ -116,16 +116,7 @@ class SegstoreDataSource(DataSource):
     @planned
     def reader(self, schema: StructType) -> DataSourceReader:
         options = ReadOptions.parse(self.options)
-        if options.subscriber is not None:
-            raise SegstoreOptionError(
-                "subscriber", "is for streaming queries (spark.readStream): a batch read commits no position"
-            )
-        if options.per_trigger is not None:
-            raise SegstoreOptionError(
-                options.per_trigger,
-                "is for streaming queries (spark.readStream): a batch read has no micro-batches, it reads from its "
-                "start to its end at once",
-            )
+        options.check_batch()
         if options.metadata is not None:
             from pravega_spark.read.metadata import SegstoreMetadataReader
 

@@ -50,7 +50,6 @@ from segment_store.storage.chunk_pins import ChunkPins
 from segment_store.storage.chunk_reads import ChunkCache, RangedChunkFile
 from segment_store.storage.chunk_storage import (
     BufferLike,
-    ChunkData,
     ChunkNotFoundError,
     ChunkStorage,
     ChunkStorageUnavailableError,
@@ -461,9 +460,8 @@ class ChunkedSegmentStorage:
                 return seg.length
             times = _ingest_ranges(ingest_times)
             chunk = data_chunk_name(self._cid, name, journal.epoch, journal.next_seq())
-            encoded = await asyncio.to_thread(
-                _encode_timed, buffers, times, seg.framing, compression=self._config.chunk_compression
-            )
+            encode = functools.partial(parquet_chunk.encode, compression=self._config.chunk_compression)
+            encoded = await asyncio.to_thread(ACTIVITY.timed, "parquet_encode", encode, buffers, times, seg.framing)
             try:
                 await asyncio.to_thread(self._storage.write_chunk, chunk, encoded)
             except Exception:
@@ -597,13 +595,3 @@ def _local_path(location: str | None) -> str | None:
     if location is None or not location.startswith("file://"):
         return None
     return urllib.request.url2pathname(urllib.parse.urlparse(location).path)
-
-
-def _encode_timed(data: ChunkData, times: parquet_chunk.IngestTimes, framing: Framing, *, compression: str) -> bytes:
-    """:func:`parquet_chunk.encode`, its time noted as ``parquet_encode`` (it runs in a worker thread, where the
-    parts of it that hold the GIL can still hold the event loop up)."""
-    started = time.perf_counter()
-    try:
-        return parquet_chunk.encode(data, times, framing, compression=compression)
-    finally:
-        ACTIVITY.note("parquet_encode", started, time.perf_counter())
