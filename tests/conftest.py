@@ -84,7 +84,7 @@ def _starts_spark(item: pytest.Item) -> bool:
     with Spark in it)."""
     if "spark_session" in getattr(item, "fixturenames", ()) or item.get_closest_marker("spark"):
         return True
-    if item.path.name in SPARK_FILES or item.path.parent.name == "cluster" and "pravega_spark" in item.nodeid:
+    if item.path.name in SPARK_FILES or (item.path.parent.name == "cluster" and "pravega_spark" in item.nodeid):
         return True
     code = getattr(getattr(item, "callspec", None), "params", {}).get("code")
     return isinstance(code, str) and "pyspark" in code
