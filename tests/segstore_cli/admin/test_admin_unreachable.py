@@ -1,5 +1,5 @@
 """``segstore admin`` against a controller that is not there, as a user runs it: one line on standard error naming the
-URI and what to check, exit code 3, no traceback, within the budget (``--retry-timeout``, 30 s by default)."""
+URI and what to check, exit code 3, no traceback, within the budget (``--retry-timeout``, 5 s by default)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from segstore_cli.admin.connection import Connection
-from segstore_shared.deadline import DEFAULT_UNREACHABLE_TIMEOUT_S
+from segstore_cli.admin.connection import ADMIN_RETRY_TIMEOUT_S, Connection
 
 pytestmark = pytest.mark.integration
 
@@ -25,9 +24,9 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_the_default_budget_is_the_client_librarys() -> None:
-    assert Connection().retry_timeout_s == DEFAULT_UNREACHABLE_TIMEOUT_S == 30.0
-    assert Connection().client_config().retry_timeout_s == 30.0
+def test_the_default_budget_answers_a_prompt_in_seconds() -> None:
+    assert Connection().retry_timeout_s == ADMIN_RETRY_TIMEOUT_S == 5.0
+    assert Connection().client_config().retry_timeout_s == 5.0
 
 
 def test_scope_list_against_a_closed_port_prints_one_line_and_exits_3() -> None:
