@@ -446,6 +446,14 @@ def report_run(found: dict[str, Any]) -> None:
     report_group(found)
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (``--fall-slices 0`` would divide by zero)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke run: 2 s throughput cases, 1 s latency cases")
@@ -455,12 +463,12 @@ def main() -> None:
     parser.add_argument("--windows", default="1,100", help="outstanding events of the latency cases")
     parser.add_argument(
         "--rounds",
-        type=int,
+        type=positive_int,
         help="rounds of our throughput cases, segment order reversed every other round (default 3; --quick 1)",
     )
     parser.add_argument(
         "--fall-slices",
-        type=int,
+        type=positive_int,
         help="turns of each writer in the interleaved fall measurement (default 24; --quick 4)",
     )
     parser.add_argument(
