@@ -13,6 +13,8 @@ from kazoo.client import KazooClient
 from segment_store.tier1.jetstream.nats_server import NatsCluster
 from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 
+pytest_plugins = ["spark_apart"]  # tests/fixtures/spark_apart.py: the Spark tests on one pytest-xdist worker
+
 # Property tests check results, not speed: on a loaded 2-core machine the data generation of the larger strategies
 # trips Hypothesis' "too slow" health check and per-example deadlines (seen with the wire round trip of every
 # command). Tests that set their own settings inherit this profile for what they leave out.
@@ -73,28 +75,3 @@ def stream_prefix(request: pytest.FixtureRequest) -> str:
     """A JetStream stream-name prefix unique to the test, so tests sharing a NATS server never meet."""
     digest = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:10]
     return f"t{digest}"
-
-
-SPARK_FILES = {"test_notebooks.py", "test_install_modes.py", "test_demo.py"}
-"""Files whose tests start Spark in a child process (notebooks, an installed package's check, ``segstore demo``)."""
-
-
-def _starts_spark(item: pytest.Item) -> bool:
-    """The test starts a Spark JVM: in this process (a ``spark_session``), or in a child (a docs example or a notebook
-    with Spark in it)."""
-    if "spark_session" in getattr(item, "fixturenames", ()) or item.get_closest_marker("spark"):
-        return True
-    if item.path.name in SPARK_FILES or (item.path.parent.name == "cluster" and "pravega_spark" in item.nodeid):
-        return True
-    code = getattr(getattr(item, "callspec", None), "params", {}).get("code")
-    return isinstance(code, str) and "pyspark" in code
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With pytest-xdist (``./run test`` runs ``-n 2 --dist loadgroup``), the tests that start Spark run one after
-    another on one worker: two Spark JVMs at once on two cores miss Spark's fixed 10 s for a Python worker to
-    connect back. Everything else spreads over both workers."""
-    for item in items:
-        if _starts_spark(item):
-            item.add_marker(pytest.mark.xdist_group("spark"))
