@@ -120,7 +120,10 @@ async def idle_memory(server: ServerProcess, seconds: float) -> dict[str, Any]:
         lowest = min(lowest, rss_mb(server.pid)["rss_mb"])
         if lowest < IDLE_RSS_MB:
             under_s = round(time.perf_counter() - started, 1)
+    log = server.log_path.read_text(errors="replace") if server.log_path.exists() else ""
     return {
+        # with --server-arg=--log-level=info: what each step of returning memory gave (RSS MB by step)
+        "srv_memory_releases": [line.split("step: ", 1)[-1] for line in log.splitlines() if "memory returned" in line],
         "srv_cache_used_mb": await asyncio.to_thread(cache_used_mb, server.metrics_port),
         "srv_rss_at_idle_mb": first,
         "srv_rss_lowest_mb": lowest,

@@ -24,9 +24,16 @@ class ServerProcess:
     after ``prelude`` (Python run first in the process, importing from ``extra_path`` too: ``bench/wire_ab.py``)."""
 
     def __init__(
-        self, root: Path, in_memory: bool, prelude: str | None = None, extra_path: list[str] | None = None
+        self,
+        root: Path,
+        in_memory: bool,
+        prelude: str | None = None,
+        extra_path: list[str] | None = None,
+        extra_args: list[str] | None = None,
     ) -> None:
+        """``extra_args``: more ``segstore segmentstore`` flags (``--server-arg``: ``--cache-idle-evict-s=0``)."""
         self.root = root
+        self.extra_args = extra_args or []
         self.prelude = prelude
         self.extra_path = extra_path or []
         self.data_dir = root / "data"
@@ -52,6 +59,7 @@ class ServerProcess:
         args += ["--metrics-port", str(self.metrics_port)]  # /stalls: its event loop's stalls (bench/wire_stalls.py)
         if self.in_memory:
             args.append("--in-memory")
+        args += self.extra_args
         path = [str(REPO), *self.extra_path, os.environ.get("PYTHONPATH")]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
         started = time.perf_counter()
