@@ -10,7 +10,9 @@ containers):
 * :class:`ProcessChunkEncoder` (``encode_processes = N``): a pool of N spawned worker processes, started once
   (:meth:`~ProcessChunkEncoder.start`, which also imports pyarrow in each), so no encode holds this process's GIL.
   The chunk's bytes are copied once, into a POSIX shared memory block the worker encodes from (the copy the
-  thread path makes anyway to join the buffers); the encoded chunk comes back through the pool's pipe.
+  thread path makes anyway to join the buffers); the worker puts the encoded chunk in a new block, which this
+  process copies out and unlinks. Both copies are numpy's, which release the GIL (a ``memoryview`` assignment or
+  a pickled result would hold it for the copy and the page faults: 25-50 ms per 8 MB on a busy machine).
 
 Invariants of the process pool:
 
@@ -21,7 +23,10 @@ Invariants of the process pool:
   attempt also loses its worker raises :class:`ChunkEncodeError` (retriable). Encoding is deterministic and a
   worker's output reaches the caller only whole (a pickled ``bytes`` of a finished encode), so a chunk is never
   written half encoded, and a failed encode writes nothing: the storage writer retries the flush;
-* shared memory blocks are unlinked when their encode ends, whatever the outcome; :meth:`close` stops the workers.
+* shared memory blocks are unlinked when their encode ends, whatever the outcome (a cancelled encode unlinks its
+  output when the worker is done; a worker killed between making its output block and returning leaves it to
+  the multiprocessing resource tracker, which unlinks it when this process exits); :meth:`close` stops the
+  workers.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import shared_memory
 from typing import Protocol
+
+import numpy as np
 
 from segment_store.storage.chunk_storage import BufferLike, as_buffers
 from segment_store.storage.format import parquet_chunk
@@ -63,7 +70,7 @@ class ChunkEncoder(Protocol):
 
     async def encode(
         self, data: Sequence[BufferLike], ingest_times: IngestTimes, framing: Framing, compression: str
-    ) -> bytes: ...
+    ) -> bytes | memoryview: ...
 
     async def close(self) -> None:
         """Stop the workers; no encode may run after."""
@@ -77,7 +84,7 @@ class ThreadChunkEncoder:
 
     async def encode(
         self, data: Sequence[BufferLike], ingest_times: IngestTimes, framing: Framing, compression: str
-    ) -> bytes:
+    ) -> bytes | memoryview:
         encode = functools.partial(parquet_chunk.encode, compression=compression)
         return await asyncio.to_thread(ACTIVITY.timed, "parquet_encode", encode, data, ingest_times, framing)
 
@@ -85,18 +92,34 @@ class ThreadChunkEncoder:
         return None
 
 
-Worker = Callable[[str, int, IngestTimes, Framing, str], bytes]
-"""What a worker process runs: ``(shared memory name, size, ingest times, framing, compression) -> chunk``."""
+Worker = Callable[[str, int, IngestTimes, Framing, str], tuple[str, int]]
+"""What a worker process runs: ``(input block name, size, ingest times, framing, compression)`` -> ``(output block
+name, size)``: the encoded chunk in a new shared memory block, which the caller unlinks."""
 
 
-def encode_shared(name: str, size: int, ingest_times: IngestTimes, framing: Framing, compression: str) -> bytes:
-    """In a worker process: encode the first ``size`` bytes of shared memory block ``name``."""
+def encode_shared(
+    name: str, size: int, ingest_times: IngestTimes, framing: Framing, compression: str
+) -> tuple[str, int]:
+    """In a worker process: encode the first ``size`` bytes of shared memory block ``name`` into a new block."""
+    return shared_output(encode_input(name, size, ingest_times, framing, compression))
+
+
+def encode_input(name: str, size: int, ingest_times: IngestTimes, framing: Framing, compression: str) -> bytes:
+    """In a worker process: the chunk encoding the first ``size`` bytes of shared memory block ``name``."""
     block = shared_memory.SharedMemory(name=name)
     try:
         assert block.buf is not None
         return parquet_chunk.encode(block.buf[:size], ingest_times, framing, compression=compression)
     finally:
         block.close()
+
+
+def shared_output(encoded: bytes) -> tuple[str, int]:
+    """In a worker process: ``encoded`` in a new shared memory block (left for the caller to unlink)."""
+    block, size = _shared_copy([encoded])
+    name = block.name
+    block.close()
+    return name, size
 
 
 def _warm_up() -> int:
@@ -148,17 +171,20 @@ class ProcessChunkEncoder:
 
     async def encode(
         self, data: Sequence[BufferLike], ingest_times: IngestTimes, framing: Framing, compression: str
-    ) -> bytes:
+    ) -> bytes | memoryview:
         if self._slots is None:
             self._slots = asyncio.Semaphore(2 * self.processes)
         async with self._slots:
             started = time.perf_counter()
             block, size = await asyncio.to_thread(_shared_copy, data)
             try:
-                return await self._encode_block(block, size, ingest_times, framing, compression)
+                output, length = await self._encode_block(block, size, ingest_times, framing, compression)
             finally:
                 block.close()
                 block.unlink()
+            try:
+                return await asyncio.to_thread(_take_output, output, length)
+            finally:
                 ACTIVITY.note(ENCODE_IN_PROCESS, started, time.perf_counter())
 
     async def _encode_block(
@@ -168,18 +194,19 @@ class ProcessChunkEncoder:
         ingest_times: IngestTimes,
         framing: Framing,
         compression: str,
-    ) -> bytes:
-        loop = asyncio.get_running_loop()
+    ) -> tuple[str, int]:
         for attempt in (1, 2):
             pool = self._current_pool()
-            try:
-                return await loop.run_in_executor(
-                    pool, self._worker, block.name, size, ingest_times, framing, compression
-                )
+            try:  # submit raises too if a worker died while the pool was idle
+                done = pool.submit(self._worker, block.name, size, ingest_times, framing, compression)
+                return await asyncio.shield(asyncio.wrap_future(done))
             except BrokenProcessPool as exc:
                 self._replace(pool)
                 if attempt == 2:
                     raise ChunkEncodeError(f"a chunk encoder process died twice encoding {size} bytes") from exc
+            except asyncio.CancelledError:
+                done.add_done_callback(_discard_output)  # the worker may still finish: its block must go
+                raise
         raise AssertionError("unreachable")
 
     async def close(self) -> None:
@@ -196,11 +223,39 @@ def _shared_copy(data: Sequence[BufferLike]) -> tuple[shared_memory.SharedMemory
     size = sum(v.nbytes for v in views)
     block = shared_memory.SharedMemory(create=True, size=max(size, 1))
     assert block.buf is not None
+    # numpy copies without the GIL (a memoryview assignment holds it, page faults of the new block included:
+    # ~50 ms for 8 MB on a busy machine, longer than the encode it moves away)
+    target = np.frombuffer(block.buf, dtype=np.uint8, count=size)
     position = 0
     for view in views:
-        block.buf[position : position + view.nbytes] = view
+        np.copyto(target[position : position + view.nbytes], np.frombuffer(view, dtype=np.uint8))
         position += view.nbytes
+    del target
     return block, size
+
+
+def _take_output(name: str, size: int) -> memoryview:
+    """The encoded chunk out of the worker's block (copied without the GIL into memory of this process), and the
+    block unlinked."""
+    block = shared_memory.SharedMemory(name=name)
+    try:
+        assert block.buf is not None
+        chunk = np.empty(size, dtype=np.uint8)
+        np.copyto(chunk, np.frombuffer(block.buf, dtype=np.uint8, count=size))
+        return chunk.data
+    finally:
+        block.close()
+        block.unlink()
+
+
+def _discard_output(done: concurrent.futures.Future[tuple[str, int]]) -> None:
+    """An encode was cancelled: unlink the block its worker made, if it made one."""
+    if done.cancelled() or done.exception() is not None:
+        return
+    name, _ = done.result()
+    block = shared_memory.SharedMemory(name=name)
+    block.close()
+    block.unlink()
 
 
 def chunk_encoder(encode_processes: int) -> ChunkEncoder:

@@ -471,7 +471,7 @@ class ChunkedSegmentStorage:
                 raise
             await journal.commit([AddChunk(name, chunk, offset, size)], orphans=[chunk])
             if self._storage.location(chunk) is None:
-                self._cache.put(chunk, encoded)
+                self._cache.put(chunk, bytes(encoded))
             return offset + size
 
     async def seal(self, name: str) -> None:

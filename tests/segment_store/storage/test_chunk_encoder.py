@@ -69,9 +69,9 @@ async def test_process_encode_with_several_buffers_gives_the_thread_encoding_and
     thread = ThreadChunkEncoder()
     for buffers, ingest, framing in cases:
         expected = await thread.encode(buffers, ingest, framing, LZ4)
-        assert await pool.encode(buffers, ingest, framing, LZ4) == expected
-    results = await asyncio.gather(*(pool.encode([data], 17, "events", LZ4) for _ in range(5)))  # queued: bounded
-    assert set(results) == {await thread.encode([data], 17, "events", LZ4)}
+        assert bytes(await pool.encode(buffers, ingest, framing, LZ4)) == expected
+    results = [bytes(r) for r in await asyncio.gather(*(pool.encode([data], 17, "events", LZ4) for _ in range(5)))]
+    assert set(results) == {await thread.encode([data], 17, "events", LZ4)}  # 5 at once: 2 run, 3 wait
     assert parquet_chunk.decode(results[0]) == data
     assert not shm_blocks() - before  # every block unlinked
     assert pool.pools_started == 1
@@ -90,7 +90,7 @@ async def test_worker_killed_mid_encode_encodes_the_chunk_again_in_a_new_pool(tm
             await asyncio.sleep(0.02)
         pid = int(started.read_text())
         os.kill(pid, signal.SIGKILL)
-        encoded = await asyncio.wait_for(encoding, 120)
+        encoded = bytes(await asyncio.wait_for(encoding, 120))
         assert encoded == parquet_chunk.encode(data, 3, "events")
         assert encoder.pools_started == 2 and pid not in encoder.worker_pids
     finally:
@@ -151,3 +151,11 @@ def test_encode_processes_setting_is_checked_and_read_from_the_environment(monke
     monkeypatch.setenv("SEGSTORE_SLTS_ENCODE_PROCESSES", "two")
     with pytest.raises(ValueError, match="encode_processes"):
         ChunkedStorageConfig.from_env()
+
+
+async def test_worker_killed_while_idle_is_replaced_at_the_next_encode(pool: ProcessChunkEncoder) -> None:
+    (pid,) = pool.worker_pids
+    os.kill(pid, signal.SIGKILL)
+    data = events(1000, 100)
+    assert bytes(await pool.encode([data], 1, "events", LZ4)) == parquet_chunk.encode(data, 1, "events")
+    assert pool.pools_started == 2 and pid not in pool.worker_pids
