@@ -9,11 +9,13 @@ import os
 import signal
 import struct
 from collections.abc import AsyncIterator
+from multiprocessing import shared_memory
 from pathlib import Path
 
 import pytest
 from encoder_faults import die_after_encoding, hang_first_time
 
+from segment_store.storage import chunk_encoder
 from segment_store.storage.backends.memory import MemoryChunkStorage
 from segment_store.storage.chunk_encoder import (
     ChunkEncodeError,
@@ -50,14 +52,29 @@ async def pool() -> AsyncIterator[ProcessChunkEncoder]:
         await encoder.close()
 
 
-def shm_blocks() -> set[str]:
-    return {p.name for p in Path("/dev/shm").glob("psm_*")} if Path("/dev/shm").is_dir() else set()
+def spy_on_blocks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the shared memory blocks the encoder makes (inputs) and takes from its workers (outputs)."""
+    names: list[str] = []
+    make, take = chunk_encoder._shared_copy, chunk_encoder._take_output
+
+    def shared_copy(data: list[BufferLike]) -> tuple[shared_memory.SharedMemory, int]:
+        block, size = make(data)
+        names.append(block.name)
+        return block, size
+
+    def take_output(name: str, size: int) -> memoryview:
+        names.append(name)
+        return take(name, size)
+
+    monkeypatch.setattr(chunk_encoder, "_shared_copy", shared_copy)
+    monkeypatch.setattr(chunk_encoder, "_take_output", take_output)
+    return names
 
 
 async def test_process_encode_with_several_buffers_gives_the_thread_encoding_and_frees_its_memory(
-    pool: ProcessChunkEncoder,
+    pool: ProcessChunkEncoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    before = shm_blocks()
+    blocks = spy_on_blocks(monkeypatch)
     data = events(20_000, 100)
     raw = bytes(range(256)) * 3000
     times = [(0, 1_700_000_000_000), (500_000, 1_700_000_000_500)]
@@ -73,7 +90,8 @@ async def test_process_encode_with_several_buffers_gives_the_thread_encoding_and
     results = [bytes(r) for r in await asyncio.gather(*(pool.encode([data], 17, "events", LZ4) for _ in range(5)))]
     assert set(results) == {await thread.encode([data], 17, "events", LZ4)}  # 5 at once: 2 run, 3 wait
     assert parquet_chunk.decode(results[0]) == data
-    assert not shm_blocks() - before  # every block unlinked
+    assert len(blocks) == 2 * 8  # an input and an output block per encode ...
+    assert not [name for name in blocks if Path("/dev/shm", name).exists()]  # ... every one unlinked
     assert pool.pools_started == 1
 
 

@@ -1,6 +1,6 @@
 """``segstore standalone`` with Parquet encoding in worker processes (``SEGSTORE_SLTS_ENCODE_PROCESSES``): the
-workers run under its segment store, a stream written with the official client flushes chunks they encoded, and
-every event reads back, from Tier-2 once the idle cache has let go of it."""
+workers run under its segment store, a stream written with the official client flushes chunks they encoded,
+every event reads back (from Tier-2 once the idle cache has let go of it), and the standalone stops cleanly."""
 
 from __future__ import annotations
 
@@ -65,4 +65,7 @@ def test_standalone_with_encode_processes_writes_chunks_and_reads_every_event_ba
             time.sleep(0.1)
         read = official_read(standalone.controller_uri, "pool", "st", "back", len(events), timeout_s=120)
         assert sorted(read) == events
-        assert len(encoder_workers(standalone.process.pid)) == 1
+        pid = standalone.process.pid
+        assert len(encoder_workers(pid)) == 1
+        assert standalone.stop() == 0  # a clean stop, the pool's worker included
+        assert not encoder_workers(pid)
