@@ -120,7 +120,8 @@ async def idle_memory(server: ServerProcess, seconds: float) -> dict[str, Any]:
         lowest = min(lowest, rss_mb(server.pid)["rss_mb"])
         if lowest < IDLE_RSS_MB:
             under_s = round(time.perf_counter() - started, 1)
-    log = server.log_path.read_text(errors="replace") if server.log_path.exists() else ""
+    logs = (server.log_path, server.data_dir / "segmentstore.log")  # its output; its log file (--log-file default)
+    log = "".join(path.read_text(errors="replace") for path in logs if path.exists())
     return {
         # with --server-arg=--log-level=info: what each step of returning memory gave (RSS MB by step)
         "srv_memory_releases": [line.split("idle: ", 1)[-1] for line in log.splitlines() if "memory returned" in line],
