@@ -8,12 +8,12 @@ import functools
 import os
 import signal
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from multiprocessing import shared_memory
 from pathlib import Path
 
 import pytest
-from encoder_faults import die_after_encoding, hang_first_time
+from encoder_faults import die_after_encoding, hang_first_time, wait_for_go
 
 from segment_store.storage import chunk_encoder
 from segment_store.storage.backends.memory import MemoryChunkStorage
@@ -177,3 +177,29 @@ async def test_worker_killed_while_idle_is_replaced_at_the_next_encode(pool: Pro
     data = events(1000, 100)
     assert bytes(await pool.encode([data], 1, "events", LZ4)) == parquet_chunk.encode(data, 1, "events")
     assert pool.pools_started == 2 and pid not in pool.worker_pids
+
+
+async def test_cancelled_encode_unlinks_the_block_its_worker_makes_after(tmp_path: Path) -> None:
+    encoder = ProcessChunkEncoder(1, worker=functools.partial(wait_for_go, str(tmp_path)))
+    await encoder.start()
+    try:
+        encoding = asyncio.create_task(encoder.encode([events(2000, 100)], 1, "events", LZ4))
+        await poll(lambda: (tmp_path / "started").exists(), "the worker started")
+        encoding.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await encoding
+        (tmp_path / "go").touch()  # the worker finishes the cancelled encode: its output block must not stay
+        await poll(lambda: (tmp_path / "output").exists(), "the worker finished")
+        block = Path("/dev/shm", (tmp_path / "output").read_text())
+        await poll(lambda: not block.exists(), f"{block} unlinked")
+        data = events(500, 100)
+        assert bytes(await encoder.encode([data], 2, "events", LZ4)) == parquet_chunk.encode(data, 2, "events")
+    finally:
+        await encoder.close()
+
+
+async def poll(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting until {what}"
+        await asyncio.sleep(0.01)
