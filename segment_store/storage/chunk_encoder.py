@@ -21,8 +21,8 @@ Invariants of the process pool:
 * a worker that dies (killed, out of memory) breaks the pool: it is replaced by a new one (once per broken pool,
   whichever encode sees it first) and every encode that was in it is encoded again, once; an encode whose second
   attempt also loses its worker raises :class:`ChunkEncodeError` (retriable). Encoding is deterministic and a
-  worker's output reaches the caller only whole (a pickled ``bytes`` of a finished encode), so a chunk is never
-  written half encoded, and a failed encode writes nothing: the storage writer retries the flush;
+  worker names its output block only once the encode has finished and the block holds all of it, so a chunk is
+  never written half encoded, and a failed encode writes nothing: the storage writer retries the flush;
 * a worker idle for 5 s returns the memory its encodes freed to the OS (:func:`release_memory`);
 * shared memory blocks are unlinked when their encode ends, whatever the outcome (a cancelled encode unlinks its
   output when the worker is done; a worker killed between making its output block and returning leaves it to
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import multiprocessing
 import threading
@@ -216,7 +217,12 @@ class ProcessChunkEncoder:
             self._slots = asyncio.Semaphore(2 * self.processes)
         async with self._slots:
             started = time.perf_counter()
-            block, size = await asyncio.to_thread(_shared_copy, data)
+            copying = asyncio.ensure_future(asyncio.to_thread(_shared_copy, data))
+            try:
+                block, size = await asyncio.shield(copying)
+            except asyncio.CancelledError:
+                copying.add_done_callback(_discard_input)  # the copy goes on in its thread: its block must go
+                raise
             try:
                 output, length = await self._encode_block(block, size, ingest_times, framing, compression)
             finally:
@@ -293,7 +299,17 @@ def _discard_output(done: concurrent.futures.Future[tuple[str, int]]) -> None:
     if done.cancelled() or done.exception() is not None:
         return
     name, _ = done.result()
-    block = shared_memory.SharedMemory(name=name)
+    with contextlib.suppress(FileNotFoundError):
+        block = shared_memory.SharedMemory(name=name)
+        block.close()
+        block.unlink()
+
+
+def _discard_input(copying: asyncio.Future[tuple[shared_memory.SharedMemory, int]]) -> None:
+    """An encode was cancelled while its input was copied: unlink the block the copy made, if it made one."""
+    if copying.cancelled() or copying.exception() is not None:
+        return
+    block, _ = copying.result()
     block.close()
     block.unlink()
 
