@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 EntryKey = tuple[int, int]
+RELEASE_MIN_BYTES = 16 * 1024 * 1024
+"""Cache churn (bytes added, removed or evicted) after which a quiet sweep returns freed memory to the OS."""
 _Owned = tuple[int, int, int]  # (account number, segment id, offset)
 
 
@@ -79,8 +81,10 @@ class CacheBudget:
         """Bytes evicted since the budget was made (a counter, for metrics)."""
         self.additions = 0
         """Entries added (or replaced) since the budget was made: unchanged between two looks, nothing came in."""
-        self._sweep_seen = (0, 0)  # (additions, evicted_bytes) at the previous sweep_idle
-        self._released_at = (0, 0)  # ... when sweep_idle last said to release memory
+        self.churn_bytes = 0
+        """Bytes of entries added, removed or evicted since the budget was made (what allocators may hold)."""
+        self._sweep_seen = 0  # additions at the previous sweep_idle
+        self._released_at = 0  # churn_bytes when sweep_idle last said to release memory
         self._limit = self.config.max_bytes
         self._target = int(self.config.max_bytes * self.config.target_utilization)
 
@@ -150,14 +154,14 @@ class CacheBudget:
 
     def sweep_idle(self) -> bool:
         """One periodic look (every ``config.idle_check_s``): :meth:`evict_idle`, then whether now is the time to
-        give freed memory back to the OS: True once the budget has been quiet (nothing added) since the previous
-        sweep after something came in or left, and not again until something does."""
+        give freed memory back to the OS: True when the budget has been quiet (nothing added) since the previous
+        sweep and at least :data:`RELEASE_MIN_BYTES` came in or left since the last True (so a light trickle of
+        appends does not make the process trim its heap every few seconds)."""
         self.evict_idle()
-        now = (self.additions, self.evicted_bytes)
-        quiet = now[0] == self._sweep_seen[0]
-        self._sweep_seen = now
-        if quiet and now != self._released_at:
-            self._released_at = now
+        quiet = self.additions == self._sweep_seen
+        self._sweep_seen = self.additions
+        if quiet and self.churn_bytes - self._released_at >= RELEASE_MIN_BYTES:
+            self._released_at = self.churn_bytes
             return True
         return False
 
@@ -165,6 +169,7 @@ class CacheBudget:
         size = self._entries.pop(owned)
         del self._used_at[owned]
         self.used_bytes -= size
+        self.churn_bytes += size
         if account is not None:
             account.used_bytes -= size
             account.drop(key)
@@ -177,6 +182,7 @@ class CacheBudget:
         self._entries[owned] = size
         self._used_at[owned] = self._clock()
         self.additions += 1
+        self.churn_bytes += size
         self.used_bytes += size - previous
         return size - previous
 
@@ -186,6 +192,7 @@ class CacheBudget:
         if size:
             was_over = self.used_bytes > self._limit
             self.used_bytes -= size
+            self.churn_bytes += size
             self._room_if(was_over)
         return size
 
@@ -199,7 +206,9 @@ class CacheBudget:
         number = account.number
         was_over = self.used_bytes > self._limit
         for owned in [k for k in self._entries if k[0] == number]:
-            self.used_bytes -= self._entries.pop(owned)
+            size = self._entries.pop(owned)
+            self.used_bytes -= size
+            self.churn_bytes += size
             del self._used_at[owned]
         self._room_if(was_over)
 

@@ -24,13 +24,13 @@ async def test_idle_cache_with_flushed_data_empties_and_reads_come_back_from_tie
     try:
         async with SegmentClient(service.endpoint, fast_retry_config()) as client:
             await client.create_segment(SEGMENT)
-            events = [b"%06d" % i + bytes(994) for i in range(3000)]  # 3 MB
+            events = [b"%06d" % i + bytes(994) for i in range(10_000)]  # 10 MB: 20 MB of churn, enough to release
             async with client.writer(SEGMENT) as writer:
                 for event in events:
                     await writer.write(event)
                 await writer.flush()
             budget = service.registry.cache
-            assert budget.used_bytes >= 3_000_000
+            assert budget.used_bytes >= 10_000_000
             await client.flush_to_storage(service.registry.container_id(SEGMENT))
             await wait_until(lambda: budget.used_bytes == 0, "the idle cache is empty")
             await wait_until(lambda: service.registry.memory_releases >= 1, "memory went back to the OS")

@@ -6,10 +6,12 @@ import pytest
 from test_read_index import Tier2, add_segment, commit_append, read_all
 
 from segment_store.metadata import ContainerMetadata
-from segment_store.reading.cache import CacheBudget, CacheConfig, EntryKey
+from segment_store.reading.cache import RELEASE_MIN_BYTES, CacheBudget, CacheConfig, EntryKey
 from segment_store.reading.read_index import ReadIndex, ReadIndexConfig
 
 pytestmark = pytest.mark.unit
+
+MIB = 1024 * 1024
 
 
 class ManualClock:
@@ -57,20 +59,22 @@ def test_sweep_idle_with_quiet_budget_says_release_once_per_change() -> None:
     budget, clock = budget_with_clock(idle_evict_s=10)
     account = budget.account(lambda _key: True, lambda _key: None)
     assert not budget.sweep_idle()  # never anything: nothing to give back
-    account.add((1, 0), 100)
+    account.add((1, 0), MIB)
+    assert not budget.sweep_idle() and not budget.sweep_idle()  # quiet, but too little came in
+    account.add((1, 1), RELEASE_MIN_BYTES)
     assert not budget.sweep_idle()  # something came in since the previous look: not quiet
-    assert budget.sweep_idle()  # quiet for a whole period after a change: release
+    assert budget.sweep_idle()  # quiet for a whole period after enough came in: release
     assert not budget.sweep_idle()  # nothing changed since
     clock.now += 11
     assert budget.sweep_idle()  # evicted during this look, quiet since the previous one: release ...
-    assert budget.used_bytes == 0 and budget.evicted_bytes == 100
+    assert budget.used_bytes == 0 and budget.evicted_bytes == MIB + RELEASE_MIN_BYTES
     assert not budget.sweep_idle()  # ... once
 
 
 def test_sweep_idle_with_eviction_while_quiet_says_release() -> None:
     budget, clock = budget_with_clock(idle_evict_s=10)
     account = budget.account(lambda _key: True, lambda _key: None)
-    account.add((1, 0), 100)
+    account.add((1, 0), RELEASE_MIN_BYTES)
     clock.now += 5
     assert not budget.sweep_idle()
     assert budget.sweep_idle()  # quiet: release what the appends left behind
@@ -78,6 +82,9 @@ def test_sweep_idle_with_eviction_while_quiet_says_release() -> None:
     assert budget.sweep_idle()  # the entry aged out while quiet: release again, once
     assert budget.used_bytes == 0
     assert not budget.sweep_idle()
+    account.add((2, 0), MIB)
+    account.remove((2, 0))  # removed data counts too, but 2 MiB of churn is not enough
+    assert not budget.sweep_idle() and not budget.sweep_idle()
 
 
 def test_cache_config_with_negative_idle_eviction_names_the_key() -> None:
