@@ -11,8 +11,8 @@ would fence its new owner).
 
 The registry also sweeps the process's read cache (from the first container start to :meth:`ContainerRegistry.close`):
 every ``CacheConfig.idle_check_s`` it evicts entries idle for ``CacheConfig.idle_evict_s`` and, once the cache has
-been quiet since the previous sweep after enough churn (:meth:`CacheBudget.sweep_idle`), returns freed memory to the OS (:func:`release_memory`, in a worker thread), so
-an idle segment store shrinks.
+been quiet since the previous sweep after enough churn (:meth:`CacheBudget.sweep_idle`), returns freed memory to
+the OS (:func:`release_memory`, in a worker thread), so an idle segment store shrinks.
 """
 
 from __future__ import annotations
