@@ -24,7 +24,8 @@ Cases:
    Then what overlapped the slowest 1 % of acks (``bench/wire_stalls.py``): the server's event-loop stalls by
    cause (fetched from its metrics port's ``/stalls``), the client's (the same recorder on this process's loop),
    long GC passes, fsyncs, Parquet encodes, group commits and flushes, each against the share of all events it
-   overlapped; and, after the 100,000 events/s case, the server's RSS while idle (``--idle-s``, default 20).
+   overlapped; and, after the 100,000 events/s case, the server's RSS while idle (``--idle-s``, default 45: the
+   cache evicts data idle for 30 s, ``--cache-idle-evict-s``, and the process then returns freed memory).
 3. ``read``: a segment of ``--read-gb`` of 10 KB events (``--read-event-bytes``), written in
    ~512 KiB batches and flushed to Tier-2, then read sequentially with the prefetching reader
    (``reader.read()``, default ``ReaderConfig``):
@@ -316,7 +317,7 @@ async def run_profile(args: argparse.Namespace, root: Path) -> list[dict[str, An
 # ---- driver ----------------------------------------------------------------------------------------------
 async def run_cases(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     only = set(args.only.split(",")) if args.only else {"write", "latency", "read"}
-    server = ServerProcess(root, args.in_memory)
+    server = ServerProcess(root, args.in_memory, extra_args=args.server_arg)
     results: dict[str, Any] = {"server_start_s": round(server.start(), 1)}
     ACTIVITY.hook_gc()
     stalls = LoopStallRecorder(ACTIVITY)  # the client's own loop (this process); the server's: its /stalls
@@ -430,7 +431,13 @@ def main() -> None:
         "--read-event-bytes", type=int, default=10_000, help="event size of the read segment (default 10000)"
     )
     parser.add_argument(
-        "--idle-s", type=float, default=20.0, help="watch the server's RSS idle after the 100k/s case (default 20)"
+        "--idle-s", type=float, default=45.0, help="watch the server's RSS idle after the 100k/s case (default 45)"
+    )
+    parser.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="a flag for the segment store process, repeatable (--server-arg=--cache-idle-evict-s=0: before/after)",
     )
     parser.add_argument("--cold", action="store_true", help="drop the Tier-2 files' page cache before the tier2 pass")
     parser.add_argument("--in-memory", action="store_true", help="run the server with in-memory tiers")
@@ -476,7 +483,18 @@ def main() -> None:
     profile_name = f"wire-profile-{'py-spy' if args.py_spy else 'cprofile'}.json"
     out = args.out or RESULTS / (profile_name if args.profile else "wire.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    settings = ("seconds", "warm_up", "batch", "idle_s", "read_gb", "read_event_bytes", "cold", "in_memory", "only")
+    settings = (
+        "seconds",
+        "warm_up",
+        "batch",
+        "idle_s",
+        "server_arg",
+        "read_gb",
+        "read_event_bytes",
+        "cold",
+        "in_memory",
+        "only",
+    )
     document = {
         "benchmark": "wire",
         "python": platform.python_version(),

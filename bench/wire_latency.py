@@ -120,11 +120,16 @@ async def idle_memory(server: ServerProcess, seconds: float) -> dict[str, Any]:
         lowest = min(lowest, rss_mb(server.pid)["rss_mb"])
         if lowest < IDLE_RSS_MB:
             under_s = round(time.perf_counter() - started, 1)
+    logs = (server.log_path, server.data_dir / "segmentstore.log")  # its output; its log file (--log-file default)
+    log = "".join(path.read_text(errors="replace") for path in logs if path.exists())
     return {
+        # with --server-arg=--log-level=info: what each step of returning memory gave (RSS MB by step)
+        "srv_memory_releases": [line.split("idle: ", 1)[-1] for line in log.splitlines() if "memory returned" in line],
         "srv_cache_used_mb": await asyncio.to_thread(cache_used_mb, server.metrics_port),
         "srv_rss_at_idle_mb": first,
         "srv_rss_lowest_mb": lowest,
         "watched_s": round(time.perf_counter() - started, 1),
         f"under_{IDLE_RSS_MB}_mb_after_s": under_s,
         "srv_peak_rss_mb": rss_mb(server.pid)["peak_rss_mb"],
+        "enc_rss_mb": round(sum(rss_mb(pid).get("rss_mb", 0.0) for pid in server.helpers()), 1),  # its workers
     }

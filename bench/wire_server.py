@@ -24,9 +24,16 @@ class ServerProcess:
     after ``prelude`` (Python run first in the process, importing from ``extra_path`` too: ``bench/wire_ab.py``)."""
 
     def __init__(
-        self, root: Path, in_memory: bool, prelude: str | None = None, extra_path: list[str] | None = None
+        self,
+        root: Path,
+        in_memory: bool,
+        prelude: str | None = None,
+        extra_path: list[str] | None = None,
+        extra_args: list[str] | None = None,
     ) -> None:
+        """``extra_args``: more ``segstore segmentstore`` flags (``--server-arg``: ``--cache-idle-evict-s=0``)."""
         self.root = root
+        self.extra_args = extra_args or []
         self.prelude = prelude
         self.extra_path = extra_path or []
         self.data_dir = root / "data"
@@ -52,6 +59,7 @@ class ServerProcess:
         args += ["--metrics-port", str(self.metrics_port)]  # /stalls: its event loop's stalls (bench/wire_stalls.py)
         if self.in_memory:
             args.append("--in-memory")
+        args += self.extra_args
         path = [str(REPO), *self.extra_path, os.environ.get("PYTHONPATH")]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
         started = time.perf_counter()
@@ -64,7 +72,7 @@ class ServerProcess:
         while True:
             text = self.log_path.read_text(errors="replace").rsplit("---- start", 1)[-1]
             if "segmentstore ready" in text:
-                self.children = [pid for pid in _pids() if _stat(pid) and int(_stat(pid)[1]) == self.pid]
+                self.children = [pid for pid in self._child_pids() if not _is_multiprocessing(pid)]
                 return time.perf_counter() - started
             if self.proc.poll() is not None or time.perf_counter() - started > timeout_s:
                 self.stop()
@@ -89,23 +97,34 @@ class ServerProcess:
         assert self.proc is not None
         return self.proc.pid
 
+    def _child_pids(self) -> list[int]:
+        return [pid for pid in _pids() if _stat(pid) and int(_stat(pid)[1]) == self.pid]
+
+    def helpers(self) -> list[int]:
+        """The server's multiprocessing children now: Parquet encoder workers (``SEGSTORE_SLTS_ENCODE_PROCESSES``)
+        and their resource tracker."""
+        return [pid for pid in self._child_pids() if _is_multiprocessing(pid)]
+
     def cpu_s(self) -> float:
-        """User + system CPU seconds of the server process, all its threads (not ZooKeeper's JVM)."""
-        return _cpu_s(self.pid)
+        """User + system CPU seconds of the server process, all its threads, and of its encoder workers (not
+        ZooKeeper's JVM)."""
+        return _cpu_s(self.pid) + sum(_cpu_s(pid) for pid in self.helpers())
 
     def loop_cpu_s(self) -> float:
         """CPU seconds of the server's main thread, which runs its event loop."""
         return _cpu_s(self.pid, f"{self.pid}/task/{self.pid}")
 
     def memory(self) -> dict[str, float]:
-        """RSS now and peak (``VmHWM``) of the server process and of the bench client (this process), and the
-        RSS of the server's children (the embedded ZooKeeper's JVM), in MB."""
+        """RSS now and peak (``VmHWM``) of the server process and of the bench client (this process), the RSS of
+        the server's children (the embedded ZooKeeper's JVM) and of its encoder workers (now and peak), in MB."""
         server, client = rss_mb(self.pid), rss_mb(os.getpid())
         return {
             "srv_rss_mb": server.get("rss_mb", 0.0),
             "srv_peak_rss_mb": server.get("peak_rss_mb", 0.0),
             "cli_peak_rss_mb": client.get("peak_rss_mb", 0.0),
             "zk_rss_mb": round(sum(rss_mb(pid).get("rss_mb", 0.0) for pid in self.children), 1),
+            "enc_rss_mb": round(sum(rss_mb(pid).get("rss_mb", 0.0) for pid in self.helpers()), 1),
+            "enc_peak_rss_mb": round(sum(rss_mb(pid).get("peak_rss_mb", 0.0) for pid in self.helpers()), 1),
         }
 
     def children_cpu_s(self) -> float:
@@ -135,6 +154,13 @@ class ServerProcess:
 
 def _pids() -> list[int]:
     return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def _is_multiprocessing(pid: int) -> bool:
+    try:
+        return b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def _stat(pid: int, path: str | None = None) -> list[str]:

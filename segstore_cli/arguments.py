@@ -1,6 +1,6 @@
 """What several ``segstore`` subcommands share: their common flags and the reading of them.
 
-The flags: ``--log-level`` and ``--log-file`` (and the logging they set up: :func:`setup_logging`), ``--cache-size-mb``,
+The flags: ``--log-level`` and ``--log-file`` (and the logging they set up: :func:`setup_logging`), ``--cache-*``,
 ``--metrics-port``/``--metrics-host``, the Tier-1 and Tier-2 flags, the TLS and authentication flags, the controller's
 periodic work. The readers turn the TLS and authentication flags of a controller process (``controller``,
 ``standalone``) into its settings, or exit 2 naming what is wrong. The ports a command listens on are checked before
@@ -67,6 +67,17 @@ def positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
+    return value
+
+
+def non_negative_seconds(text: str) -> float:
+    """An argparse ``type``: a number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, not {text}")
     return value
 
 
@@ -189,13 +200,21 @@ def check_data_dir(command: str, path: Path) -> None:
 
 
 def add_cache_argument(parser: argparse.ArgumentParser) -> None:
-    """``--cache-size-mb``: the segment store process's read cache (shared by its containers)."""
+    """``--cache-size-mb`` and ``--cache-idle-evict-s``: the segment store process's read cache (shared by its
+    containers)."""
     parser.add_argument(
         "--cache-size-mb",
         type=positive_int,
         default=None,
         help="read cache of the segment store process, all its containers together, in MiB (default 1024); "
         "data not yet in Tier-2 beyond it throttles appends",
+    )
+    parser.add_argument(
+        "--cache-idle-evict-s",
+        type=non_negative_seconds,
+        default=None,
+        help="cached data already in Tier-2 and neither written nor read for this many seconds leaves the cache, "
+        "and an idle process returns freed memory to the OS (default 30; 0: evict only when the cache is full)",
     )
 
 

@@ -88,6 +88,8 @@ class StandaloneConfig:
     --s3-bucket ...``); none = file ledgers and filesystem under the data dir."""
     cache_size_mb: int | None = None
     """The segment store process's read cache (all its containers together); None = its default (1024)."""
+    cache_idle_evict_s: float | None = None
+    """Cached data idle this long leaves the segment store's cache (0: only when full); None = its default (30)."""
     tls: TlsConfig | None = None
     """TLS on the controller's and the segment store's ports (one certificate for both); None = plain text."""
     segment_store_tls: TrustConfig | None = None
@@ -281,6 +283,7 @@ class Standalone:
             "--log-file",
             "-",  # its whole log on its stderr, which is its log file (with what Python says when it crashes)
             *(["--cache-size-mb", str(cfg.cache_size_mb)] if cfg.cache_size_mb is not None else []),
+            *(["--cache-idle-evict-s", str(cfg.cache_idle_evict_s)] if cfg.cache_idle_evict_s is not None else []),
             *self._metrics_flags(),
             *cfg.storage_args,
         ]

@@ -8,6 +8,11 @@ running here raise :class:`ContainerNotOwnedError` (the wire server answers
 ``WrongHost``). A restart happens only while ``should_run(container_id)`` holds: in a cluster the
 assignment follower answers it, so a container moved to another host is not restarted here (which
 would fence its new owner).
+
+The registry also sweeps the process's read cache (from the first container start to :meth:`ContainerRegistry.close`):
+every ``CacheConfig.idle_check_s`` it evicts entries idle for ``CacheConfig.idle_evict_s`` and, once the cache has
+been quiet since the previous sweep after enough churn (:meth:`CacheBudget.sweep_idle`), returns freed memory to
+the OS (:func:`release_memory`, in a worker thread), so an idle segment store shrinks.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from segment_store.reading.cache import CacheBudget
 from segment_store.tier1.log import DurableDataLogFactory
 from segstore_shared.cluster.container_mapping import container_of
 from segstore_shared.contracts import ContainerNotOwnedError
+from segstore_shared.memory_release import release_memory
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +65,9 @@ class ContainerRegistry:
         self._closed = False
         self._metrics = metrics
         self._ids: dict[str, int] = {}  # container_of per segment name (a hash: every append asks)
+        self._sweeper: asyncio.Task[None] | None = None
+        self.memory_releases = 0
+        """Times freed memory was returned to the OS after an idle sweep (tests, logs)."""
 
     # ---- routing --------------------------------------------------------------------------------------------
     def container_id(self, segment_name: str) -> int:
@@ -99,6 +108,7 @@ class ContainerRegistry:
         existing = self._containers.get(container_id)
         if existing is not None and existing.state in (ContainerState.RUNNING, ContainerState.STARTING):
             return existing
+        self._start_idle_sweeps()
         container = self._new_container(container_id)
         self._containers[container_id] = container
         container.add_failure_listener(functools.partial(self._on_failure_of, container_id, container))
@@ -158,8 +168,28 @@ class ContainerRegistry:
     def _may_restart(self, container_id: int, failed: SegmentContainer) -> bool:
         return not self._closed and self._containers.get(container_id) is failed and self._should_run(container_id)
 
+    def _start_idle_sweeps(self) -> None:
+        if self._sweeper is None and not self._closed and self.config.cache.idle_evict_s > 0:
+            self._sweeper = asyncio.create_task(self._sweep_idle(), name="cache-idle-sweep")
+
+    async def _sweep_idle(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.cache.idle_check_s)
+            if self.cache.sweep_idle():
+                started = time.perf_counter()
+                rss = await asyncio.to_thread(release_memory)
+                self.memory_releases += 1
+                took_ms = (time.perf_counter() - started) * 1000
+                used_mb = self.cache.used_bytes / 1e6
+                log.info("idle: cache %.1f MB, memory returned in %.0f ms (RSS MB by step: %s)", used_mb, took_ms, rss)
+
     async def close(self) -> None:
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
         for task in list(self._restarts.values()):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

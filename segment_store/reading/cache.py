@@ -17,6 +17,10 @@ Invariants:
 * Whenever the budget goes from over to not over (an eviction, a removal, an account closed), every account's
   ``on_room`` is called: a container throttled because *another* container filled the cache resumes then.
 * :meth:`CacheAccount.close` removes every entry of the account (a stopped container's read index).
+* Every entry carries the time it was last added or touched (``clock``, monotonic, injectable): the LRU order is
+  also the order of those times, so :meth:`CacheBudget.evict_idle` drops, oldest first, the entries untouched
+  for ``CacheConfig.idle_evict_s`` that their owners allow, and stops at the first younger one. It frees memory
+  a budget that never fills would otherwise hold for ever (the container registry calls it periodically).
 
 Use from one event loop (a segment store runs all its containers on one).
 """
@@ -24,11 +28,14 @@ Use from one event loop (a segment store runs all its containers on one).
 from __future__ import annotations
 
 import itertools
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 EntryKey = tuple[int, int]
+RELEASE_MIN_BYTES = 16 * 1024 * 1024
+"""Cache churn (bytes added, removed or evicted) after which a quiet sweep returns freed memory to the OS."""
 _Owned = tuple[int, int, int]  # (account number, segment id, offset)
 
 
@@ -40,25 +47,44 @@ class CacheConfig:
     """Bytes of segment data the read indexes of the process hold together (default 1 GiB)."""
     target_utilization: float = 0.85
     """Eviction starts above this share of ``max_bytes`` and frees down to it."""
+    idle_evict_s: float = 30.0
+    """Entries neither added nor read for this long leave the cache (if already in Tier-2) even when it has room,
+    so an idle process gives its memory back. 0 turns it off (eviction only when the budget needs room)."""
+    idle_check_s: float = 5.0
+    """How often the process looks for such entries (and, having evicted some, returns freed memory to the OS)."""
 
     def __post_init__(self) -> None:
         if self.max_bytes <= 0:
             raise ValueError("max_bytes: must be positive")
         if not 0.1 <= self.target_utilization <= 1.0:
             raise ValueError("target_utilization: must be within [0.1, 1.0]")
+        if self.idle_evict_s < 0:
+            raise ValueError("idle_evict_s: must not be negative (0: off)")
+        if self.idle_check_s <= 0:
+            raise ValueError("idle_check_s: must be positive")
 
 
 class CacheBudget:
     """See module docstring."""
 
-    def __init__(self, config: CacheConfig | None = None) -> None:
+    def __init__(self, config: CacheConfig | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: monotonic seconds, the age of entries for :meth:`evict_idle` (tests inject a manual one)."""
         self.config = config or CacheConfig()
+        self._clock = clock
         self._entries: OrderedDict[_Owned, int] = OrderedDict()
+        self._used_at: dict[_Owned, float] = {}
+        """When each entry was last added or touched (same keys as ``_entries``, same order of times)."""
         self._accounts: dict[int, CacheAccount] = {}
         self._numbers = itertools.count()
         self.used_bytes = 0
         self.evicted_bytes = 0
         """Bytes evicted since the budget was made (a counter, for metrics)."""
+        self.additions = 0
+        """Entries added (or replaced) since the budget was made: unchanged between two looks, nothing came in."""
+        self.churn_bytes = 0
+        """Bytes of entries added, removed or evicted since the budget was made (what allocators may hold)."""
+        self._sweep_seen = 0  # additions at the previous sweep_idle
+        self._released_at = 0  # churn_bytes when sweep_idle last said to release memory
         self._limit = self.config.max_bytes
         self._target = int(self.config.max_bytes * self.config.target_utilization)
 
@@ -99,42 +125,91 @@ class CacheBudget:
             account = accounts.get(owned[0])
             key = (owned[1], owned[2])
             if account is None or account.may_evict(key):
-                size = entries.pop(owned)
-                self.used_bytes -= size
-                freed += size
-                if account is not None:
-                    account.used_bytes -= size
-                    account.drop(key)
+                freed += self._drop(owned, account, key)
         self.evicted_bytes += freed
         self._room_if(was_over)
         return freed
+
+    def evict_idle(self) -> int:
+        """Evict the entries untouched for ``config.idle_evict_s`` that their owners allow, whatever the budget's
+        use (nothing if that is 0); returns bytes freed."""
+        idle_s = self.config.idle_evict_s
+        if idle_s <= 0:
+            return 0
+        cutoff = self._clock() - idle_s
+        was_over = self.used_bytes > self._limit
+        freed = 0
+        used_at = self._used_at
+        accounts = self._accounts
+        # LRU order is the order of times: the idle entries are a prefix (taken before any is dropped)
+        idle = list(itertools.takewhile(lambda owned: used_at[owned] <= cutoff, self._entries))
+        for owned in idle:
+            account = accounts.get(owned[0])
+            key = (owned[1], owned[2])
+            if account is None or account.may_evict(key):
+                freed += self._drop(owned, account, key)
+        self.evicted_bytes += freed
+        self._room_if(was_over)
+        return freed
+
+    def sweep_idle(self) -> bool:
+        """One periodic look (every ``config.idle_check_s``): :meth:`evict_idle`, then whether now is the time to
+        give freed memory back to the OS: True when the budget has been quiet (nothing added) since the previous
+        sweep and at least :data:`RELEASE_MIN_BYTES` came in or left since the last True (so a light trickle of
+        appends does not make the process trim its heap every few seconds)."""
+        self.evict_idle()
+        quiet = self.additions == self._sweep_seen
+        self._sweep_seen = self.additions
+        if quiet and self.churn_bytes - self._released_at >= RELEASE_MIN_BYTES:
+            self._released_at = self.churn_bytes
+            return True
+        return False
+
+    def _drop(self, owned: _Owned, account: CacheAccount | None, key: EntryKey) -> int:
+        size = self._entries.pop(owned)
+        del self._used_at[owned]
+        self.used_bytes -= size
+        self.churn_bytes += size
+        if account is not None:
+            account.used_bytes -= size
+            account.drop(key)
+        return size
 
     # ---- for accounts ---------------------------------------------------------------------------------------
 
     def _set(self, owned: _Owned, size: int) -> int:
         previous = self._entries.pop(owned, 0)
         self._entries[owned] = size
+        self._used_at[owned] = self._clock()
+        self.additions += 1
+        self.churn_bytes += size
         self.used_bytes += size - previous
         return size - previous
 
     def _remove(self, owned: _Owned) -> int:
         size = self._entries.pop(owned, 0)
+        self._used_at.pop(owned, None)
         if size:
             was_over = self.used_bytes > self._limit
             self.used_bytes -= size
+            self.churn_bytes += size
             self._room_if(was_over)
         return size
 
     def _touch(self, owned: _Owned) -> None:
         if owned in self._entries:
             self._entries.move_to_end(owned)
+            self._used_at[owned] = self._clock()
 
     def _close(self, account: CacheAccount) -> None:
         self._accounts.pop(account.number, None)
         number = account.number
         was_over = self.used_bytes > self._limit
         for owned in [k for k in self._entries if k[0] == number]:
-            self.used_bytes -= self._entries.pop(owned)
+            size = self._entries.pop(owned)
+            self.used_bytes -= size
+            self.churn_bytes += size
+            del self._used_at[owned]
         self._room_if(was_over)
 
     def _room_if(self, was_over: bool) -> None:

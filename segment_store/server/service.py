@@ -33,6 +33,7 @@ from segment_store.server.config import ServerConfig
 from segment_store.server.connection import FlowTracker, ServerConnection
 from segment_store.server.requests import RequestHandler
 from segment_store.server.tls_accept import TlsHandshake
+from segment_store.storage.chunk_encoder import ChunkEncoder, chunk_encoder
 from segment_store.storage.chunk_storage import ChunkStorage
 from segment_store.storage.chunked_storage import ChunkedSegmentStorage
 from segment_store.storage.journal.system_journal import SnapshotInfoStore
@@ -127,6 +128,9 @@ class SegmentStoreService:
         """With a metrics port: the event loop's lag and stalls (``/metrics`` and ``/stalls``)."""
         self._data_logs = data_logs
         self.chunks = chunks
+        self.encoder: ChunkEncoder = chunk_encoder(ChunkedStorageConfig.from_env().encode_processes)
+        """Where every container's chunks are Parquet-encoded (``SEGSTORE_SLTS_ENCODE_PROCESSES``: a thread, or
+        a pool of worker processes started with the service)."""
         self._coordination = coordination
         if config.cluster and coordination is None:
             raise ValueError("cluster: cluster mode needs a coordination store (ServiceConfig.zookeeper)")
@@ -224,7 +228,8 @@ class SegmentStoreService:
     def _storage(self, container_id: int, snapshot_info: SnapshotInfoStore) -> SegmentStorage:
         chunks = self.metrics.chunks(container_id, self.chunks)
         # SEGSTORE_SLTS_* (gc_delay_s, compaction_interval_s, ...: ChunkedStorageConfig.from_env), else the defaults
-        return ChunkedSegmentStorage(chunks, container_id, snapshot_info, ChunkedStorageConfig.from_env())
+        config = ChunkedStorageConfig.from_env()
+        return ChunkedSegmentStorage(chunks, container_id, snapshot_info, config, encoder=self.encoder)
 
     def tables(self, container: SegmentContainer) -> TableStore:
         """The table store of a running container instance (a restarted container gets a new one)."""
@@ -245,6 +250,7 @@ class SegmentStoreService:
         await self._start_metrics()
         try:
             await asyncio.to_thread(_warm_up_parquet)
+            await self.encoder.start()
             await self._data_logs.initialize()
             if not self.config.cluster:
                 ids = (
@@ -259,6 +265,7 @@ class SegmentStoreService:
                 self._metrics_server = None
             if self._loop_stalls is not None:
                 self._loop_stalls.stop()
+            await self.encoder.close()
             raise
         if self.config.cluster:
             try:
@@ -427,6 +434,7 @@ class SegmentStoreService:
             await store.close()
         self._tables.clear()
         await self.registry.close()
+        await self.encoder.close()
         if self.registration is not None:
             await self.registration.stop()
         await self._data_logs.close()

@@ -23,10 +23,10 @@ Chunks released by truncate, delete and compaction go to the
 :class:`~segment_store.storage.compaction.Compactor` merges runs of small chunks in the
 background (``compaction_enabled``).
 
-Reads decode the Parquet chunks in worker threads: from the chunk's local path when the
-backend has one (filesystem), else from the chunk bytes, of which a small LRU is kept so
-sequential reads of one chunk fetch it once; a chunk larger than that LRU (and than 8 MiB) is
-read by ranges (footer and the row groups needed).
+Writes encode through a :class:`~segment_store.storage.chunk_encoder.ChunkEncoder` (a thread or worker
+processes). Reads decode the Parquet chunks in worker threads: from the chunk's local path when the backend has
+one (filesystem), else from the chunk bytes, of which a small LRU is kept so sequential reads of one chunk fetch
+it once; a chunk larger than that LRU (and than 8 MiB) is read by ranges (footer and the row groups needed).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from typing import TypeVar
 import pyarrow as pa
 
 from segment_store.storage.backends.filesystem import map_os_error
+from segment_store.storage.chunk_encoder import ChunkEncoder, ThreadChunkEncoder
 from segment_store.storage.chunk_gc import ChunkGarbageCollector
 from segment_store.storage.chunk_pins import ChunkPins
 from segment_store.storage.chunk_reads import ChunkCache, RangedChunkFile
@@ -83,7 +84,6 @@ from segstore_shared.contracts import (
     SegmentSealedError,
     SegmentTruncatedError,
 )
-from segstore_shared.loop_stalls import ACTIVITY
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -141,7 +141,10 @@ class ChunkedSegmentStorage:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        encoder: ChunkEncoder | None = None,
     ) -> None:
+        """``encoder``: where chunks are Parquet-encoded (None: a thread; the service passes one it owns)."""
+        self._encoder: ChunkEncoder = encoder or ThreadChunkEncoder()
         self._storage = chunk_storage
         self._cid = container_id
         self._info_store = snapshot_info_store
@@ -460,8 +463,7 @@ class ChunkedSegmentStorage:
                 return seg.length
             times = _ingest_ranges(ingest_times)
             chunk = data_chunk_name(self._cid, name, journal.epoch, journal.next_seq())
-            encode = functools.partial(parquet_chunk.encode, compression=self._config.chunk_compression)
-            encoded = await asyncio.to_thread(ACTIVITY.timed, "parquet_encode", encode, buffers, times, seg.framing)
+            encoded = await self._encoder.encode(buffers, times, seg.framing, self._config.chunk_compression)
             try:
                 await asyncio.to_thread(self._storage.write_chunk, chunk, encoded)
             except Exception:
@@ -469,7 +471,7 @@ class ChunkedSegmentStorage:
                 raise
             await journal.commit([AddChunk(name, chunk, offset, size)], orphans=[chunk])
             if self._storage.location(chunk) is None:
-                self._cache.put(chunk, encoded)
+                self._cache.put(chunk, bytes(encoded))
             return offset + size
 
     async def seal(self, name: str) -> None:

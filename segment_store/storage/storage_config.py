@@ -22,6 +22,10 @@ class ChunkedStorageConfig:
     """Largest ``write`` (one chunk); the storage writer keeps flushes smaller. Larger is a ValueError."""
     chunk_compression: str = DEFAULT_COMPRESSION
     """Parquet compression of data chunks (readers need not know it)."""
+    encode_processes: int = 0
+    """Where data chunks are Parquet-encoded: 0 = in a worker thread of the segment store process (pyarrow holds
+    the GIL in parts: a large chunk can delay the event loop); N = in a pool of N worker processes, started with the
+    service and shared by its containers (:mod:`segment_store.storage.chunk_encoder`)."""
     snapshot_every_records: int = 100
     """A snapshot of the container's chunk metadata is written after this many journal records..."""
     snapshot_every_s: float = 300.0
@@ -66,6 +70,8 @@ class ChunkedStorageConfig:
             raise ValueError(f"max_chunk_bytes: must be in (0, {MAX_CHUNK_BYTES})")
         if not self.chunk_compression:
             raise ValueError("chunk_compression: must not be empty")
+        if not 0 <= self.encode_processes <= 64:
+            raise ValueError("encode_processes: must be within [0, 64] (0: encode in a thread)")
         if self.snapshot_every_records < 1:
             raise ValueError("snapshot_every_records: must be at least 1")
         if self.snapshot_every_s <= 0:

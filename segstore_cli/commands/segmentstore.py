@@ -197,8 +197,12 @@ async def _start(
 
     server = ServerConfig(host=args.host, port=args.port, tls=settings.tls, auth_token_signing_key=settings.key)
     container = ContainerConfig()
+    cache = CacheConfig()
     if args.cache_size_mb is not None:
-        container = dataclasses.replace(container, cache=CacheConfig(max_bytes=args.cache_size_mb * 1024 * 1024))
+        cache = dataclasses.replace(cache, max_bytes=args.cache_size_mb * 1024 * 1024)
+    if args.cache_idle_evict_s is not None:
+        cache = dataclasses.replace(cache, idle_evict_s=args.cache_idle_evict_s)
+    container = dataclasses.replace(container, cache=cache)
     if args.in_memory:
         config = ServiceConfig(
             server=server,

@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         storage_args=tuple(_storage_flags(args)),
         cache_size_mb=args.cache_size_mb,
+        cache_idle_evict_s=args.cache_idle_evict_s,
         tls=tls,
         segment_store_tls=trust,
         advertise_host=args.advertise_host,

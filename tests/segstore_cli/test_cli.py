@@ -93,3 +93,13 @@ def test_python_m_old_cli_path_runs_the_segstore_command() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("segstore ")
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan"])
+def test_standalone_refuses_a_cache_idle_eviction_that_is_not_seconds(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["standalone", "--cache-idle-evict-s", value])
+    assert exit_info.value.code == 2
+    assert "--cache-idle-evict-s: must be a number of seconds" in capsys.readouterr().err
