@@ -56,7 +56,7 @@ def long_zookeeper_partitions_expire(logs: Path, report: dict) -> None:
 @pytest.mark.timeout(600)
 def test_new_faults_with_jetstream_and_a_zookeeper_ensemble_lose_nothing(tmp_path: Path) -> None:
     process, report = run_selftest(
-        tmp_path, "--duration", "50", "--tier1", "jetstream", "--tier2", "fs", "--zookeeper", "ensemble",
+        tmp_path, "--duration", "55", "--tier1", "jetstream", "--tier2", "fs", "--zookeeper", "ensemble",
         "--faults", ",".join(JETSTREAM_KINDS), timeout_s=540,
     )  # fmt: skip
     passed(process.returncode, report, JETSTREAM_KINDS)
