@@ -4,8 +4,9 @@ A segment store refuses a Tier-1 log that came back shorter than what it acknowl
 "log container-N: stream S ends at sequence R, but sequence A was acknowledged ... rolled back"): its container
 stops and stays offline until an operator acts. That is the product refusing what it cannot vouch for, not a silent
 loss: the report counts each refused log as a *detected* rollback, apart from the violations (an acknowledged
-event missing from what was read is one). A detection ends the run at once, failed (the container would stay
-offline, its writers would wait for ever).
+event missing from what was read is one). A detection ends the run, failed (the container would stay offline,
+its writers would wait for ever): the runner stops injecting faults, undoes the active ones (a process left
+stopped would hang the end of the run), and stops.
 
 Invariants: every line of a segment store's log is scanned once, whole (a line still being written is read at the
 next scan); a log is counted once however often it is refused (every restart of its container refuses it again).
@@ -37,6 +38,8 @@ class RollbackWatch:
     logs: dict[str, Path]
     detected: dict[str, str] = field(default_factory=dict)
     """Per refused Tier-1 log (``container-N``), the first line that said so, with the store that logged it."""
+    found: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set at the first refusal :meth:`run` sees (the runner then stops the faults, heals the cluster and ends)."""
     _offsets: dict[str, int] = field(default_factory=dict)
 
     def scan(self) -> list[str]:
@@ -61,10 +64,16 @@ class RollbackWatch:
                     new.append(log_name)
         return new
 
+    def error(self) -> RollbackDetected:
+        """What ends the run once :attr:`found` is set."""
+        first = next(iter(self.detected.values()), "")
+        return RollbackDetected(f"Tier-1 rollback detected (refused, not lost): {first}")
+
     async def run(self, stop: asyncio.Event, interval_s: float = 1.0) -> None:
-        """Scan every ``interval_s`` until ``stop``; raise :class:`RollbackDetected` at the first refusal."""
+        """Scan every ``interval_s`` until ``stop``, or until the first refusal (then :attr:`found` is set)."""
         while not stop.is_set():
-            if new := await asyncio.to_thread(self.scan):
-                raise RollbackDetected(f"Tier-1 rollback detected (refused, not lost): {self.detected[new[0]]}")
+            if await asyncio.to_thread(self.scan):
+                self.found.set()
+                return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), interval_s)

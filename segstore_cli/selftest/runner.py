@@ -222,11 +222,15 @@ class Selftest:
                 with self._progress(faults, verifier, faults.started) as refresh:
                     while time.monotonic() - faults.started < cfg.duration_s and not fault_task.done():
                         refresh()
+                        if rollbacks.found.is_set():
+                            break
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(asyncio.shield(fault_task), 1.0)
                     stop_faults.set()
                     await fault_task
                     await cluster.heal()
+                    if rollbacks.found.is_set():  # refused: it needs an operator; nothing paused is left behind
+                        raise rollbacks.error()
                     refresh("draining")
                     stalls.stop(loop.time())
                     stop_load.set()

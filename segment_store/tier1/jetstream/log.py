@@ -42,7 +42,7 @@ from segment_store.tier1.jetstream.records import (
     parse_record,
 )
 from segment_store.tier1.jetstream.refence import refenceable, stored_run
-from segment_store.tier1.jetstream.stream_setup import create_log_stream, while_electing
+from segment_store.tier1.jetstream.stream_setup import create_log_stream, settled_state, while_electing
 from segment_store.tier1.log import (
     MAX_ENTRY_ID,
     DataLogClosedError,
@@ -203,7 +203,7 @@ class JetStreamLog:
         previous = await keeper.acquire(before_create=create)  # (a)
         self._epoch = keeper.metadata.epoch
         if previous is not None:
-            state = await while_electing(self._config, lambda: self._client.stream_state(self._stream))
+            state = await settled_state(self._config, self._client, self._stream, keeper.metadata.acknowledged)
             if state.replicas != self._config.replicas:
                 _log.warning("log %s: stream %s has %d replicas, the configuration asks for %d (kept as it is)",
                              self.name, self._stream, state.replicas, self._config.replicas)  # fmt: skip
@@ -404,7 +404,7 @@ class JetStreamLog:
                 fenced, acked = keeper.metadata.fenced_by(self._owner), self._acked  # (a') records what we acked
                 await keeper.persist(fenced if acked is None else fenced.acknowledged_up_to(acked.ledger_id))
                 epoch = keeper.metadata.epoch
-                state = await while_electing(self._config, lambda: self._client.stream_state(self._stream))
+                state = await settled_state(self._config, self._client, self._stream, keeper.metadata.acknowledged)
                 self._check_not_rolled_back(state.last_seq, "ends at")  # before our fence could fill a gap
                 fence = await self._publish_fence(epoch)
                 self._check_not_rolled_back(fence - 1, "stored our fence right after")

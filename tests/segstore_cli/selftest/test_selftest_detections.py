@@ -42,7 +42,7 @@ def test_each_refused_log_counts_once_and_a_line_being_written_waits(tmp_path: P
     assert watch.detected["container-1"].startswith("ss1: ") and "ends at sequence 125" in watch.detected["container-1"]
 
 
-def test_the_watch_ends_the_run_at_the_first_refusal(tmp_path: Path) -> None:
+def test_the_watch_stops_at_the_first_refusal_and_says_what_ends_the_run(tmp_path: Path) -> None:
     log = tmp_path / "ss1.log"
     log.write_text("nothing yet\n")
     watch = RollbackWatch({"ss1": log})
@@ -50,10 +50,14 @@ def test_the_watch_ends_the_run_at_the_first_refusal(tmp_path: Path) -> None:
     async def run() -> None:
         task = asyncio.create_task(watch.run(asyncio.Event(), interval_s=0.01))
         await asyncio.sleep(0.05)
-        assert not task.done()
+        assert not task.done() and not watch.found.is_set()
         with open(log, "a") as out:
             out.write(REFUSED.format(n=2))
         await asyncio.wait_for(task, 5)
+        assert watch.found.is_set()
 
-    with pytest.raises(RollbackDetected, match="container-2: stream segstore-tier1-container-2 ends at sequence 125"):
-        asyncio.run(run())
+    asyncio.run(run())
+    error = watch.error()
+    assert isinstance(error, RollbackDetected)
+    assert "Tier-1 rollback detected (refused, not lost): ss1: " in str(error)
+    assert "container-2: stream segstore-tier1-container-2 ends at sequence 125" in str(error)
