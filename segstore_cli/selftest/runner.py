@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -236,8 +236,8 @@ class Selftest:
                     stop_load.set()
                     try:
                         async with asyncio.timeout(DRAIN_TIMEOUT_S):
-                            await asyncio.gather(*loads)
-                            await txn_writer.resolve(DRAIN_TIMEOUT_S)
+                            await _unless_refused(rollbacks, asyncio.gather(*loads))
+                            await _unless_refused(rollbacks, txn_writer.resolve(DRAIN_TIMEOUT_S))
                     except TimeoutError as exc:
                         raise StuckOrFailed(f"the writers did not drain within {DRAIN_TIMEOUT_S:.0f} s") from exc
                     await self._tail_caught_up(tail, writers)
@@ -312,6 +312,22 @@ class Selftest:
                     self.console.print(line(phase), soft_wrap=True)
 
             yield refresh
+
+
+async def _unless_refused(rollbacks: RollbackWatch, work: Awaitable[object]) -> None:
+    """Await ``work``, unless a segment store refuses a rolled-back Tier-1 log meanwhile (the writers of its
+    container would wait for ever): then :class:`RollbackDetected`."""
+    task = asyncio.ensure_future(work)
+    found = asyncio.ensure_future(rollbacks.found.wait())
+    try:
+        await asyncio.wait({task, found}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        found.cancel()
+        if not task.done():
+            task.cancel()
+    if not task.done() or task.cancelled():
+        raise rollbacks.error()
+    task.result()
 
 
 def _log_to(path: Path) -> logging.Handler:
