@@ -86,7 +86,9 @@ truncation the record of the last entry this owner had acknowledged by then (nev
 sequence not yet acknowledged, so an intact stream always reaches it). ``initialize``
 refuses, with :class:`DataLogCorruptedError` naming the log (``container-<id>``), the
 stream and both sequences, a stream whose last sequence is below ``H`` (checked before
-its fence is published), or whose new fence lands at or below ``H``. Covered: a stream
+its fence is published; a short answer is read again for ``request_timeout_s``, since a
+leader elected moments ago may not have applied every committed record yet:
+:func:`.stream_setup.settled_state`), or whose new fence lands at or below ``H``. Covered: a stream
 that comes back shorter than the previous owner's fence or than its last truncation's
 mark (every NATS server lost its tail, a store restored from an older copy). A re-fence
 records the owner's last acknowledged record too, and checks it (see "Re-fencing"): a
