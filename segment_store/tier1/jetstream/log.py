@@ -42,7 +42,7 @@ from segment_store.tier1.jetstream.records import (
     parse_record,
 )
 from segment_store.tier1.jetstream.refence import refenceable, stored_run
-from segment_store.tier1.jetstream.stream_setup import create_log_stream, while_electing
+from segment_store.tier1.jetstream.stream_setup import create_log_stream, settled_state, while_electing
 from segment_store.tier1.log import (
     MAX_ENTRY_ID,
     DataLogClosedError,
@@ -203,14 +203,14 @@ class JetStreamLog:
         previous = await keeper.acquire(before_create=create)  # (a)
         self._epoch = keeper.metadata.epoch
         if previous is not None:
-            state = await while_electing(self._config, lambda: self._client.stream_state(self._stream))
+            state = await settled_state(self._config, self._client, self._stream, keeper.metadata.acknowledged)
             if state.replicas != self._config.replicas:
                 _log.warning("log %s: stream %s has %d replicas, the configuration asks for %d (kept as it is)",
                              self.name, self._stream, state.replicas, self._config.replicas)  # fmt: skip
             self._check_not_rolled_back(state.last_seq, "ends at")
         self._inbox = self._client.new_inbox()
         self._subscription = await self._client.subscribe(f"{self._inbox}.*.*", self._on_answer)
-        fence = await self._publish_fence()  # (b)
+        fence = await self._publish_fence(self._epoch)  # (b)
         self._check_not_rolled_back(fence - 1, "stored our fence right after")
         # (c): a CAS over the version (a) wrote, so it fails if anyone took the epoch since; it records the fence
         await keeper.persist(keeper.metadata.acknowledged_up_to(fence))
@@ -226,11 +226,10 @@ class JetStreamLog:
                 f"from an older copy, or its servers lost their tails) and acknowledged entries may be lost"
             )
 
-    async def _publish_fence(self) -> int:
+    async def _publish_fence(self, epoch: int) -> int:
         # no leader yet, or the answer was lost: publishing again is harmless (a second fence is ignored)
-        return await while_electing(
-            self._config, lambda: self._client.publish_and_wait(self._subject, b"", fence_headers(self._epoch))
-        )
+        headers = fence_headers(epoch)
+        return await while_electing(self._config, lambda: self._client.publish_and_wait(self._subject, b"", headers))
 
     # -- appends --------------------------------------------------------------------------
 
@@ -265,7 +264,6 @@ class JetStreamLog:
             self._queue.append(item)
             self._work.set()
         # REFENCING: queued when the re-fence ends; FAILING: never published, the failure being established fails it
-
         return item.future
 
     def _start_sending(self) -> None:
@@ -403,11 +401,13 @@ class JetStreamLog:
         try:
             async with self._metadata_lock:
                 keeper = self._keeper
-                await keeper.persist(keeper.metadata.fenced_by(self._owner))  # CAS over our version: still ours?
+                fenced, acked = keeper.metadata.fenced_by(self._owner), self._acked  # (a') records what we acked
+                await keeper.persist(fenced if acked is None else fenced.acknowledged_up_to(acked.ledger_id))
                 epoch = keeper.metadata.epoch
-                fence = await while_electing(
-                    self._config, lambda: self._client.publish_and_wait(self._subject, b"", fence_headers(epoch))
-                )
+                state = await settled_state(self._config, self._client, self._stream, keeper.metadata.acknowledged)
+                self._check_not_rolled_back(state.last_seq, "ends at")  # before our fence could fill a gap
+                fence = await self._publish_fence(epoch)
+                self._check_not_rolled_back(fence - 1, "stored our fence right after")
                 await keeper.persist(keeper.metadata.acknowledged_up_to(fence))  # as step (c): no one took it since
             published = [item for item in self._outstanding if item.address is not None]
             run: list[Record] = []

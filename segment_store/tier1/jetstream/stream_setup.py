@@ -40,6 +40,23 @@ async def while_electing(config: JetStreamLogConfig, call: Callable[[], Awaitabl
         await asyncio.sleep(RETRY_DELAY_S)
 
 
+async def settled_state(
+    config: JetStreamLogConfig, client: JetStreamClient, stream: str, at_least: int | None
+) -> StreamState:
+    """The stream's state (retried while a leader is elected); while its last sequence is below ``at_least`` (the
+    sequence the log recorded as acknowledged) it is read again for up to ``request_timeout_s``: a leader elected
+    moments ago may answer before it has applied every committed record (the self-test saw a stream one record
+    short of an acknowledged one right after NATS node faults, complete the next moment), while a stream that was
+    rolled back stays short."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + config.request_timeout_s
+    while True:
+        state: StreamState = await while_electing(config, lambda: client.stream_state(stream))
+        if at_least is None or state.last_seq >= at_least or loop.time() >= deadline:
+            return state
+        await asyncio.sleep(RETRY_DELAY_S)
+
+
 async def create_log_stream(client: JetStreamClient, config: JetStreamLogConfig, log_name: str, stream: str) -> None:
     """Create the stream of the brand-new log ``log_name`` (before its metadata); retries while the cluster elects
     leaders. A stream that exists already is fine if it is empty, refused if it holds records."""

@@ -10,7 +10,7 @@ from s3_fixtures import CREDENTIALS, MotoServer, s3_server_fixture  # noqa: F401
 
 from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.backends.s3 import S3ChunkStorage
-from segment_store.storage.chunk_storage import ChunkStorageError
+from segment_store.storage.chunk_storage import ChunkStorageError, ChunkStorageFullError
 from segment_store.storage.storage_config import ChunkedStorageConfig
 from segment_store.storage.tier2_config import Tier2Config, add_cli_arguments, open_chunk_storage
 
@@ -127,3 +127,23 @@ def test_chunked_storage_config_reads_its_own_prefix_and_booleans() -> None:
         ChunkedStorageConfig(gc_retry_min_delay_s=5, gc_retry_max_delay_s=1)
     with pytest.raises(ValueError, match="compaction_min_chunks"):
         ChunkedStorageConfig(compaction_min_chunks=1)
+
+
+def test_full_while_file_makes_writes_fail_as_a_full_disk_while_it_exists(tmp_path: Path) -> None:
+    """The self-test's ``tier2_disk_full`` hook (``SEGSTORE_TIER2_FULL_WHILE_FILE``): while the file exists a chunk
+    write fails with a retriable ``ChunkStorageFullError`` (ENOSPC) and publishes nothing; reads go on; once the
+    file is gone the same write succeeds."""
+    switch = tmp_path / "full"
+    config = Tier2Config.from_env({"SEGSTORE_TIER2_FULL_WHILE_FILE": str(switch)})
+    assert config.full_while_file == switch
+    storage = open_chunk_storage(config, tmp_path)
+    storage.write_chunk("a/before", b"kept")
+    switch.touch()
+    with pytest.raises(ChunkStorageFullError, match="No space left on device") as caught:
+        storage.write_chunk("a/during", b"refused")
+    assert caught.value.retriable
+    assert not storage.exists("a/during") and storage.read_all("a/before") == b"kept"
+    switch.unlink()
+    storage.write_chunk("a/during", b"stored")
+    assert storage.read_all("a/during") == b"stored"
+    assert Tier2Config.from_env({}).full_while_file is None

@@ -195,3 +195,46 @@ def test_metadata_written_without_the_mark_opens_and_then_records_one(tmp_path: 
         harness.phase(reopen)
     finally:
         harness.server.stop()
+
+
+@pytest.mark.timeout(180)
+def test_a_stream_rolled_back_under_its_running_owner_fails_it_and_stays_refused(tmp_path: Path) -> None:
+    """The NATS store restored from an earlier copy while the log's owner runs (a quorum's power loss): the
+    owner's next append is refused by the stream (wrong last sequence) and its re-fence finds the stream ending
+    before what it had acknowledged: the append fails with ``DataLogCorruptedError`` instead of going on after
+    the gap (which a later recovery would read without the lost entries), and the next owner refuses the log."""
+    harness = Harness(tmp_path)
+    copy = tmp_path / "copy"
+
+    async def body() -> None:
+        store = harness.coordination.connect()
+        factory = JetStreamLogFactory(harness.config, store)
+        await factory.initialize()
+        try:
+            log = await open_log(factory, 0)
+            await asyncio.gather(*(log.append(b"early %d" % i) for i in range(10)))
+            await asyncio.to_thread(harness.server.stop)
+            await asyncio.to_thread(shutil.copytree, harness.store_dir, copy)
+            await asyncio.to_thread(harness.server.start)
+            later = await asyncio.gather(*(log.append(b"later %d" % i) for i in range(20)))
+            await asyncio.to_thread(harness.server.kill)  # power loss: the store comes back as the copy
+            await asyncio.to_thread(shutil.rmtree, harness.store_dir)
+            await asyncio.to_thread(shutil.copytree, copy, harness.store_dir)
+            await asyncio.to_thread(harness.server.start)
+            with pytest.raises(DataLogCorruptedError, match="rolled back") as caught:
+                await log.append(b"after the rollback")
+            assert f"but sequence {later[-1].ledger_id} was acknowledged" in str(caught.value)
+            await log.close()
+            again = factory.create_log(0)  # the mark the re-fence recorded refuses the next owner too
+            with pytest.raises(DataLogCorruptedError, match="rolled back"):
+                await again.initialize(timeout=30)
+            await again.close()
+        finally:
+            await factory.close()
+            await store.close()
+
+    harness.server.start()
+    try:
+        asyncio.run(asyncio.wait_for(body(), 120))
+    finally:
+        harness.server.stop()

@@ -1,5 +1,6 @@
 """``segstore selftest`` as a user runs it: two minutes of overlapping faults on a real cluster end with no
-violation, and a run that loses data on purpose is caught (so a clean report means something)."""
+violation, and a run that loses data on purpose is caught (so a clean report means something), and so is a run
+that rolls back a majority of the NATS servers (as a detected rollback: the product refused it)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,25 @@ def test_a_run_that_loses_acknowledged_events_fails(tmp_path: Path) -> None:
     assert process.returncode == 1, summary  # the sabotage must be seen
     assert not report["ok"] and report["counts"]["lost"] > 0, summary
     assert "FAILED" in process.stdout and "was acknowledged and is not in the stream" in process.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_run_whose_nats_majority_is_rolled_back_fails_as_detected_not_lost(tmp_path: Path) -> None:
+    """Sabotage: a majority of the NATS servers come back with their stores seconds old. The segment stores refuse
+    the shortened Tier-1 logs (the containers stop); the run ends at the first refusal, failed, with the rollbacks
+    counted as detected and nothing counted lost (a detected rollback is not a silent loss)."""
+    process, report = run_selftest(
+        tmp_path, "--duration", "15", "--tier1", "jetstream", "--tier2", "fs", "--faults", "nats_quorum_rollback",
+        timeout_s=240,
+    )  # fmt: skip
+    summary = f"seed {report['seed']}; {report['counts']}; faults {report['fault_log']}; failure {report['failure']}"
+    assert process.returncode == 1 and not report["ok"], summary
+    assert report["tier1_rollbacks_detected"] > 0 and report["counts"]["lost"] == 0, summary
+    assert report["faults"] == {"nats_quorum_rollback": 1}, summary
+    assert "Tier-1 rollback detected (refused, not lost)" in report["failure"], summary
+    assert all("was rolled back" in line for line in report["rollbacks"]), report["rollbacks"]
+    assert "FAILED" in process.stdout and "Tier-1 rollbacks detected" in process.stdout
 
 
 def test_an_unknown_fault_is_refused_by_name(capfd: pytest.CaptureFixture[str]) -> None:

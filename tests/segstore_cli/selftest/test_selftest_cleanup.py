@@ -156,7 +156,7 @@ def test_faults_that_cannot_happen_are_refused_before_anything_starts(
     assert main(["selftest", "--tier2", "fs", "--faults", "tier2_outage,kill_nats_node"]) == 2
     assert capfd.readouterr().err == (
         "segstore selftest: faults: tier2_outage, kill_nats_node cannot happen with Tier-1 file and Tier-2 fs "
-        "(kill_nats_node, pause_nats_node and partition_nats need --tier1 jetstream, tier2_outage --tier2 s3, "
-        "kill_zookeeper_leader --zookeeper ensemble)\n"
+        "(kill_nats_node, pause_nats_node, nats_power_loss, partition_nats, nats_quorum_rollback need --tier1 "
+        "jetstream, tier2_outage --tier2 s3, kill_zookeeper_leader --zookeeper ensemble)\n"
     )
     assert left_behind(temp_root) == []

@@ -1,8 +1,9 @@
 """The new fault kinds together, as a user runs ``segstore selftest --faults KIND,...``: two runs (JetStream Tier-1
 with the ZooKeeper ensemble, and file Tier-1) in which every kind asked for happens (the schedule starts each kind
 once before repeating any), overlapping, and every acknowledged event is read once, in order; each fault did what it
-says (a zombie's ZooKeeper session expired while it was stopped, a NATS node was stopped, the ZooKeeper leader was
-killed, clients reached the stores through the proxies a partition cuts)."""
+says (a zombie's ZooKeeper session expired while it was stopped, a NATS node was stopped, a NATS node's store was
+rolled back and Raft repaired it (no rollback detected), the ZooKeeper leader was killed, clients reached the stores
+through the proxies a partition cuts, Tier-2 writes failed with ENOSPC and were retried)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from selftest_run import run_selftest, summary
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 JETSTREAM_KINDS = (
-    "pause_nats_node", "zombie_segmentstore", "kill_zookeeper_leader", "partition_zookeeper", "partition_nats",
-    "partition_clients",
+    "pause_nats_node", "nats_power_loss", "zombie_segmentstore", "kill_zookeeper_leader", "partition_zookeeper",
+    "partition_nats", "partition_clients",
 )  # fmt: skip
-FILE_KINDS = ("zombie_segmentstore", "partition_zookeeper")
+FILE_KINDS = ("zombie_segmentstore", "partition_zookeeper", "tier2_disk_full")
 
 
 def passed(returncode: int, report: dict, kinds: tuple[str, ...]) -> None:
@@ -27,6 +28,7 @@ def passed(returncode: int, report: dict, kinds: tuple[str, ...]) -> None:
     counts = report["counts"]
     assert counts["acked"] > 0 and counts["lost"] == 0 and counts["read"] >= counts["acked"], summary(report)
     assert report["load"]["tail_read"] > 0, summary(report)
+    assert report["tier1_rollbacks_detected"] == 0, report["rollbacks"]  # a minority's rollback is repaired
 
 
 def zombies_fenced(logs: Path, report: dict) -> None:
@@ -54,7 +56,7 @@ def long_zookeeper_partitions_expire(logs: Path, report: dict) -> None:
 @pytest.mark.timeout(600)
 def test_new_faults_with_jetstream_and_a_zookeeper_ensemble_lose_nothing(tmp_path: Path) -> None:
     process, report = run_selftest(
-        tmp_path, "--duration", "50", "--tier1", "jetstream", "--tier2", "fs", "--zookeeper", "ensemble",
+        tmp_path, "--duration", "55", "--tier1", "jetstream", "--tier2", "fs", "--zookeeper", "ensemble",
         "--faults", ",".join(JETSTREAM_KINDS), timeout_s=540,
     )  # fmt: skip
     passed(process.returncode, report, JETSTREAM_KINDS)
@@ -63,6 +65,9 @@ def test_new_faults_with_jetstream_and_a_zookeeper_ensemble_lose_nothing(tmp_pat
     log = report["fault_log"]
     assert any("kill -9 the ZooKeeper leader (server " in line for line in log), summary(report)
     assert any("SIGSTOP NATS node" in line for line in log), summary(report)
+    assert any(re.search(r"power loss of NATS node \d: kill -9, its store rolled back", line) for line in log), summary(
+        report
+    )
     assert any(re.search(r"partition ss\d from NATS \((drop|blackhole)\)", line) for line in log), summary(report)
     assert any(re.search(r"partition ss\d from its clients \((drop|blackhole)\)", line) for line in log), summary(
         report
@@ -85,3 +90,6 @@ def test_zombies_and_zookeeper_partitions_with_file_tier1_lose_nothing(tmp_path:
     logs = tmp_path / "cluster" / "logs"
     zombies_fenced(logs, report)
     long_zookeeper_partitions_expire(logs, report)
+    assert any("Tier-2 disk full (chunk writes fail with ENOSPC)" in line for line in report["fault_log"])
+    refused = sum((logs / f"{name}.log").read_text().count("No space left on device") for name in ("ss1", "ss2", "ss3"))
+    assert refused > 0, summary(report)  # the stores did try Tier-2 while it was full, and retried

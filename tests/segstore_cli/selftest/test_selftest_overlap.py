@@ -37,7 +37,7 @@ def targets(kind: str) -> list[tuple[str, ...]]:
         return [(s,) for s in STORES]
     if kind.endswith("controller"):
         return [(c,) for c in CONTROLLERS]
-    if kind.endswith("nats_node"):
+    if kind.endswith("nats_node") or kind == "nats_power_loss":
         return [(n,) for n in NATS]
     return [()]
 
@@ -50,7 +50,9 @@ def test_claims_name_the_targets_and_what_a_kind_shares() -> None:
     assert claims_of("restart_zookeeper", ()) == {ZOOKEEPER_DOWN, "zookeeper-member"}
     assert claims_of("kill_zookeeper_leader", ()) == {"zookeeper-member"}
     assert claims_of("scale", ()) == claims_of("truncate", ()) == {"stream-op"}
-    assert claims_of("lose_data", ()) == {ALONE}
+    assert claims_of("lose_data", ()) == claims_of("nats_quorum_rollback", ()) == {ALONE}
+    assert claims_of("nats_power_loss", ("nats1",)) == {"nats1"}
+    assert claims_of("tier2_disk_full", ()) == claims_of("tier2_outage", ()) == {"tier2"}
     assert [group_of(c) for c in ("ss12", "controller2", "nats0", "tier2")] == ["ss", "controller", "nats", "tier"]
 
 
@@ -91,6 +93,7 @@ def test_one_controller_always_runs() -> None:
 def test_a_nats_majority_always_runs() -> None:
     one = [claims_of("pause_nats_node", ("nats0",))]
     assert not rule().admits(claims_of("kill_nats_node", ("nats1",)), one)
+    assert not rule().admits(claims_of("nats_power_loss", ("nats2",)), one)  # a second store rolled back: a quorum
     assert rule().admits(claims_of("kill_segmentstore", ("ss1",)), one)
 
 
@@ -114,6 +117,7 @@ def test_nothing_waiting_for_a_session_to_expire_starts_while_zookeeper_is_down(
 def test_one_stream_operation_and_one_tier2_outage_at_a_time() -> None:
     assert not rule().admits(claims_of("truncate", ()), [claims_of("scale", ())])
     assert not rule().admits(claims_of("tier2_outage", ()), [claims_of("tier2_outage", ())])
+    assert not rule().admits(claims_of("tier2_disk_full", ()), [claims_of("tier2_outage", ())])
 
 
 def test_the_sabotage_runs_alone() -> None:
