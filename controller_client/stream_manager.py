@@ -378,6 +378,12 @@ class StreamManager:
         name = qualified_segment_name(scope, stream, segment_id)
         return await self._segment_call(name, lambda: self.client.offset_at_time(name, timestamp_ms))
 
+    async def offset_before_time(self, scope: str, stream: str, segment_id: int, timestamp_ms: int) -> int | None:
+        """The least offset of the segment from which every event was ingested at or after ``timestamp_ms`` (where
+        a read of the older events may stop), or None if its segment store cannot tell. Raises NoSuchSegmentError."""
+        name = qualified_segment_name(scope, stream, segment_id)
+        return await self._segment_call(name, lambda: self.client.offset_before_time(name, timestamp_ms))
+
     async def truncate(self, cut: StreamCut) -> None:
         """Drop everything before ``cut``. Raises StreamNotFoundError, the controller's InvalidArgumentError."""
         await self._controller_call(lambda: self.controller.truncate_stream(cut))

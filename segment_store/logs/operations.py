@@ -145,19 +145,26 @@ class TruncateOperation(SegmentOperation):
 
 @dataclass(slots=True)
 class MergeOperation(SegmentOperation):
-    """Merges sealed ``source_id`` into the end of ``segment_id`` (the target) at ``target_offset``."""
+    """Merges sealed ``source_id`` into the end of ``segment_id`` (the target) at ``target_offset``.
+
+    ``merge_time_ms``: when the merge was accepted (epoch ms, set by the metadata updater, at least the target's
+    and the source's last modification): the ingestion time of every merged event, in every tier. Serialized
+    after the attribute updates; an operation logged before it existed reads back with 0 (time unknown)."""
 
     TYPE: ClassVar[int] = 5
     _FIXED: ClassVar[struct.Struct] = struct.Struct(">qqqq")
+    _TIME: ClassVar[struct.Struct] = struct.Struct(">q")
     source_id: int = 0
     target_offset: int = -1
     length: int = -1
     attribute_updates: tuple[AttributeUpdate, ...] = ()  # applied to the target, atomically with the merge
+    merge_time_ms: int = 0
 
     def body(self) -> list[bytes | memoryview]:
         return [
             self._FIXED.pack(self.segment_id, self.source_id, self.target_offset, self.length),
             _encode_updates(self.attribute_updates),
+            self._TIME.pack(self.merge_time_ms),
         ]
 
     @property
@@ -266,6 +273,10 @@ class _Reader:
             result[(high << 64) | low] = value
         return result
 
+    @property
+    def remaining(self) -> int:
+        return len(self._buf) - self._pos
+
     def finish(self) -> None:
         if self._pos != len(self._buf):
             raise OperationSerializationError(f"{len(self._buf) - self._pos} trailing bytes after operation")
@@ -318,12 +329,15 @@ def _read_truncate(r: _Reader, seq: int) -> Operation:
 
 def _read_merge(r: _Reader, seq: int) -> Operation:
     target, source, target_offset, length = r.unpack(MergeOperation._FIXED)
+    updates = r.updates()
+    (merge_time_ms,) = r.unpack(MergeOperation._TIME) if r.remaining else (0,)  # 0: logged without it
     return MergeOperation(
         segment_id=target,
         source_id=source,
         target_offset=target_offset,
         length=length,
-        attribute_updates=r.updates(),
+        attribute_updates=updates,
+        merge_time_ms=merge_time_ms,
         sequence_number=seq,
     )
 
