@@ -148,10 +148,11 @@ class MergeOperation(SegmentOperation):
     """Merges sealed ``source_id`` into the end of ``segment_id`` (the target) at ``target_offset``.
 
     ``merge_time_ms``: when the merge was accepted (epoch ms, set by the metadata updater, at least the target's
-    and the source's last modification): the ingestion time of every merged event, in every tier. Serialized
-    after the attribute updates; an operation logged before it existed reads back with 0 (time unknown)."""
+    and the source's last modification): the ingestion time of every merged event, in every tier. Logged as type
+    9 (type 5 without it: an operation logged before it existed reads back with 0, time unknown)."""
 
-    TYPE: ClassVar[int] = 5
+    TYPE: ClassVar[int] = 9
+    UNTIMED_TYPE: ClassVar[int] = 5
     _FIXED: ClassVar[struct.Struct] = struct.Struct(">qqqq")
     _TIME: ClassVar[struct.Struct] = struct.Struct(">q")
     source_id: int = 0
@@ -273,10 +274,6 @@ class _Reader:
             result[(high << 64) | low] = value
         return result
 
-    @property
-    def remaining(self) -> int:
-        return len(self._buf) - self._pos
-
     def finish(self) -> None:
         if self._pos != len(self._buf):
             raise OperationSerializationError(f"{len(self._buf) - self._pos} trailing bytes after operation")
@@ -327,10 +324,10 @@ def _read_truncate(r: _Reader, seq: int) -> Operation:
     return TruncateOperation(segment_id=segment_id, offset=offset, sequence_number=seq)
 
 
-def _read_merge(r: _Reader, seq: int) -> Operation:
+def _read_merge(r: _Reader, seq: int, timed: bool = True) -> Operation:
     target, source, target_offset, length = r.unpack(MergeOperation._FIXED)
     updates = r.updates()
-    (merge_time_ms,) = r.unpack(MergeOperation._TIME) if r.remaining else (0,)  # 0: logged without it
+    (merge_time_ms,) = r.unpack(MergeOperation._TIME) if timed else (0,)  # 0: logged without it
     return MergeOperation(
         segment_id=target,
         source_id=source,
@@ -363,6 +360,7 @@ _READERS: dict[int, Callable[[_Reader, int], Operation]] = {
     SealOperation.TYPE: _read_seal,
     TruncateOperation.TYPE: _read_truncate,
     MergeOperation.TYPE: _read_merge,
+    MergeOperation.UNTIMED_TYPE: lambda r, seq: _read_merge(r, seq, timed=False),
     DeleteOperation.TYPE: _read_delete,
     UpdateAttributesOperation.TYPE: _read_update_attributes,
     MetadataCheckpointOperation.TYPE: _read_checkpoint,
