@@ -362,8 +362,7 @@ class StreamManager:
         """Per segment live at ``timestamp_ms`` (epoch ms), the first event ingested at or after it (the
         segment's end if every event is older): reading from this cut reads exactly the events ingested
         at or after that time. The segment stores keep every event's ingestion time (a transaction's events
-        carry the time they were written into it; one committed so recently that it is not in Tier-2 yet is
-        read whole). Raises StreamNotFoundError; NoSuchSegmentError if a segment live then has been
+        carry the time it was committed). Raises StreamNotFoundError; NoSuchSegmentError if a segment live then has been
         truncated away since (the head is then the earliest readable cut)."""
         cut = await self._controller_call(lambda: self.controller.get_segments_at_time(scope, stream, timestamp_ms))
         positions: dict[int, int] = {}

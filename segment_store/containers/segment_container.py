@@ -385,8 +385,9 @@ class SegmentContainer:
     async def offset_at_time(self, name: str, timestamp_ms: int) -> int:
         """The offset of the first event (in offset order, from the start offset) ingested at or after
         ``timestamp_ms``, or the length if every event is older. Exact: the Tier-2 part is searched in its
-        chunks' ``ingest_time_ms`` column, the rest in :class:`IngestTimeIndex`; a transaction merged but
-        not yet in Tier-2 counts as possibly at or after any time (the answer is no later than its start).
+        chunks' ``ingest_time_ms`` column, the rest in :class:`IngestTimeIndex`; a merged transaction's events
+        carry its merge time (one merged by an older version that logged no time, not yet in Tier-2, counts as
+        possibly at or after any time: the answer is no later than its start).
         Raises SegmentNotExistsError."""
         self._check_running()
         for attempt in range(3):

@@ -208,10 +208,10 @@ class IngestTimeIndex:
         """``(offset, ms)`` runs of the ingestion times of ``[start, end)`` (at or above the storage length, where
         the index covers every byte), the first at ``start``; consecutive runs differ in time.
 
-        The events of a merged range get the time of the first entry at or after its end (the first append
-        after the merge), or ``last_ms`` (the segment's last modification, at least the transaction's last
-        write) if none follows: a time no earlier than any of the transaction's writes and than every event
-        before it, so times never decrease along the segment. Bytes the index does not cover (none, by the
+        The events of a merge mark (a merge logged without its time) get the time of the first entry at or after
+        its end (the first append after the merge), or ``last_ms`` (the segment's last modification, at least the
+        transaction's last write) if none follows: a time no earlier than any of the transaction's writes and than
+        every event before it, so times never decrease along the segment. Bytes the index does not cover (none, by the
         coverage invariant) get the next known time the same way."""
         entry = self._segments.get(segment_id)
         if entry is None or start >= end:
