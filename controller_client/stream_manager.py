@@ -362,8 +362,7 @@ class StreamManager:
         """Per segment live at ``timestamp_ms`` (epoch ms), the first event ingested at or after it (the
         segment's end if every event is older): reading from this cut reads exactly the events ingested
         at or after that time. The segment stores keep every event's ingestion time (a transaction's events
-        carry the time they were written into it; one committed so recently that it is not in Tier-2 yet is
-        read whole). Raises StreamNotFoundError; NoSuchSegmentError if a segment live then has been
+        carry the time it was committed). Raises StreamNotFoundError; NoSuchSegmentError if a segment live then has been
         truncated away since (the head is then the earliest readable cut)."""
         cut = await self._controller_call(lambda: self.controller.get_segments_at_time(scope, stream, timestamp_ms))
         positions: dict[int, int] = {}
@@ -377,6 +376,12 @@ class StreamManager:
         event is older). Raises NoSuchSegmentError."""
         name = qualified_segment_name(scope, stream, segment_id)
         return await self._segment_call(name, lambda: self.client.offset_at_time(name, timestamp_ms))
+
+    async def offset_before_time(self, scope: str, stream: str, segment_id: int, timestamp_ms: int) -> int | None:
+        """The least offset of the segment from which every event was ingested at or after ``timestamp_ms`` (where
+        a read of the older events may stop), or None if its segment store cannot tell. Raises NoSuchSegmentError."""
+        name = qualified_segment_name(scope, stream, segment_id)
+        return await self._segment_call(name, lambda: self.client.offset_before_time(name, timestamp_ms))
 
     async def truncate(self, cut: StreamCut) -> None:
         """Drop everything before ``cut``. Raises StreamNotFoundError, the controller's InvalidArgumentError."""

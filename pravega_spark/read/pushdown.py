@@ -11,14 +11,16 @@ Spark hands :meth:`DataSourceReader.pushFilters` the conjuncts of the query's ``
   passes; the filter is *not* returned to Spark.
 * ``offset`` (bounds from ``=``, ``<``, ``<=``, ``>``, ``>=``, ``IN``): **pruning**. Each segment range is
   narrowed to the events starting within the bounds (at event starts found with ``LocateOffset``).
-* ``timestamp`` (the same shapes, on the ingestion time): **pruning from the lower bound only**. Each segment range
-  starts at the first event ingested at or after the lower bound (the segment store's exact time lookup,
-  ``LocateOffsetAtTime``: the Tier-2 chunks' ``ingest_time_ms`` statistics and its in-memory time index), so the
-  Tier-2 chunks before the window are never opened. An upper bound does not narrow: a committed transaction's
-  events sit at the commit position but, once in Tier-2, carry the times they were written into the transaction,
-  so events older than any upper bound can lie after the position of that time (see
-  ``segment_store/reading/ingest_times.py``). The lower bound is safe: every event before the first one ingested
-  at or after it is older. The filters of both bounds *are* returned: Spark checks every row again.
+* ``timestamp`` (the same shapes, on the ingestion time): **pruning, exact at both ends**. Each segment range
+  starts at the first event ingested at or after the lower bound (``LocateOffsetAtTime``) and ends where the
+  events ingested before the upper bound end (``LocateOffsetBeforeTime``: every later event is at or after it).
+  Both are the segment store's exact lookups (the Tier-2 chunks' time bounds in the chunk metadata and their
+  ``ingest_time_ms`` column, its in-memory time index), so Tier-2 chunks outside the window are never opened and
+  only events of the window are read, unless times go back within a segment: a segment store answers "cannot
+  tell" for the upper bound (the range then ends where it did) when its chunk metadata predates time bounds or a
+  transaction was merged by a version that did not record merge times. A transaction's events all carry the time
+  it was merged, in every tier (``segment_store/reading/ingest_times.py``). The filters of both bounds *are*
+  returned: Spark checks every row again (a millisecond's rows straddle a microsecond bound).
 * anything else (``event``, ``OR`` - Spark never pushes it -, a literal of another type): returned, not used.
 
 Invariant: pushdown never changes a query's answer (the tests compare every shape with and without it, also over
@@ -51,7 +53,7 @@ from pyspark.sql.datasource import (
 )
 
 from pravega_spark.read.planning import LiveCatalog, ReadRange
-from segment_store.client import NoSuchSegmentError, SegmentIsTruncatedError
+from segment_store.client import ConnectionLostError, NoSuchSegmentError, SegmentIsTruncatedError
 
 EXACT_COLUMNS = {"scope": str, "stream": str, "segment_id": int}
 """Columns constant over a segment: their filters decide per stream or segment, exactly."""
@@ -82,8 +84,7 @@ class Bounds:
 @dataclass(frozen=True)
 class Pushed:
     """What a batch read was given: the exact filters on ``scope``/``stream``/``segment_id``, and the bounds of
-    ``offset`` and ``timestamp`` (microseconds; :func:`prune` narrows by the lower one only). Picklable (the
-    reader goes to the executors)."""
+    ``offset`` and ``timestamp`` (microseconds). Picklable (the reader goes to the executors)."""
 
     exact: tuple[Filter, ...] = ()
     offsets: Bounds = Bounds()
@@ -106,7 +107,7 @@ class Pushed:
     def narrows(self) -> bool:
         """Whether planning has anything to do per segment range."""
         by_segment = any(_column(f) == "segment_id" for f in self.exact)
-        return by_segment or self.offsets != Bounds() or self.times_us.lo is not None
+        return by_segment or self.offsets != Bounds() or self.times_us != Bounds()
 
 
 def accept(filters: Sequence[Filter]) -> tuple[Pushed, list[Filter]]:
@@ -224,16 +225,22 @@ EventStarts = Callable[[int, Sequence[int]], "list[int] | None"]
 """``(segment_id, targets)`` -> per target the first event start at or after it (None: cannot tell)."""
 OffsetAtTime = Callable[[int, int], "int | None"]
 """``(segment_id, ms)`` -> the offset of the first event ingested at or after ``ms`` (the length if none; None:
-cannot tell): every event before it is older than ``ms``, not every one after it newer (transactions)."""
+cannot tell): every event before it is older than ``ms``."""
+EndBeforeTime = Callable[[int, int], "int | None"]
+"""``(segment_id, ms)`` -> the least offset from which every event is ingested at or after ``ms`` (None: cannot
+tell): every event ingested before ``ms`` lies before it."""
 
 
 def prune(
-    pushed: Pushed | None, ranges: Iterable[ReadRange], event_starts: EventStarts, offset_at_time: OffsetAtTime
+    pushed: Pushed | None,
+    ranges: Iterable[ReadRange],
+    event_starts: EventStarts,
+    offset_at_time: OffsetAtTime,
+    end_before_time: EndBeforeTime | None = None,
 ) -> list[ReadRange]:
-    """``ranges`` without the segments the filters exclude, each narrowed to the events its ``offset`` bounds and
-    its lower ``timestamp`` bound may admit (a range narrowed to nothing is left out; the upper ``timestamp``
-    bound only empties a read whose bounds cross). Every event that passes the filters stays in a range (see the
-    module docstring); ends stay event starts."""
+    """``ranges`` without the segments the filters exclude, each narrowed to the events its ``offset`` and
+    ``timestamp`` bounds may admit (a range narrowed to nothing is left out). Every event that passes the filters
+    stays in a range (see the module docstring); ends stay event starts."""
     if pushed is None or not pushed.narrows:
         return list(ranges)
     kept: list[ReadRange] = []
@@ -245,6 +252,9 @@ def prune(
         if times.lo is not None:
             first = offset_at_time(r.segment_id, math.ceil(times.lo / 1000))
             start = start if first is None else min(end, max(start, first))
+        if times.hi is not None and end_before_time is not None and start < end:
+            stop = end_before_time(r.segment_id, math.ceil(times.hi / 1000))
+            end = end if stop is None else max(start, min(end, stop))
         targets = [t for t in (offsets.lo, offsets.hi) if t is not None and start < t < end]
         if targets and start < end:
             found = event_starts(r.segment_id, targets)
@@ -274,4 +284,11 @@ def prune_in(pushed: Pushed | None, ranges: Sequence[ReadRange], catalog: LiveCa
         except (NoSuchSegmentError, SegmentIsTruncatedError):
             return None
 
-    return prune(pushed, ranges, catalog.event_starts, offset_at_time)
+    def end_before_time(segment_id: int, ms: int) -> int | None:
+        manager = connection.manager
+        try:
+            return connection.run(manager.offset_before_time(catalog.scope, catalog.stream, segment_id, ms))
+        except (NoSuchSegmentError, SegmentIsTruncatedError, ConnectionLostError):
+            return None  # gone, truncated, or a segment store without the extension (it drops the connection)
+
+    return prune(pushed, ranges, catalog.event_starts, offset_at_time, end_before_time)

@@ -61,9 +61,11 @@ from segment_store.protocol import (
     ListStorageChunks,
     LocateOffset,
     LocateOffsetAtTime,
+    LocateOffsetBeforeTime,
     MergeSegments,
     MergeSegmentsBatch,
     OffsetAtTimeLocated,
+    OffsetBeforeTimeLocated,
     OffsetLocated,
     PinChunks,
     PinInfo,
@@ -336,6 +338,15 @@ class SegmentClient:
             segment, lambda rid, t: LocateOffsetAtTime(rid, segment, timestamp_ms, t), OffsetAtTimeLocated
         )
         return reply.offset
+
+    async def offset_before_time(self, segment: str, timestamp_ms: int) -> int | None:
+        """The least offset of ``segment`` from which every event was ingested at or after ``timestamp_ms`` (where a
+        read of the older events may stop), or None if the segment store cannot tell (segstore extension
+        ``LocateOffsetBeforeTime``). Raises NoSuchSegmentError."""
+        reply = await self._read_call(
+            segment, lambda rid, t: LocateOffsetBeforeTime(rid, segment, timestamp_ms, t), OffsetBeforeTimeLocated
+        )
+        return None if reply.offset < 0 else reply.offset
 
     async def ingest_times(self, segment: str, from_offset: int, to_offset: int) -> tuple[int, list[tuple[int, int]]]:
         """``(end, runs)``: when the events of ``segment`` in ``[from_offset, end)`` were ingested, as ``(offset,

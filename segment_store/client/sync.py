@@ -198,6 +198,9 @@ class BlockingClient(LoopOwningFacade):
     def offset_at_time(self, segment: str, timestamp_ms: int) -> int:
         return self._run(self.client.offset_at_time(segment, timestamp_ms))
 
+    def offset_before_time(self, segment: str, timestamp_ms: int) -> int | None:
+        return self._run(self.client.offset_before_time(segment, timestamp_ms))
+
     def ingest_times(self, segment: str, from_offset: int, to_offset: int) -> tuple[int, list[tuple[int, int]]]:
         return self._run(self.client.ingest_times(segment, from_offset, to_offset))
 

@@ -385,8 +385,9 @@ class SegmentContainer:
     async def offset_at_time(self, name: str, timestamp_ms: int) -> int:
         """The offset of the first event (in offset order, from the start offset) ingested at or after
         ``timestamp_ms``, or the length if every event is older. Exact: the Tier-2 part is searched in its
-        chunks' ``ingest_time_ms`` column, the rest in :class:`IngestTimeIndex`; a transaction merged but
-        not yet in Tier-2 counts as possibly at or after any time (the answer is no later than its start).
+        chunks' ``ingest_time_ms`` column, the rest in :class:`IngestTimeIndex`; a merged transaction's events
+        carry its merge time (one merged by an older version that logged no time, not yet in Tier-2, counts as
+        possibly at or after any time: the answer is no later than its start).
         Raises SegmentNotExistsError."""
         self._check_running()
         for attempt in range(3):
@@ -409,6 +410,29 @@ class SegmentContainer:
                 return found
             return length if in_memory.offset is None else in_memory.offset
         raise AssertionError("unreachable")
+
+    async def end_offset_before_time(self, name: str, timestamp_ms: int) -> int | None:
+        """The least offset (an event start) from which every event of the segment up to its length was ingested
+        at or after ``timestamp_ms``: a read of the events ingested before it may stop there (the segment's start
+        if none was). Exact: above the storage length :class:`IngestTimeIndex` (times never decrease there), below
+        it the chunks' time bounds and ``ingest_time_ms``. None when it cannot tell: Tier-2 chunks without time
+        bounds (written before they were recorded), a merge logged without its time, or a truncation meanwhile.
+        Raises SegmentNotExistsError."""
+        self._check_running()
+        segment = self._committed_segment(name)
+        length, start = segment.length, segment.start_offset
+        if segment.last_modified_ms < timestamp_ms:
+            return length
+        tier2_end = max(start, segment.storage_length)
+        in_memory = self.ingest_times.end_before(segment.segment_id, timestamp_ms, tier2_end, length)
+        if not in_memory.known or in_memory.offset is not None:
+            return in_memory.offset
+        if tier2_end == start:
+            return start
+        try:
+            return await self.storage.end_before_time(name, start, tier2_end, timestamp_ms)
+        except SegmentTruncatedError:
+            return None
 
     async def ingest_time_runs(
         self, name: str, start: int, end: int, max_runs: int

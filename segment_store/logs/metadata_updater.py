@@ -213,6 +213,7 @@ class MetadataUpdater:
         op.length = source.length
         target.length += source.length
         target.last_modified_ms = max(self._clock_ms(), target.last_modified_ms, source.last_modified_ms)
+        op.merge_time_ms = target.last_modified_ms  # every merged event's time (reading/ingest_times.py)
         source.merged = True
         self._pending_names[source.name] = None
         _store_attributes(target, values)
@@ -264,8 +265,8 @@ class MetadataUpdater:
             target = self._committed(op.segment_id)
             source = self._committed(op.source_id)
             target.length = op.target_offset + op.length
-            # the op carries no time (replay must agree): at least every merged event's time
-            target.last_modified_ms = max(target.last_modified_ms, source.last_modified_ms)
+            # at least every merged event's time (an op logged without its merge time carries 0)
+            target.last_modified_ms = max(target.last_modified_ms, source.last_modified_ms, op.merge_time_ms)
             if op.attribute_updates:
                 _store_attributes(target, resolve_attribute_updates_unchecked(target, op.attribute_updates))
             source.merged = True

@@ -145,19 +145,27 @@ class TruncateOperation(SegmentOperation):
 
 @dataclass(slots=True)
 class MergeOperation(SegmentOperation):
-    """Merges sealed ``source_id`` into the end of ``segment_id`` (the target) at ``target_offset``."""
+    """Merges sealed ``source_id`` into the end of ``segment_id`` (the target) at ``target_offset``.
 
-    TYPE: ClassVar[int] = 5
+    ``merge_time_ms``: when the merge was accepted (epoch ms, set by the metadata updater, at least the target's
+    and the source's last modification): the ingestion time of every merged event, in every tier. Logged as type
+    9 (type 5 without it: an operation logged before it existed reads back with 0, time unknown)."""
+
+    TYPE: ClassVar[int] = 9
+    UNTIMED_TYPE: ClassVar[int] = 5
     _FIXED: ClassVar[struct.Struct] = struct.Struct(">qqqq")
+    _TIME: ClassVar[struct.Struct] = struct.Struct(">q")
     source_id: int = 0
     target_offset: int = -1
     length: int = -1
     attribute_updates: tuple[AttributeUpdate, ...] = ()  # applied to the target, atomically with the merge
+    merge_time_ms: int = 0
 
     def body(self) -> list[bytes | memoryview]:
         return [
             self._FIXED.pack(self.segment_id, self.source_id, self.target_offset, self.length),
             _encode_updates(self.attribute_updates),
+            self._TIME.pack(self.merge_time_ms),
         ]
 
     @property
@@ -316,14 +324,17 @@ def _read_truncate(r: _Reader, seq: int) -> Operation:
     return TruncateOperation(segment_id=segment_id, offset=offset, sequence_number=seq)
 
 
-def _read_merge(r: _Reader, seq: int) -> Operation:
+def _read_merge(r: _Reader, seq: int, timed: bool = True) -> Operation:
     target, source, target_offset, length = r.unpack(MergeOperation._FIXED)
+    updates = r.updates()
+    (merge_time_ms,) = r.unpack(MergeOperation._TIME) if timed else (0,)  # 0: logged without it
     return MergeOperation(
         segment_id=target,
         source_id=source,
         target_offset=target_offset,
         length=length,
-        attribute_updates=r.updates(),
+        attribute_updates=updates,
+        merge_time_ms=merge_time_ms,
         sequence_number=seq,
     )
 
@@ -349,6 +360,7 @@ _READERS: dict[int, Callable[[_Reader, int], Operation]] = {
     SealOperation.TYPE: _read_seal,
     TruncateOperation.TYPE: _read_truncate,
     MergeOperation.TYPE: _read_merge,
+    MergeOperation.UNTIMED_TYPE: lambda r, seq: _read_merge(r, seq, timed=False),
     DeleteOperation.TYPE: _read_delete,
     UpdateAttributesOperation.TYPE: _read_update_attributes,
     MetadataCheckpointOperation.TYPE: _read_checkpoint,

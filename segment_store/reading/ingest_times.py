@@ -1,10 +1,13 @@
 """When the bytes of each segment not yet in Tier-2 were ingested: the in-memory half of time lookups.
 
 A segment's *ingestion time* of an event is the segment store's clock (epoch ms) when the append
-carrying it was accepted, in the segment it was written to (a transaction's events keep the time
-they were written into the transaction). Tier-2 chunks keep it per row (``ingest_time_ms``); this
-index keeps it for what is only in memory and Tier-1, so "the first event ingested at or after T"
-is exact everywhere (:meth:`SegmentContainer.offset_at_time`).
+carrying it was accepted; for a transaction's events, when the transaction was merged into the
+segment (``MergeOperation.merge_time_ms``: the events become visible then, and times stay
+non-decreasing along the segment). Tier-2 chunks keep it per row (``ingest_time_ms``; a merged
+transaction's chunks are rewritten with the merge time when Tier-2 concatenates them, see
+:mod:`segment_store.storage.chunk_times`); this index keeps it for what is only in memory and
+Tier-1, so "the first event ingested at or after T" is exact everywhere
+(:meth:`SegmentContainer.offset_at_time`), and every tier gives an event the same time.
 
 It is fed with committed operations in log order (a durable log listener, also during recovery,
 so it is rebuilt for everything Tier-1 replays).
@@ -14,10 +17,13 @@ Invariants, per segment:
   never gives an append an earlier time than the segment's previous one; an older time from
   before that rule is raised to the previous entry's, which can only make a lookup start earlier);
   the appends from an entry's offset up to the next entry were all ingested at its ``ms``;
-- a merged range (a transaction) is a *merge mark* ``(start, end)``: times inside it are not
-  tracked, so a lookup treats it as possibly at or after any time (it starts no later than it);
-  an append right after a mark always gets an entry (at least the previous entry's time), so
-  :meth:`IngestTimeIndex.runs` can give a mark's events the first time after it;
+- a merged range with a merge time is an entry at its start with that time, and the append right
+  after it always gets an entry (its end is then a known event boundary);
+- a merged range logged without a merge time (an operation from before merges carried one) is a
+  *merge mark* ``(start, end)``: times inside it are not tracked, so a lookup treats it as possibly
+  at or after any time (it starts no later than it); an append right after a mark always gets an
+  entry (at least the previous entry's time), so :meth:`IngestTimeIndex.runs` can give a mark's
+  events the first time after it;
 - coverage: entries and marks account for every byte from the first entry (or mark) to the
   segment's length; :meth:`trim` drops an entry only when the next one starts at or below the
   storage length, and a mark only when it ends at or below the first remaining entry, so together
@@ -46,7 +52,8 @@ _MIN_TRIM_ENTRIES = 64
 class _Times:
     offsets: list[int] = field(default_factory=list)
     times: list[int] = field(default_factory=list)
-    merges: list[tuple[int, int]] = field(default_factory=list)  # (start, end) of merged ranges
+    merges: list[tuple[int, int]] = field(default_factory=list)  # (start, end) of merged ranges without a time
+    after_merge: bool = False  # the last entry is a timed merge's: the next append gets an entry
     trim_at: int = _MIN_TRIM_ENTRIES
 
 
@@ -61,6 +68,19 @@ class TimeLookup:
 
     offset: int | None
     older_before: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EndLookup:
+    """What the index knows of where the events ingested before a timestamp end, from ``from_offset`` on.
+
+    ``known``: False if the index cannot tell (a merged range without a time). Else ``offset``: the least
+    offset above ``from_offset`` from which every event is ingested at or after the timestamp, or None when
+    every event from ``from_offset`` on is (the end lies at or below ``from_offset``: ask Tier-2).
+    """
+
+    offset: int | None
+    known: bool
 
 
 class IngestTimeIndex:
@@ -80,11 +100,13 @@ class IngestTimeIndex:
                     entry = segments[op.segment_id] = _Times()
                 times, ms = entry.times, op.ingest_time_ms
                 if times and ms <= times[-1]:
-                    if not entry.merges or entry.merges[-1][1] <= entry.offsets[-1]:
+                    after_mark = entry.merges and entry.merges[-1][1] > entry.offsets[-1]
+                    if not after_mark and not entry.after_merge:
                         continue  # same millisecond (or an older clock): the previous entry covers it
                     ms = times[-1]  # right after a merge: the previous entry's run ended at the merge
                 entry.offsets.append(op.offset)
                 times.append(ms)
+                entry.after_merge = False
                 if len(times) >= entry.trim_at:
                     segment = self._metadata.get(op.segment_id)
                     if segment is not None:
@@ -95,7 +117,12 @@ class IngestTimeIndex:
                     entry = segments.get(op.segment_id)
                     if entry is None:
                         entry = segments[op.segment_id] = _Times()
-                    entry.merges.append((op.target_offset, op.target_offset + op.length))
+                    if op.merge_time_ms > 0:
+                        entry.offsets.append(op.target_offset)
+                        entry.times.append(max(op.merge_time_ms, entry.times[-1] if entry.times else 0))
+                        entry.after_merge = True
+                    else:
+                        entry.merges.append((op.target_offset, op.target_offset + op.length))
             elif isinstance(op, DeleteOperation):
                 segments.pop(op.segment_id, None)
 
@@ -160,14 +187,31 @@ class IngestTimeIndex:
         )
         return TimeLookup(found, older_before)
 
+    def end_before(self, segment_id: int, timestamp_ms: int, from_offset: int, length: int) -> EndLookup:
+        """Where the events from ``from_offset`` (the storage length) to ``length`` that were ingested before
+        ``timestamp_ms`` end: see :class:`EndLookup`. Entries are in time order, so the first entry at or after
+        the time ends them; a merge mark (a merge logged without its time) makes it unknown."""
+        entry = self._segments.get(segment_id)
+        if from_offset >= length:
+            return EndLookup(None, True)
+        if entry is None or not entry.offsets or entry.offsets[0] > from_offset:
+            return EndLookup(None, False)  # bytes the index does not cover (none, by the coverage invariant)
+        if any(end > from_offset for _, end in entry.merges):
+            return EndLookup(None, False)
+        first = bisect.bisect_left(entry.times, timestamp_ms)
+        if first == len(entry.times):
+            return EndLookup(length, True)
+        at = entry.offsets[first]
+        return EndLookup(None, True) if at <= from_offset else EndLookup(min(at, length), True)
+
     def runs(self, segment_id: int, start: int, end: int, last_ms: int) -> list[tuple[int, int]]:
         """``(offset, ms)`` runs of the ingestion times of ``[start, end)`` (at or above the storage length, where
         the index covers every byte), the first at ``start``; consecutive runs differ in time.
 
-        The events of a merged range get the time of the first entry at or after its end (the first append
-        after the merge), or ``last_ms`` (the segment's last modification, at least the transaction's last
-        write) if none follows: a time no earlier than any of the transaction's writes and than every event
-        before it, so times never decrease along the segment. Bytes the index does not cover (none, by the
+        The events of a merge mark (a merge logged without its time) get the time of the first entry at or after
+        its end (the first append after the merge), or ``last_ms`` (the segment's last modification, at least the
+        transaction's last write) if none follows: a time no earlier than any of the transaction's writes and than
+        every event before it, so times never decrease along the segment. Bytes the index does not cover (none, by the
         coverage invariant) get the next known time the same way."""
         entry = self._segments.get(segment_id)
         if entry is None or start >= end:

@@ -38,9 +38,11 @@ from segment_store.protocol import (
     ListStorageChunks,
     LocateOffset,
     LocateOffsetAtTime,
+    LocateOffsetBeforeTime,
     MergeSegments,
     MergeSegmentsBatch,
     OffsetAtTimeLocated,
+    OffsetBeforeTimeLocated,
     OffsetLocated,
     OperationUnsupported,
     PinChunks,
@@ -152,6 +154,7 @@ class RequestHandler:
             ListStorageChunks: self._list_chunks,
             ListStorageChunkLocations: self._list_chunk_locations,
             LocateOffsetAtTime: self._offset_at_time,
+            LocateOffsetBeforeTime: self._offset_before_time,
             ReadIngestTimes: self._ingest_times,
             CreateTableSegment: self._create_table,
             DeleteTableSegment: self._delete_table,
@@ -351,6 +354,10 @@ class RequestHandler:
     async def _offset_at_time(self, c: LocateOffsetAtTime) -> WireCommand:
         offset = await self._container(c.segment).offset_at_time(c.segment, c.timestamp_ms)
         return OffsetAtTimeLocated(c.request_id, c.segment, offset)
+
+    async def _offset_before_time(self, c: LocateOffsetBeforeTime) -> WireCommand:
+        offset = await self._container(c.segment).end_offset_before_time(c.segment, c.timestamp_ms)
+        return OffsetBeforeTimeLocated(c.request_id, c.segment, -1 if offset is None else offset)
 
     async def _ingest_times(self, c: ReadIngestTimes) -> WireCommand:
         container = self._container(c.segment)

@@ -56,6 +56,7 @@ from segment_store.storage.chunk_storage import (
     ChunkStorageUnavailableError,
     as_buffers,
 )
+from segment_store.storage.chunk_times import ChunkTimeQueries
 from segment_store.storage.compaction import Compactor
 from segment_store.storage.data_chunk_names import data_chunk_name, data_prefix, parse_data_chunk_name
 from segment_store.storage.format import parquet_chunk
@@ -122,8 +123,9 @@ class SegmentLocks:
                     del self._entries[name]
 
 
-class ChunkedSegmentStorage:
-    """The :class:`~segment_store.storage.segment_storage.SegmentStorage` of one container.
+class ChunkedSegmentStorage(ChunkTimeQueries):
+    """The :class:`~segment_store.storage.segment_storage.SegmentStorage` of one container (its time queries and
+    the merge-time rewrite at concat: :mod:`~segment_store.storage.chunk_times`).
 
     ``chunk_storage`` is shared with other containers (names are per container) and is not
     closed by :meth:`close`. ``snapshot_info_store`` keeps the pointer to the latest snapshot
@@ -299,60 +301,6 @@ class ChunkedSegmentStorage:
             position = self._position_of_released(segment, chunk, offset, missing)
             return await self.read(segment, position, length)  # compacted: same bytes, new chunks
 
-    async def first_ingested_at_or_after(self, name: str, start: int, end: int, timestamp_ms: int) -> int | None:
-        """The offset of the first event in ``[start, end)`` ingested at or after ``timestamp_ms`` (in offset
-        order), or None if every one there is older. Reads only the time columns of row groups whose
-        statistics allow a match. Raises SegmentNotExistsError, SegmentTruncatedError (``start`` is below
-        the segment's start)."""
-        seg = self._require(name)
-        if start < seg.start_offset:
-            raise SegmentTruncatedError(name, seg.start_offset, start)
-        position = start
-        while position < end:
-            chunks = self._require(name).overlapping(position, end)
-            if not chunks:
-                return None
-            chunk = chunks[0]
-            search = functools.partial(
-                parquet_chunk.first_ingested_at_or_after,
-                timestamp_ms=timestamp_ms,
-                start=max(position, chunk.start_offset) - chunk.start_offset,
-                end=min(end, chunk.end_offset) - chunk.start_offset,
-            )
-            try:
-                found = await self._chunk_call(chunk, search)
-            except ChunkNotFoundError as missing:
-                relative = max(position, chunk.start_offset) - chunk.start_offset
-                position = self._position_of_released(name, chunk, relative, missing)
-                continue  # compacted: search the new chunks from the same position
-            if found is not None:
-                return chunk.start_offset + found
-            position = chunk.end_offset
-        return None
-
-    async def ingest_runs(self, name: str, start: int, end: int, max_runs: int) -> list[tuple[int, int]]:
-        """``(offset, ms)`` where the ingestion time changes among the events in ``[start, end)`` (``end`` at most the
-        storage length), from the chunks' ``ingest_time_ms``; chunk by chunk, stopping after the one that brings more
-        than ``max_runs``. Raises SegmentNotExistsError, SegmentTruncatedError."""
-        if start < self._require(name).start_offset:
-            raise SegmentTruncatedError(name, self._require(name).start_offset, start)
-        runs: list[tuple[int, int]] = []
-        position = start
-        while position < end and len(runs) <= max_runs and (chunks := self._require(name).overlapping(position, end)):
-            chunk = chunks[0]
-            relative = max(position, chunk.start_offset) - chunk.start_offset
-            read = functools.partial(parquet_chunk.ingest_runs, start=relative, end=end - chunk.start_offset)
-            try:
-                found = await self._chunk_call(chunk, read)
-            except ChunkNotFoundError as missing:
-                position = self._position_of_released(name, chunk, relative, missing)
-                continue  # compacted: read the new chunks from the same position
-            if found and runs and found[0][1] == runs[-1][1]:
-                del found[0]  # the previous chunk's last time goes on
-            runs += [(chunk.start_offset + at, ms) for at, ms in found]
-            position = chunk.end_offset
-        return runs
-
     async def first_event_at_or_after(self, name: str, offset: int, end: int) -> int | None:
         """The offset of the first event that starts in ``[offset, end)``, or None if none does (``end``: at most the
         storage length; chunks are cut at append boundaries, so a chunk's end is an event boundary). Reads the
@@ -469,7 +417,8 @@ class ChunkedSegmentStorage:
             except Exception:
                 await asyncio.to_thread(self._delete_quietly, [chunk])  # it may have landed
                 raise
-            await journal.commit([AddChunk(name, chunk, offset, size)], orphans=[chunk])
+            low, high = _time_bounds(times)
+            await journal.commit([AddChunk(name, chunk, offset, size, low, high)], orphans=[chunk])
             if self._storage.location(chunk) is None:
                 self._cache.put(chunk, bytes(encoded))
             return offset + size
@@ -480,7 +429,9 @@ class ChunkedSegmentStorage:
             if not self._require(name).sealed:
                 await journal.commit([SealSegment(name)])
 
-    async def concat(self, target: str, offset: int, source: str) -> None:
+    async def concat(self, target: str, offset: int, source: str, merge_time_ms: int | None = None) -> None:
+        """See :meth:`SegmentStorage.concat`; with ``merge_time_ms``, the source's chunks are first rewritten with
+        every row at that time (:meth:`merge_time_rewrites`), in the same journal record."""
         journal = self._live_journal()
         async with self._locks.hold(target, source):
             tgt = self._require(target)
@@ -493,7 +444,12 @@ class ChunkedSegmentStorage:
                 raise InvalidOffsetError(source, f"concat source is truncated (start offset {src.start_offset})")
             if offset != tgt.length:
                 raise BadOffsetError(target, offset, tgt.length)
-            await journal.commit([ConcatSegments(target, source, offset)])
+            rewrites: list[ReplaceChunks] = []
+            written: list[str] = []
+            if merge_time_ms is not None:
+                rewrites, written = await self.merge_time_rewrites(src, merge_time_ms)
+            released = await journal.commit([*rewrites, ConcatSegments(target, source, offset)], orphans=written)
+            await self._release(released)
 
     async def truncate(self, name: str, offset: int) -> None:
         journal = self._live_journal()
@@ -551,7 +507,10 @@ class ChunkedSegmentStorage:
             if current != list(run):
                 return False
             size = run[-1].end_offset - run[0].start_offset
-            change = ReplaceChunks(segment, chunk, run[0].start_offset, size, tuple(c.name for c in run))
+            timed = all(c.timed for c in run)
+            low = min(c.min_ms for c in run if c.min_ms is not None) if timed else None
+            high = max(c.max_ms for c in run if c.max_ms is not None) if timed else None
+            change = ReplaceChunks(segment, chunk, run[0].start_offset, size, tuple(c.name for c in run), low, high)
             released = await journal.commit([change], orphans=[chunk])
             await self._release(released)
             return True
@@ -590,6 +549,13 @@ def _ingest_ranges(ingest_times: IngestPairs | int | parquet_chunk.IngestRanges)
     if isinstance(ingest_times, Sequence):
         return parquet_chunk.IngestRanges.from_pairs(ingest_times)
     return operator.index(ingest_times)
+
+
+def _time_bounds(times: int | parquet_chunk.IngestRanges) -> tuple[int, int]:
+    """The least and greatest ingestion time of a chunk written with ``times``."""
+    if isinstance(times, parquet_chunk.IngestRanges):
+        return int(times.times_ms.min()), int(times.times_ms.max())
+    return times, times
 
 
 def _local_path(location: str | None) -> str | None:

@@ -105,8 +105,10 @@ def merge_chunks(
     *,
     compression: str = parquet_chunk.DEFAULT_COMPRESSION,
     row_group_bytes: int = parquet_chunk.ROW_GROUP_BYTES,
+    time_ms: int | None = None,
 ) -> bytes:
-    """One Parquet chunk holding the rows of ``sources`` (``(chunk, its length)`` in segment order).
+    """One Parquet chunk holding the rows of ``sources`` (``(chunk, its length)`` in segment order), with their
+    ingestion times, or every row at ``time_ms`` if given (a merged transaction's chunk: the merge time).
 
     The result decodes to the concatenation of the sources' bytes, row for row, and is laid out
     as :func:`parquet_chunk.encode` lays out chunks (row groups of about ``row_group_bytes``,
@@ -134,6 +136,10 @@ def merge_chunks(
     if base >= parquet_chunk.MAX_CHUNK_BYTES:
         raise ValueError(f"merged chunk of {base} bytes is not below {parquet_chunk.MAX_CHUNK_BYTES}")
     merged = pa.concat_tables(tables)
+    if time_ms is not None:
+        column = parquet_chunk.SCHEMA.get_field_index("ingest_time_ms")
+        times = pa.array(np.full(merged.num_rows, time_ms, dtype=np.int64))
+        merged = merged.set_column(column, parquet_chunk.SCHEMA.field("ingest_time_ms"), times)
     offsets = merged.column("offset").to_numpy()
     ends = np.append(offsets[1:], np.int64(base))
     cuts = np.searchsorted(ends, np.arange(row_group_bytes, base, row_group_bytes), side="left") + 1

@@ -22,8 +22,13 @@ Invariants every implementation keeps:
 - **Live chunks are never deleted.** Chunks are deleted only after the metadata no longer
   references them (wholly below ``start_offset`` after :meth:`truncate`, or of a deleted
   segment).
-- **Concat relinks, never copies.** :meth:`concat` moves the source's chunks to the end of the
-  target (chunk offsets are chunk-relative, so a chunk means the same in either segment).
+- **Concat relinks.** :meth:`concat` moves the source's chunks to the end of the target (chunk
+  offsets are chunk-relative, so a chunk means the same in either segment). Given the merge time,
+  it first rewrites the source's chunks whose rows are not all at that time (a transaction's
+  events take the merge time in every tier: ``segment_store/reading/ingest_times.py``), in the
+  same atomic change.
+- **Times.** A chunk's ``ingest_time_ms`` never changes once its segment is a merge target's
+  part; chunk metadata records each new chunk's time bounds.
 
 Errors: :class:`~segstore_shared.contracts.SegmentNotExistsError`,
 :class:`~segstore_shared.contracts.SegmentExistsError`,
@@ -107,8 +112,9 @@ class SegmentStorage(Protocol):
     async def seal(self, name: str) -> None:
         """Seal (idempotent). Raises SegmentNotExistsError."""
 
-    async def concat(self, target: str, offset: int, source: str) -> None:
+    async def concat(self, target: str, offset: int, source: str, merge_time_ms: int | None = None) -> None:
         """Append sealed ``source``'s chunks to ``target`` at ``offset`` (== target length); ``source`` is gone.
+        With ``merge_time_ms``, every moved row reads back with that ingestion time.
 
         Raises BadOffsetError, SegmentSealedError (target sealed), InvalidOffsetError (source
         not sealed or truncated), SegmentNotExistsError.
@@ -123,6 +129,11 @@ class SegmentStorage(Protocol):
     async def first_ingested_at_or_after(self, name: str, start: int, end: int, timestamp_ms: int) -> int | None:
         """The offset of the first event in ``[start, end)`` ingested at or after ``timestamp_ms`` (in offset
         order), or None if every one there is older. Raises SegmentNotExistsError, SegmentTruncatedError."""
+
+    async def end_before_time(self, name: str, start: int, end: int, timestamp_ms: int) -> int | None:
+        """The least offset in ``[start, end]`` (``end`` at most the storage length) after which every event up to
+        ``end`` was ingested at or after ``timestamp_ms``; None if the chunk metadata cannot tell (no time bounds).
+        Raises SegmentNotExistsError."""
 
     async def ingest_runs(self, name: str, start: int, end: int, max_runs: int) -> list[tuple[int, int]]:
         """``(offset, ms)`` where the ingestion time changes among the events in ``[start, end)`` (``end`` at most

@@ -330,7 +330,8 @@ class SegmentAggregator:
                     f"{self.target.name}: Tier-2 length {self.storage_length} != merge offset {op.target_offset}"
                 )
             await self._ensure_exists()
-            await self._storage.concat(self.target.name, op.target_offset, source.target.name)
+            merge_time = op.merge_time_ms or None  # 0: logged before merges carried their time
+            await self._storage.concat(self.target.name, op.target_offset, source.target.name, merge_time)
             source.exists_in_storage = False
         # never backwards: replaying the first of several merges already in Tier-2 must keep the whole length
         self.storage_length = max(self.storage_length, op.target_offset + op.length)

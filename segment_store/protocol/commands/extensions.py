@@ -14,6 +14,8 @@ the answer fall back (README, "Wire-protocol extensions").
   reader that can reach them (a Spark executor) reads them directly. Credentials are never on the wire.
 * ``ReadIngestTimes`` -> ``IngestTimesRead`` (-24/-25): when the events of a range were ingested, as runs of
   ``(offset, ms)``, so a reader that gets the bytes through ``ReadSegment`` can give each event its time.
+* ``LocateOffsetBeforeTime`` -> ``OffsetBeforeTimeLocated`` (-32/-33): where the events ingested before a time
+  end (every later event was ingested at or after it), or -1 when the segment store cannot tell.
 """
 
 from __future__ import annotations
@@ -50,6 +52,34 @@ class LocateOffsetAtTime(WireCommand):
     segment: str
     timestamp_ms: int
     delegation_token: str
+
+
+@register
+@dataclass(frozen=True, slots=True)
+class LocateOffsetBeforeTime(WireCommand):
+    """segstore extension: the least offset (an event start) of ``segment`` from which every event up to its
+    length was ingested at or after ``timestamp_ms`` (epoch ms), so a read of the events ingested before it can
+    stop there (``OffsetBeforeTimeLocated``; -1: cannot tell, e.g. Tier-2 chunk metadata without time bounds).
+    Needs ``READ``. Answered ``NoSuchSegment`` for a missing segment."""
+
+    TYPE_CODE = -32
+    LAYOUT = (I64, UTF, I64, UTF)
+    request_id: int
+    segment: str
+    timestamp_ms: int
+    delegation_token: str
+
+
+@register
+@dataclass(frozen=True, slots=True)
+class OffsetBeforeTimeLocated(WireCommand):
+    """Reply to ``LocateOffsetBeforeTime`` (segstore extension); ``offset`` -1: the segment store cannot tell."""
+
+    TYPE_CODE = -33
+    LAYOUT = (I64, UTF, I64)
+    request_id: int
+    segment: str
+    offset: int
 
 
 @register

@@ -376,6 +376,25 @@ def first_ingested_at_or_after(source: Source, timestamp_ms: int, start: int = 0
     return None
 
 
+def end_before(source: Source, timestamp_ms: int, start: int = 0, end: int | None = None) -> int:
+    """The least offset (relative to the chunk) ``e`` in ``[start, end]`` such that every row starting in
+    ``[e, end)`` was ingested at or after ``timestamp_ms``: the end of the last row there ingested before it, or
+    ``start`` if none was (rows in any time order). Reads only the ``offset`` and ``ingest_time_ms`` columns of
+    the row groups holding the range. Raises ChunkFormatError, OSError."""
+    with _open(source) as pf:
+        info = _info(pf)
+        stop = info.length if end is None else min(end, info.length)
+        groups, _ = _groups_for(pf, info, max(start, 0), stop)
+        table = _read(pf, groups, ["offset", "ingest_time_ms"])
+    offsets = table.column("offset").to_numpy()
+    times = table.column("ingest_time_ms").to_numpy()
+    older = np.flatnonzero((offsets >= start) & (offsets < stop) & (times < timestamp_ms))
+    if not older.size:
+        return start
+    last = int(older[-1])
+    return int(offsets[last + 1]) if last + 1 < offsets.size and offsets[last + 1] < stop else stop
+
+
 def ingest_runs(source: Source, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     """``(offset relative to the chunk, ms)`` where the ingestion time changes among the rows holding bytes of
     ``[start, end)``, in offset order (the first always, at ``start`` at the earliest): each time holds up to the

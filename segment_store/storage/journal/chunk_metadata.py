@@ -9,6 +9,10 @@ fit (a corrupt journal or a bug), so replay never builds a state that breaks
 
 Chunk offsets are segment offsets; a chunk's own bytes are ``[0, length)``, so concat moves a
 chunk entry to another segment by shifting its ``start_offset`` only.
+
+Time bounds: a chunk entry may carry the least and greatest ``ingest_time_ms`` of its rows
+(``min_ms``/``max_ms``, both or neither), recorded when the chunk is added, replaced (compaction) or
+rewritten for a merge; metadata written before they existed has none (readers then open the chunk).
 """
 
 from __future__ import annotations
@@ -30,11 +34,19 @@ class ChunkMetadataError(SegstoreError):
 
 @dataclass(frozen=True, slots=True)
 class ChunkEntry:
-    """Chunk ``name`` holds segment bytes ``[start_offset, start_offset + length)``."""
+    """Chunk ``name`` holds segment bytes ``[start_offset, start_offset + length)``; its rows were ingested
+    within ``[min_ms, max_ms]`` (None: not recorded)."""
 
     name: str
     start_offset: int
     length: int
+    min_ms: int | None = None
+    max_ms: int | None = None
+
+    @property
+    def timed(self) -> bool:
+        """Whether the chunk's time bounds are known."""
+        return self.min_ms is not None and self.max_ms is not None
 
     @property
     def end_offset(self) -> int:
@@ -102,7 +114,7 @@ class SegmentLayout:
             "sealed": self.sealed,
             "start_offset": self.start_offset,
             "length": self.length,
-            "chunks": [[c.name, c.start_offset, c.length] for c in self.chunks],
+            "chunks": [_chunk_json(c) for c in self.chunks],
         }
 
     @classmethod
@@ -118,8 +130,12 @@ class SegmentLayout:
                 sealed=_bool(value["sealed"]),
                 start_offset=_int(value["start_offset"]),
             )
-            for name, start, length in value["chunks"]:
-                layout.append(ChunkEntry(_str(name), _int(start), _int(length)))
+            for item in value["chunks"]:
+                name, start, length, *bounds = item
+                if len(bounds) not in (0, 2):
+                    raise ValueError(f"chunk entry {item!r}: want [name, start, length(, min_ms, max_ms)]")
+                times = (_int(bounds[0]), _int(bounds[1])) if bounds else (None, None)
+                layout.append(ChunkEntry(_str(name), _int(start), _int(length), *times))
             layout.length = _int(value["length"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ChunkMetadataError(f"malformed segment entry: {exc!r}") from exc
@@ -138,13 +154,16 @@ class CreateSegment:
 
 @dataclass(frozen=True, slots=True)
 class AddChunk:
-    """Chunk ``chunk`` (``length`` > 0 bytes) appended at ``offset`` == the segment's length."""
+    """Chunk ``chunk`` (``length`` > 0 bytes) appended at ``offset`` == the segment's length; its rows' time
+    bounds (None in records written before they existed)."""
 
     OP: ClassVar[str] = "add"
     segment: str
     chunk: str
     offset: int
     length: int
+    min_ms: int | None = None
+    max_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +200,9 @@ class ReplaceChunks:
     """Compaction: chunk ``chunk`` takes the place of the consecutive chunks ``replaced``.
 
     ``replaced`` start at ``offset`` and hold ``length`` bytes together; ``chunk`` holds the same
-    bytes. The replaced chunks are released (deleted later by the chunk garbage collector).
+    bytes (with the same ingestion times, or, for a merge, every row at the merge time), ingested within
+    ``[min_ms, max_ms]`` (None: not recorded). The replaced chunks are released (deleted later by the chunk
+    garbage collector).
     """
 
     OP: ClassVar[str] = "replace"
@@ -190,6 +211,8 @@ class ReplaceChunks:
     offset: int
     length: int
     replaced: tuple[str, ...]
+    min_ms: int | None = None
+    max_ms: int | None = None
 
 
 Change: TypeAlias = (
@@ -201,17 +224,27 @@ _CHANGE_TYPES: dict[str, type[Change]] = {
 }
 _INT_FIELDS = frozenset({"offset", "length", "start_offset"})
 _NAMES_FIELDS = frozenset({"replaced"})
+_OPTIONAL_INT_FIELDS = frozenset({"min_ms", "max_ms"})  # absent from records written before them
 
 
 def change_to_json(change: Change) -> dict[str, Any]:
     out: dict[str, Any] = {"op": change.OP}
     for f in fields(change):
         value = getattr(change, f.name)
+        if value is None and f.name in _OPTIONAL_INT_FIELDS:
+            continue
         out[f.name] = list(value) if f.name in _NAMES_FIELDS else value
     return out
 
 
+def _chunk_json(chunk: ChunkEntry) -> list[Any]:
+    base: list[Any] = [chunk.name, chunk.start_offset, chunk.length]
+    return [*base, chunk.min_ms, chunk.max_ms] if chunk.timed else base
+
+
 def _field(name: str, value: Any) -> Any:
+    if name in _OPTIONAL_INT_FIELDS:
+        return None if value is None else _int(value)
     if name in _INT_FIELDS:
         return _int(value)
     if name in _NAMES_FIELDS:
@@ -225,7 +258,10 @@ def change_from_json(value: Mapping[str, Any]) -> Change:
     """Raises ChunkMetadataError on an unknown op or malformed fields."""
     try:
         kind = _CHANGE_TYPES[value["op"]]
-        kwargs = {f.name: _field(f.name, value[f.name]) for f in fields(kind)}
+        kwargs = {
+            f.name: _field(f.name, value[f.name] if f.name not in _OPTIONAL_INT_FIELDS else value.get(f.name))
+            for f in fields(kind)
+        }
     except (KeyError, TypeError, ValueError) as exc:
         raise ChunkMetadataError(f"malformed change {value!r}: {exc!r}") from exc
     if kind is CreateSegment and kwargs["framing"] not in FRAMINGS:
@@ -274,7 +310,7 @@ class ChunkMetadata:
                     f"add: chunk {change.chunk!r} at {change.offset}+{change.length} does not fit segment "
                     f"{seg.name!r} (length {seg.length}, sealed {seg.sealed})"
                 )
-            seg.append(ChunkEntry(change.chunk, change.offset, change.length))
+            seg.append(ChunkEntry(change.chunk, change.offset, change.length, change.min_ms, change.max_ms))
             return []
         if isinstance(change, SealSegment):
             self._require(change.segment, "seal").sealed = True
@@ -304,7 +340,7 @@ class ChunkMetadata:
             raise ChunkMetadataError(f"concat: offset {change.offset} != length {target.length} of {target.name!r}")
         shift = target.length
         for chunk in source.chunks:
-            target.append(ChunkEntry(chunk.name, chunk.start_offset + shift, chunk.length))
+            target.append(ChunkEntry(chunk.name, chunk.start_offset + shift, chunk.length, chunk.min_ms, chunk.max_ms))
         target.length = shift + source.length
         del self._segments[source.name]
         return []
@@ -313,7 +349,8 @@ class ChunkMetadata:
         seg = self._require(change.segment, "replace")
         if change.chunk in change.replaced or len(set(change.replaced)) != len(change.replaced):
             raise ChunkMetadataError(f"replace: chunk {change.chunk!r} is among or repeats the replaced chunks")
-        released = seg.replace(change.offset, change.replaced, ChunkEntry(change.chunk, change.offset, change.length))
+        entry = ChunkEntry(change.chunk, change.offset, change.length, change.min_ms, change.max_ms)
+        released = seg.replace(change.offset, change.replaced, entry)
         if released is None:
             raise ChunkMetadataError(
                 f"replace: {list(change.replaced)} at {change.offset}+{change.length} are not chunks of {seg.name!r}"

@@ -63,15 +63,23 @@ def test_prune_with_offset_bounds_cuts_at_event_starts() -> None:
     assert prune(pushed, [ReadRange(1, 0, 500)], _event_starts, _offset_at_time) == []
 
 
-def test_prune_with_a_time_window_narrows_from_its_lower_bound_only() -> None:
+def test_prune_with_a_time_window_narrows_by_both_bounds_where_the_segment_store_answers() -> None:
     window = [GreaterThanOrEqual(("timestamp",), _ms(1010)), LessThan(("timestamp",), _ms(1020))]
     pushed, returned = accept(window)
     assert returned == window
     ranges = [ReadRange(1, 0, LENGTH), ReadRange(2, 150, 300), ReadRange(3, 50, 80)]
-    # events older than the upper bound may lie after its position (a transaction committed later): kept
+    # without an answer for the upper bound (an older segment store, or data from before the merge-time rule)
     assert prune(pushed, ranges, _event_starts, _offset_at_time) == [ReadRange(1, 100, LENGTH), ReadRange(2, 150, 300)]
     upper = accept([LessThanOrEqual(("timestamp",), _ms(1001))])[0]
     assert prune(upper, ranges, _event_starts, _offset_at_time) == ranges
+    # the segment store's end for the upper bound (times never go back): both bounds narrow
+    both = [ReadRange(1, 100, 200), ReadRange(2, 150, 200)]
+    assert prune(pushed, ranges, _event_starts, _offset_at_time, _offset_at_time) == both
+    assert prune(upper, ranges, _event_starts, _offset_at_time, _offset_at_time) == [ReadRange(1, 0, 20)]
+    micro = accept([LessThan(("timestamp",), datetime(1970, 1, 1, 0, 0, 1, 9500, tzinfo=UTC))])[0]  # 1009.5 ms
+    asked: list[int] = []
+    prune(micro, ranges[:1], _event_starts, _offset_at_time, lambda s, ms: asked.append(ms))  # type: ignore[func-returns-value]
+    assert asked == [1010]  # a row of 1009 ms passes: the end is before the first of 1010 ms
     crossing = accept([GreaterThan(("timestamp",), _ms(1020)), LessThan(("timestamp",), _ms(1010))])[0]
     assert not crossing.admits_stream("s", "a")
     between = accept([GreaterThan(("timestamp",), datetime(1970, 1, 1, 0, 0, 1, 9500, tzinfo=UTC))])[0]
@@ -79,6 +87,8 @@ def test_prune_with_a_time_window_narrows_from_its_lower_bound_only() -> None:
 
 
 def test_prune_without_answers_from_the_segment_store_keeps_the_ranges() -> None:
-    pushed, _ = accept([GreaterThan(("timestamp",), _ms(1010)), GreaterThan(("offset",), 35)])
-    kept = prune(pushed, [ReadRange(1, 0, LENGTH)], lambda s, t: None, lambda s, ms: None)
+    pushed, _ = accept(
+        [GreaterThan(("timestamp",), _ms(1010)), LessThan(("timestamp",), _ms(1020)), GreaterThan(("offset",), 35)]
+    )
+    kept = prune(pushed, [ReadRange(1, 0, LENGTH)], lambda s, t: None, lambda s, ms: None, lambda s, ms: None)
     assert kept == [ReadRange(1, 0, LENGTH)]

@@ -10,6 +10,7 @@ by asking the reader itself, as pyspark does.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from pyspark.sql.datasource import EqualTo, Filter, GreaterThanOrEqual, IsNull, 
 from spark_fixtures import Streams
 from standalone_process import StandaloneProcess
 
+import pravega_spark
 from controller_client.model import TxnState
 from pravega_spark.read.pushdown_readers import PUSHDOWN_CONF, PushdownBatchReader, PushdownSeveralStreamsReader
 from pravega_spark.read.source import SCHEMA, SegstoreDataSource
@@ -179,15 +181,17 @@ def test_pruning_reads_from_the_window_on_and_returns_the_inexact_filters(
     other = EqualTo(("stream",), "pd-b")
     returned, window_bytes = _planned(reader(), [lo, hi])
     assert returned == [lo, hi]  # pruning only: Spark checks the rows again
-    phases_1_2 = sum(8 + len(f"pd-a-{p}-{i:04d}") + i % 23 for p, n in ((1, 700), (2, 500)) for i in range(n))
-    assert window_bytes == phases_1_2 < all_bytes  # from the lower bound on: the upper one does not narrow
-    assert _planned(reader(), [hi])[1] == all_bytes
+
+    def phase_bytes(stream: str, *phases: tuple[int, int]) -> int:
+        return sum(8 + len(f"{stream}-{p}-{i:04d}") + i % 23 for p, n in phases for i in range(n))
+
+    assert window_bytes == phase_bytes("pd-a", (1, 700))  # exactly the window: both bounds narrow
+    assert _planned(reader(), [hi])[1] == phase_bytes("pd-a", (0, 900), (1, 700)) < all_bytes
     assert _planned(reader(), [other]) == ([], 0)  # exact: not returned, nothing read
     assert _planned(reader(), [IsNull(("offset",))]) == ([], 0)
     several = SegstoreDataSource({**options, "streams": "pd-a,pd-b"}).reader(SCHEMA)
     assert isinstance(several, PushdownSeveralStreamsReader)
-    pd_b = sum(8 + len(f"pd-b-{p}-{i:04d}") + i % 23 for p, n in ((1, 700), (2, 500)) for i in range(n))
-    assert _planned(several, [other, lo, hi])[1] == pd_b
+    assert _planned(several, [other, lo, hi])[1] == phase_bytes("pd-b", (1, 700))
 
 
 def _committed(txn: Any) -> None:
@@ -203,7 +207,7 @@ def _committed(txn: Any) -> None:
 def transactions(streams: Streams, standalone: StandaloneProcess) -> int:
     """Stream ``pd-txn``: appends ``a``, transactions ``early`` and ``late`` opened and written, appends ``b``,
     ``early`` committed, appends ``c``; the time Y; appends ``d``, ``late`` committed, appends ``e``; all flushed
-    to Tier-2. ``late``'s events were written before Y and lie after ``d`` (ingested after Y). Returns Y (ms)."""
+    to Tier-2. ``late``'s events were written before Y, committed after it, and lie after ``d``. Returns Y (ms)."""
     streams.create(SCOPE, "pd-txn", segments=1)
 
     def append(name: str) -> None:
@@ -232,7 +236,7 @@ def transactions(streams: Streams, standalone: StandaloneProcess) -> int:
 
 
 @pytest.mark.timeout(600)
-def test_an_upper_time_bound_keeps_the_events_of_a_transaction_committed_after_it(
+def test_a_transaction_committed_after_a_time_bound_is_after_it_and_times_never_go_back(
     spark: Any, conf: Any, streams: Streams, transactions: int
 ) -> None:
     y = transactions
@@ -241,10 +245,93 @@ def test_an_upper_time_bound_keeps_the_events_of_a_transaction_committed_after_i
     assert len(everything) == 5 * 40 + 2 * 30
     by_name = {name: [r for r in everything if r[3].startswith(name.encode())] for name in ("a", "late", "d")}
     late_at, d_at = min(r[2] for r in by_name["late"]), min(r[2] for r in by_name["d"])
-    assert late_at > d_at and all(r[4] < y for r in by_name["late"])  # written before Y, placed after it
+    assert late_at > d_at and all(r[4] >= y for r in by_name["late"])  # written before Y, merged after it
+    assert len({r[4] for r in by_name["late"]}) == 1  # every event of a transaction: its merge time
+    times = [r[4] for r in sorted(everything, key=lambda r: r[2])]
+    assert times == sorted(times)  # in offset order, times never go back (one segment)
     before = compare.rows(f"timestamp < {_ts(y)}")
-    assert {r[3] for r in by_name["late"]} <= {r[3] for r in before}
+    assert not {r[3] for r in by_name["late"]} & {r[3] for r in before}
     compare.rows(f"timestamp <= {_ts(y)}")
     compare.rows(f"timestamp BETWEEN {_ts(by_name['a'][-1][4])} AND {_ts(y - 1)}")
     assert compare.rows(f"timestamp = {_ts(by_name['late'][0][4])}")
     compare.rows(f"timestamp >= {_ts(y)} AND offset >= {late_at}")
+
+
+@pytest.fixture(scope="module")
+def scaled_transactions(spark: Any, streams: Streams, standalone: StandaloneProcess) -> tuple[list[Row], list[int]]:
+    """Stream ``pd-tt`` (two segments, then the first split): phases of appends with a transaction committed
+    between them before and after the scale, read back at once (from memory, unless the writer's 10 s flush came
+    first), then all flushed to Tier-2. Returns the rows read before the flush and the phase boundaries (ms)."""
+    streams.create(SCOPE, "pd-tt", segments=2)
+    marks: list[int] = []
+
+    def append(name: str, count: int = 120) -> None:
+        streams.write(
+            SCOPE, "pd-tt", [(f"{name}-{i:03d}".encode() + b"." * (i % 11), f"k{i % 5}") for i in range(count)]
+        )
+        marks.append(_next_ms(_now_ms()))
+
+    with streams.manager.create_txn_writer(SCOPE, "pd-tt") as writer:
+        append("a")
+        first = writer.begin()
+        for i in range(60):
+            first.write_event(f"t1-{i:03d}".encode(), f"k{i % 5}")
+        first.flush()
+        append("b")
+        _committed(first)
+        marks.append(_next_ms(_now_ms()))
+        append("c")
+        streams.split_first(SCOPE, "pd-tt")
+        second = writer.begin()
+        for i in range(60):
+            second.write_event(f"t2-{i:03d}".encode(), f"k{i % 5}")
+        second.flush()
+        append("d")
+        _committed(second)
+        marks.append(_next_ms(_now_ms()))
+        append("e")
+    before_flush = _rows(_frame(spark, streams, stream="pd-tt"))
+    with BlockingClient(standalone.segmentstore_endpoint) as client:
+        for container in range(standalone.container_count):
+            client.flush_to_storage(container)
+    return before_flush, marks
+
+
+@pytest.mark.timeout(600)
+def test_transaction_timestamps_are_the_same_from_memory_tier2_and_history(
+    spark: Any, streams: Streams, scaled_transactions: tuple[list[Row], list[int]]
+) -> None:
+    before_flush, _ = scaled_transactions
+    assert len(before_flush) == 5 * 120 + 2 * 60
+    assert _rows(_frame(spark, streams, stream="pd-tt")) == before_flush  # Tier-2 (its chunks, read directly)
+    with pravega_spark.history(spark, **streams.options(SCOPE, "pd-tt")) as read:
+        assert read.files
+        assert _rows(read.df) == before_flush  # Spark's own Parquet reader over the chunks
+    for name in ("t1", "t2"):
+        merged = [r for r in before_flush if r[3].startswith(name.encode())]
+        assert merged and all(
+            len({r[4] for r in merged if r[1] == s}) == 1 for s in {r[1] for r in merged}
+        )  # one merge time per segment
+    for segment in {r[1] for r in before_flush}:
+        times = [r[4] for r in sorted(r for r in before_flush if r[1] == segment)]
+        assert times == sorted(times), segment  # never back in offset order
+
+
+@pytest.mark.timeout(600)
+def test_a_time_window_reads_exactly_its_rows_with_a_transaction_and_a_scale(
+    spark: Any, conf: Any, streams: Streams, scaled_transactions: tuple[list[Row], list[int]]
+) -> None:
+    _, marks = scaled_transactions
+    compare = Compare(spark, conf, streams, {"stream": "pd-tt"})
+    everything = compare.rows("true")
+    options = {"controller": streams.controller_uri, "scope": SCOPE, "stream": "pd-tt"}
+    bounds = [min(r[4] for r in everything), marks[0], marks[2], marks[4], max(r[4] for r in everything) + 1]
+    windows = [*itertools.pairwise(bounds), (bounds[1], bounds[3])]  # before, around, after each transaction
+    for x, y in windows:
+        rows = compare.rows(f"timestamp >= {_ts(x)} AND timestamp < {_ts(y)}")
+        assert rows == [r for r in everything if x <= r[4] < y]
+        assert compare.rows(f"timestamp BETWEEN {_ts(x)} AND {_ts(y)}") == [r for r in everything if x <= r[4] <= y]
+        reader = SegstoreDataSource(options).reader(SCHEMA)
+        lo = GreaterThanOrEqual(("timestamp",), datetime.fromtimestamp(x / 1000, UTC))
+        hi = LessThan(("timestamp",), datetime.fromtimestamp(y / 1000, UTC))
+        assert _planned(reader, [lo, hi])[1] == sum(8 + len(r[3]) for r in rows), (x, y)  # 1.0x the window

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -66,7 +67,15 @@ operations = st.one_of(
     ),
     st.builds(SealOperation, segment_id=i64, length=i64, sequence_number=seq),
     st.builds(TruncateOperation, segment_id=i64, offset=i64, sequence_number=seq),
-    st.builds(MergeOperation, segment_id=i64, source_id=i64, target_offset=i64, length=i64, sequence_number=seq),
+    st.builds(
+        MergeOperation,
+        segment_id=i64,
+        source_id=i64,
+        target_offset=i64,
+        length=i64,
+        merge_time_ms=i64,
+        sequence_number=seq,
+    ),
     st.builds(DeleteOperation, segment_id=i64, sequence_number=seq),
     st.builds(UpdateAttributesOperation, segment_id=i64, attribute_updates=updates, sequence_number=seq),
     st.builds(MetadataCheckpointOperation, snapshot=st.binary(max_size=500), sequence_number=seq),
@@ -76,6 +85,14 @@ operations = st.one_of(
 @given(operations)
 def test_serialize_with_any_operation_round_trips(op: Operation) -> None:
     assert deserialize(b"".join(serialize(op))) == op
+
+
+def test_deserialize_with_a_merge_logged_without_its_time_gives_time_zero() -> None:
+    op = MergeOperation(segment_id=1, source_id=2, target_offset=3, length=4, merge_time_ms=77, sequence_number=5)
+    header, *body = serialize(op)
+    untimed = struct.pack(">Bq", MergeOperation.UNTIMED_TYPE, 5) + b"".join(body)[:-8]  # as logged before the time
+    assert header[:1] == bytes([MergeOperation.TYPE])
+    assert deserialize(untimed) == dataclasses.replace(op, merge_time_ms=0)
 
 
 def test_serialize_with_unassigned_sequence_number_raises() -> None:

@@ -15,7 +15,9 @@ from segment_store.protocol import (
     IngestTimesRead,
     ListStorageChunkLocations,
     LocateOffsetAtTime,
+    LocateOffsetBeforeTime,
     OffsetAtTimeLocated,
+    OffsetBeforeTimeLocated,
     ReadIngestTimes,
     StorageChunkLocationsListed,
     WireCommand,
@@ -28,6 +30,12 @@ EXTENSION_CASES: list[tuple[str, WireCommand, bytes]] = [
         frame(-20, i64(REQ), utf(SEG_RAW), i64(1_700_000_000_123), utf(TOKEN_RAW)),
     ),
     ("offset_at_time_located", OffsetAtTimeLocated(REQ, SEG, 4096), frame(-21, i64(REQ), utf(SEG_RAW), i64(4096))),
+    (
+        "locate_offset_before_time",
+        LocateOffsetBeforeTime(REQ, SEG, 1_700_000_000_123, TOKEN),
+        frame(-32, i64(REQ), utf(SEG_RAW), i64(1_700_000_000_123), utf(TOKEN_RAW)),
+    ),
+    ("offset_before_time_located", OffsetBeforeTimeLocated(REQ, SEG, -1), frame(-33, i64(REQ), utf(SEG_RAW), i64(-1))),
     (
         "list_storage_chunk_locations",
         ListStorageChunkLocations(REQ, SEG, -1, MAX_LONG, TOKEN),

@@ -512,7 +512,7 @@ def test_decode_with_golden_bytes(name: str, command: WireCommand, golden: bytes
 def test_golden_with_every_registered_type_code() -> None:
     covered = {type(command).TYPE_CODE for _, command, _ in CASES}
     assert covered == set(REGISTRY)
-    assert len(REGISTRY) == 82
+    assert len(REGISTRY) == 84
 
 
 def test_type_codes_with_java_values() -> None:
@@ -542,6 +542,7 @@ def test_type_codes_with_java_values() -> None:
         "ReadIngestTimes": -24, "IngestTimesRead": -25,
         "PinChunks": -26, "ChunksPinned": -27, "UnpinChunks": -28, "ChunksUnpinned": -29,  # protocol/commands/pins.py
         "ListChunkPins": -30, "ChunkPinsListed": -31,
+        "LocateOffsetBeforeTime": -32, "OffsetBeforeTimeLocated": -33,
     }  # fmt: skip
     assert {cls.__name__: code for code, cls in REGISTRY.items()} == expected | extensions
 

@@ -1,5 +1,6 @@
 """Ingestion times of a range as ``(offset, ms)`` runs (segstore's ``ReadIngestTimes``), with a manual clock: from
-memory, from Tier-2, across both and after recovery; a merged transaction's rule; the in-memory index on its own."""
+memory, from Tier-2, across both and after recovery; a merged transaction's rule (its merge time, everywhere; a
+merge logged without its time by an older version: the untimed mark rule); the in-memory index on its own."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ async def test_runs_are_the_same_from_memory_tier2_both_and_after_recovery(env: 
         await recovered.ingest_time_runs("scope/stream/9.#epoch.0", 0, ALL, 100)
 
 
-async def test_a_merged_transaction_gets_the_first_time_after_the_merge_then_its_own_in_tier2(
+async def test_a_merged_transaction_gets_its_merge_time_in_memory_in_tier2_and_after_recovery(
     env: ContainerEnv,
 ) -> None:
     clock = Clock(100)
@@ -72,15 +73,54 @@ async def test_a_merged_transaction_gets_the_first_time_after_the_merge_then_its
     await c.seal(txn)
     merged = await c.merge(SEGMENT, txn)
     end = merged.target_offset + merged.length
-    # nothing after the merge yet: the segment's last modification (200: the transaction's writes were earlier)
-    assert await c.ingest_time_runs(SEGMENT, 0, ALL, 100) == (end, [(0, 100), (second, 200)])
-    after = await append_at(c, clock, 300)  # the clock says 300, the same millisecond as the merge
+    expected = [(0, 100), (second, 200), (merged.target_offset, 300)]
+    assert await c.ingest_time_runs(SEGMENT, 0, ALL, 100) == (end, expected)  # the merge time, nothing after it
+    clock.now = 400
+    after = await append_at(c, clock, 400)
     assert after == end
-    runs = (await c.ingest_time_runs(SEGMENT, 0, ALL, 100))[1]
-    assert runs[-1] == (merged.target_offset, 300)  # the first time after the merge; never decreasing
+    expected.append((after, 400))
+    assert (await c.ingest_time_runs(SEGMENT, 0, ALL, 100))[1] == expected
     await c.flush_to_storage()
-    runs = (await c.ingest_time_runs(SEGMENT, 0, ALL, 100))[1]
-    assert runs[-2:] == [(merged.target_offset, 150), (after, 300)]  # in Tier-2: written into the transaction at 150
+    assert (await c.ingest_time_runs(SEGMENT, 0, ALL, 100))[1] == expected  # Tier-2: rewritten at the merge time
+    assert await c.offset_at_time(SEGMENT, 201) == merged.target_offset
+    assert await c.end_offset_before_time(SEGMENT, 300) == merged.target_offset
+    assert await c.end_offset_before_time(SEGMENT, 301) == after
+    await c.stop()
+    recovered = await start(env, clock)
+    assert (await recovered.ingest_time_runs(SEGMENT, 0, ALL, 100))[1] == expected
+
+
+async def test_a_merge_replayed_from_tier1_keeps_its_time(env: ContainerEnv) -> None:
+    clock = Clock(100)
+    c = await start(env, clock)
+    await c.create_segment(SEGMENT)
+    txn = SEGMENT + "#transaction." + "b" * 32
+    await c.create_segment(txn)
+    await append_at(c, clock, 100)
+    clock.now = 150
+    await c.append(txn, encode_events([b"x"] * 3))
+    await c.seal(txn)
+    clock.now = 250
+    merged = await c.merge(SEGMENT, txn)
+    await c.stop()
+    clock.now = 900
+    recovered = await start(env, clock)  # the merge comes back from Tier-1 with its time
+    runs = (await recovered.ingest_time_runs(SEGMENT, 0, ALL, 100))[1]
+    assert runs == [(0, 100), (merged.target_offset, 250)]
+
+
+def test_index_gives_a_timed_merge_its_time_and_the_next_append_an_entry() -> None:
+    index = IngestTimeIndex(metadata_with(1))
+    index.on_committed([append(1, 0, 10)])
+    index.on_committed([MergeOperation(segment_id=1, source_id=2, target_offset=10, length=20, merge_time_ms=40)])
+    index.on_committed([append(1, 30, 40)])  # the merge's millisecond: an entry all the same (a known boundary)
+    assert index.entries(1) == 3
+    assert index.runs(1, 0, 40, 40) == [(0, 10), (10, 40)]
+    assert index.append_start_at_or_before(1, 35) == 30
+    assert index.find(1, 11, 0).offset == 10
+    assert index.end_before(1, 40, 0, 40).offset == 10
+    assert index.end_before(1, 41, 0, 40).offset == 40
+    assert index.end_before(1, 10, 0, 40).offset is None  # at or below the start: Tier-2 decides
 
 
 def test_index_runs_with_shared_milliseconds_a_merge_and_an_append_in_the_merges_millisecond() -> None:

@@ -117,7 +117,7 @@ async def test_offset_at_time_with_a_clock_that_goes_back_never_skips_a_later_ev
     assert second > first
 
 
-async def test_offset_at_time_with_a_merged_transaction_in_memory_then_in_tier2(env: ContainerEnv) -> None:
+async def test_offset_at_and_before_time_with_a_merged_transaction_in_memory_then_in_tier2(env: ContainerEnv) -> None:
     clock = Clock(100)
     c = await start(env, clock)
     await c.create_segment(SEGMENT)
@@ -130,13 +130,19 @@ async def test_offset_at_time_with_a_merged_transaction_in_memory_then_in_tier2(
     clock.now = 300
     merged = await c.merge(SEGMENT, txn)
     after = await append_at(c, clock, 310)
-    assert await c.offset_at_time(SEGMENT, 120) == merged.target_offset  # the transaction's events (150)
-    # not yet in Tier-2: a committed transaction may hold events of any time, so it is read whole
-    assert await c.offset_at_time(SEGMENT, 160) == merged.target_offset
-    assert await c.offset_at_time(SEGMENT, 311) == c.length(SEGMENT)
-    await c.flush_to_storage()
-    assert await c.offset_at_time(SEGMENT, 120) == merged.target_offset
-    assert await c.offset_at_time(SEGMENT, 160) == after  # exact from Tier-2: written at 150
+    # the transaction's events (written at 150) carry the merge time, 300, in memory and in Tier-2 alike
+    for tier in ("memory", "tier2"):
+        if tier == "tier2":
+            await c.flush_to_storage()
+        assert await c.offset_at_time(SEGMENT, 120) == merged.target_offset, tier
+        assert await c.offset_at_time(SEGMENT, 300) == merged.target_offset, tier
+        assert await c.offset_at_time(SEGMENT, 301) == after, tier
+        assert await c.offset_at_time(SEGMENT, 311) == c.length(SEGMENT), tier
+        assert await c.end_offset_before_time(SEGMENT, 120) == merged.target_offset, tier
+        assert await c.end_offset_before_time(SEGMENT, 300) == merged.target_offset, tier
+        assert await c.end_offset_before_time(SEGMENT, 301) == after, tier
+        assert await c.end_offset_before_time(SEGMENT, 311) == c.length(SEGMENT), tier
+        assert await c.end_offset_before_time(SEGMENT, 100) == 0, tier
     info = await c.get_info(SEGMENT)
     assert info.last_modified_ms >= 310
 

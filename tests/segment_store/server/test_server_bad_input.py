@@ -136,7 +136,7 @@ REQUEST_TYPES = [REGISTRY_BY_NAME[name] for name in (  # what the segment store 
     "ReadSegment", "GetStreamSegmentInfo", "CreateSegment", "CreateTransientSegment", "UpdateSegmentPolicy",
     "SealSegment", "TruncateSegment", "DeleteSegment", "MergeSegments", "MergeSegmentsBatch", "GetSegmentAttribute",
     "UpdateSegmentAttribute", "FlushToStorage", "ListStorageChunks", "LocateOffsetAtTime", "ListStorageChunkLocations",
-    "ReadIngestTimes", "CreateTableSegment",
+    "ReadIngestTimes", "LocateOffsetBeforeTime", "CreateTableSegment",
     "DeleteTableSegment", "UpdateTableEntries", "RemoveTableKeys", "ReadTable", "ReadTableKeys", "ReadTableEntries",
     "ReadTableEntriesDelta", "GetTableSegmentInfo", "LocateOffset", "SetupAppend", "AppendBlockEnd",
     "ConditionalAppend",
@@ -179,7 +179,8 @@ def on_the_stored_segment(command: WireCommand) -> WireCommand:
 
 READ_ONLY = [REGISTRY_BY_NAME[name] for name in ("ReadSegment", "GetStreamSegmentInfo", "GetSegmentAttribute",
                                                   "LocateOffsetAtTime", "LocateOffset", "ListStorageChunks",
-                                                  "ListStorageChunkLocations", "ReadIngestTimes")]  # fmt: skip
+                                                  "ListStorageChunkLocations", "ReadIngestTimes",
+                                                  "LocateOffsetBeforeTime")]  # fmt: skip
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -23,6 +23,7 @@ from segment_store.storage.journal.chunk_metadata import (
     ChunkMetadata,
     ChunkMetadataError,
     CreateSegment,
+    ReplaceChunks,
     SegmentLayout,
     TruncateSegment,
 )
@@ -69,6 +70,31 @@ def test_record_round_trip_and_names() -> None:
     decoded = decode_record(snap.name, encode_record(snap), CID)
     assert isinstance(decoded, SnapshotRecord) and decoded.prev == record.name
     assert [s.name for s in decoded.metadata()] == ["x"]
+
+
+def test_time_bounds_round_trip_and_records_and_snapshots_without_them_stay_readable() -> None:
+    timed = (
+        CreateSegment("a", "events"),
+        AddChunk("a", "data/c3/a/e1-1.parquet", 0, 100, 5, 9),
+        ReplaceChunks("a", "data/c3/a/e1-2.parquet", 0, 100, ("data/c3/a/e1-1.parquet",), 7, 7),
+    )
+    record = JournalRecord(CID, 1, 2, None, timed)
+    assert decode_record(record.name, encode_record(record), CID) == record
+    old = JournalRecord(CID, 1, 3, None, (AddChunk("a", "data/c3/a/e1-3.parquet", 100, 50),))
+    raw = encode_record(old)
+    assert b"min_ms" not in raw  # written as before bounds existed
+    assert decode_record(old.name, raw, CID) == old
+    metadata = ChunkMetadata()
+    for change in (*timed, *old.changes):
+        metadata.apply(change)
+    layout = metadata.get("a")
+    assert layout is not None
+    assert [(c.min_ms, c.max_ms, c.timed) for c in layout.chunks] == [(7, 7, True), (None, None, False)]
+    snapshot = metadata.to_json()
+    assert snapshot[0]["chunks"] == [["data/c3/a/e1-2.parquet", 0, 100, 7, 7], ["data/c3/a/e1-3.parquet", 100, 50]]
+    assert ChunkMetadata.from_json(snapshot).get("a").chunks == layout.chunks  # type: ignore[union-attr]
+    with pytest.raises(ChunkMetadataError):
+        SegmentLayout.from_json({**snapshot[0], "chunks": [["x", 0, 150, 7]]})
 
 
 @pytest.mark.parametrize(("label", "corrupt"), _corruptions(), ids=[c[0] for c in _corruptions()])
