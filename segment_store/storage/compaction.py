@@ -44,6 +44,7 @@ from segment_store.storage.format import parquet_chunk
 from segment_store.storage.journal.chunk_metadata import ChunkEntry, SegmentLayout
 from segment_store.storage.segment_storage import Framing
 from segment_store.storage.storage_config import ChunkedStorageConfig
+from segstore_shared.chunk_format import FILE_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,10 @@ def merge_chunks(
     if base >= parquet_chunk.MAX_CHUNK_BYTES:
         raise ValueError(f"merged chunk of {base} bytes is not below {parquet_chunk.MAX_CHUNK_BYTES}")
     merged = pa.concat_tables(tables)
+    ingest = merged.schema.get_field_index("ingest_time_ms")
+    merged = merged.set_column(
+        ingest, FILE_SCHEMA.field(ingest), merged.column(ingest).cast(FILE_SCHEMA.field(ingest).type)
+    )
     offsets = merged.column("offset").to_numpy()
     ends = np.append(offsets[1:], np.int64(base))
     cuts = np.searchsorted(ends, np.arange(row_group_bytes, base, row_group_bytes), side="left") + 1
@@ -141,7 +146,7 @@ def merge_chunks(
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(
         sink,
-        parquet_chunk.SCHEMA,
+        FILE_SCHEMA,
         compression=compression,
         use_dictionary=False,
         write_statistics=["offset", "ingest_time_ms"],
