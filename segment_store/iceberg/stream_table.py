@@ -151,18 +151,19 @@ def data_file(table: Table, chunk: ChunkFile) -> DataFile | None:
         parquet_column_mapping={f: schema.find_field(column).field_id for f, column in FILE_COLUMNS.items()},
     )
     where = chunk.coordinates
-    return DataFile.from_args(
+    made = DataFile.from_args(
         content=DataFileContent.DATA,
         file_path=chunk.location,
         file_format=FileFormat.PARQUET,
         partition=Record(where.scope, where.stream, where.segment_id, chunk.chunk_start),
         file_size_in_bytes=size,
         sort_order_id=None,
-        spec_id=table.metadata.default_spec_id,
         equality_ids=None,
         key_metadata=None,
         **stats.to_serialized_dict(),
     )
+    made.spec_id = table.metadata.default_spec_id  # not a field of the struct: deleting the file later needs it
+    return made
 
 
 def write_version_hint(table: Table) -> None:
