@@ -93,6 +93,7 @@ class TableMaintainer:
     async def start(self) -> None:
         """Start the passes in the background (the first one at once)."""
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="iceberg-tables")
+        self._executor.submit(self._warm_up)  # pyiceberg's imports and the catalog: seconds, before the first table
         self._task = asyncio.create_task(self._run(), name="iceberg-tables")
         log.info("iceberg: streams %s are tables (catalog %s)", ",".join(self.config.tables),
                  self.config.catalog or f"sqlite under {self.config.home}")  # fmt: skip
@@ -177,6 +178,13 @@ class TableMaintainer:
                 continue
             self._retry.pop(key, None)
         return results
+
+    def _warm_up(self) -> None:
+        """Import pyiceberg and open the catalog (worker thread); a failure is left to the first pass."""
+        try:
+            self._open_catalog()
+        except Exception as error:  # the first pass opens it again and says why it fails
+            log.warning("iceberg: the catalog does not open yet: %r", error)
 
     def _open_catalog(self) -> Catalog:
         if self._catalog is None:

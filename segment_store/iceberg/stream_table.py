@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 FILE_COLUMNS = {"offset": "chunk_offset", "event": "event", "ingest_time_ms": "timestamp", "framed": "framed"}
 """Chunk file column -> table column (the table's ``schema.name-mapping.default``)."""
 TABLE_PROPERTIES = {
+    "commit.manifest-merge.enabled": "true",
     "commit.manifest.min-count-to-merge": "10",
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "10",

@@ -18,14 +18,19 @@ Invariants:
   pin id :data:`PIN_ID`, one pin per segment) before the commit that adds it returns, and stays pinned until the
   last kept snapshot holding it expires: the garbage collector never deletes a file a reader of a kept snapshot
   (time travel included) may open. Pins are renewed at half their life.
-* Snapshots are expired every ``expire_every_commits`` commits down to the newest ``keep_snapshots`` (metadata
-  only: neither pyiceberg nor segstore deletes a data file for it; segstore's chunk files stay segstore's).
+* Snapshots are expired every ``expire_every_commits`` commits down to the newest ``keep_snapshots``: no data
+  file is deleted for it (segstore's chunk files stay segstore's); the manifest lists and manifests no kept
+  snapshot refers to are (:func:`delete_unreferenced_manifests`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -178,6 +183,7 @@ class TableSync:
         table.maintenance.expire_snapshots().by_ids(old).commit()
         oldest = min((s.sequence_number or 0) for s in table.metadata.snapshots)
         self._retired = {loc: held for loc, held in self._retired.items() if held[1] > oldest}
+        delete_unreferenced_manifests(table)
         return table, len(old)
 
     def _pin(self, adding: list[ChunkFile]) -> None:
@@ -204,4 +210,28 @@ class TableSync:
                 self._pinned.pop(key, None)
 
 
-__all__ = ["PIN_ID", "SyncResult", "TableSync"]
+def delete_unreferenced_manifests(table: Table) -> int:
+    """Delete the manifest lists and manifests under the table's metadata directory that no kept snapshot refers
+    to (expiry deletes none: they would pile up, several per commit). Only for a table on the local filesystem
+    (object stores: next step); only ``.avro`` files, and only while no commit of ours is under way (the worker
+    thread is the table's one committer). Returns how many were deleted."""
+    metadata_dir = table.metadata_location.rsplit("/", 1)[0]
+    parts = urllib.parse.urlsplit(metadata_dir)
+    if parts.scheme not in ("", "file"):
+        return 0
+    referenced: set[str] = set()
+    for snapshot in table.metadata.snapshots:
+        referenced.add(os.path.basename(snapshot.manifest_list))
+        referenced.update(os.path.basename(m.manifest_path) for m in snapshot.manifests(table.io))
+    directory = urllib.request.url2pathname(parts.path)
+    deleted = 0
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.endswith(".avro") and entry.name not in referenced:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    deleted += 1
+    return deleted
+
+
+__all__ = ["PIN_ID", "SyncResult", "TableSync", "delete_unreferenced_manifests"]

@@ -163,3 +163,21 @@ def test_stream_segment_parses_stream_segments_only() -> None:
     assert where is not None and (where.scope, where.stream, where.segment_id) == ("s", "t", 2 << 32 | 3)
     for other in ("s/t/3.#epoch.2#transaction.00ff", "s/t/tables/x", "_system/_kvt/1.#epoch.0x", "s/t"):
         assert stream_segment(other) is None
+
+
+def test_expiry_keeps_the_newest_snapshots_readable_and_deletes_unreferenced_manifests(tmp_path: Path) -> None:
+    chunks = Chunks(tmp_path)
+    sync = make_sync(tmp_path, chunks, keep_snapshots=3, expire_every_commits=2)
+    written = []
+    for i in range(9):
+        written.append(chunks.write([b"e%d" % i]))
+        sync.sync(by_location(*written), {0})
+    table = sync.table
+    assert table is not None and len(table.metadata.snapshots) in (3, 4)
+    metadata_dir = Path(table.metadata_location.removeprefix("file://")).parent
+    referenced = {Path(s.manifest_list).name for s in table.metadata.snapshots}
+    referenced |= {Path(m.manifest_path).name for s in table.metadata.snapshots for m in s.manifests(table.io)}
+    assert {p.name for p in metadata_dir.glob("*.avro")} == referenced
+    oldest = min(table.metadata.snapshots, key=lambda s: s.sequence_number or 0)
+    assert table.scan(snapshot_id=oldest.snapshot_id).to_arrow().num_rows >= 6  # time travel to a kept snapshot
+    assert events_of(sync) == [b"e%d" % i for i in range(9)]
