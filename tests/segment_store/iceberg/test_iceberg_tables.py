@@ -202,3 +202,25 @@ def test_locked_catalog_blocks_no_append_and_the_table_catches_up(
         database.close()
     expected = sorted(streams.events("lake", "locked"))
     poll(lambda: table_rows(standalone, "lake", "locked") == expected, "the table caught up")
+
+
+def test_committed_transaction_events_join_their_segment_in_the_table(
+    standalone: StandaloneProcess, streams: Streams
+) -> None:
+    streams.create("lake", "orders")
+    write(streams, "lake", "orders", 50, "plain")
+    writer = streams.manager.create_txn_writer("lake", "orders")
+    try:
+        txn = writer.begin()
+        for i in range(40):
+            txn.write_event(f"txn-{i}".encode(), f"key-{i % 5}")
+        txn.flush()
+        txn.commit()
+    finally:
+        writer.close()
+    poll(lambda: len(streams.events("lake", "orders")) == 90, "the transaction is merged")
+    write(streams, "lake", "orders", 10, "after")
+    expected = sorted(streams.events("lake", "orders"))
+    poll(lambda: table_rows(standalone, "lake", "orders") == expected, "the table holds the transaction's events")
+    segments = {s for s, _, e in expected if e.startswith(b"txn-")}
+    assert segments == {0}  # at the parent segment's offsets, not as a segment of their own
