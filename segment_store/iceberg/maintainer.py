@@ -33,6 +33,7 @@ from segment_store.iceberg.stream_table import ChunkFile, file_path, open_catalo
 from segment_store.iceberg.sync import SyncResult, TableSync
 from segment_store.storage.chunk_pins import ChunkPins
 from segment_store.storage.journal.chunk_metadata import SegmentLayout
+from segstore_shared.contracts import ContainerOfflineError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -44,8 +45,9 @@ TableKey = tuple[str, str]
 
 class ChunkSource(Protocol):
     """What the maintainer needs of one container's Tier-2 storage (a
-    :class:`~segment_store.storage.chunked_storage.ChunkedSegmentStorage`); used on the event loop only. Raises
-    nothing: a segment gone since :meth:`segment_names` has no layout (None)."""
+    :class:`~segment_store.storage.chunked_storage.ChunkedSegmentStorage`); used on the event loop only. A segment
+    gone since :meth:`segment_names` has no layout (None); a closed storage raises ContainerOfflineError (the
+    container is then left out of the pass: its tables' files stay as they are)."""
 
     @property
     def container_id(self) -> int: ...
@@ -130,8 +132,12 @@ class TableMaintainer:
         snapshot = Snapshot()
         pins: dict[int, ChunkPins] = {}
         for source in self._sources():
+            try:
+                names = source.segment_names()
+            except ContainerOfflineError:  # closed since the registry said it runs
+                continue
             pins[source.container_id] = source.pins
-            for name in source.segment_names():
+            for name in names:
                 where = stream_segment(name)
                 if where is None or not self.config.matches(where.scope, where.stream):
                     continue
