@@ -15,6 +15,9 @@ includes up to one poll interval of the watcher). At the end every event written
 once (the run fails otherwise). Printed: freshness percentiles, acknowledgement latency, and what the table
 is made of (data files, snapshots kept, manifests, files under the table's metadata directory).
 
+``--no-tables`` runs the same writes on a standalone without tables: the acknowledgement latency to compare
+(what the maintainer's commits, on a worker thread of the segment store, cost the appends).
+
     PYTHONPATH=. .venv/bin/python bench/iceberg_freshness.py [--rate 10000] [--seconds 30] [--json PATH]
 """
 
@@ -67,10 +70,18 @@ WARM_UP = KEYS
 
 
 async def write(
-    uri: str, rate: int, seconds: float, size: int, segments: int, acked: dict[int, float], data_dir: Path
+    uri: str,
+    rate: int,
+    seconds: float,
+    size: int,
+    segments: int,
+    acked: dict[int, float],
+    latencies: list[float],
+    data_dir: Path | None,
 ) -> tuple[int, float]:
     """Create the stream, write the warm-up events and wait for the table, then write ``rate`` events/s for
-    ``seconds``; ``acked[n]`` = when event n's batch was acknowledged (epoch s). Returns how many in all, and the
+    ``seconds``; ``acked[n]`` = when event n's batch was acknowledged (epoch s), ``latencies`` gets each timed
+    event's acknowledgement latency (s). No table is awaited without ``data_dir``. Returns how many in all, and the
     seconds the timed part took."""
     from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
 
@@ -79,7 +90,8 @@ async def write(
         await manager.create_stream(SCOPE, STREAM, StreamConfiguration(ScalingPolicy.fixed(segments)))
         async with await manager.create_writer(SCOPE, STREAM) as writer:
             await (await writer.write_events([(event(n, size), f"key-{n % KEYS}") for n in range(WARM_UP)]))
-            await asyncio.to_thread(wait_for_table, data_dir)
+            if data_dir is not None:
+                await asyncio.to_thread(wait_for_table, data_dir)
             started = time.monotonic()
             written = WARM_UP
             pending: list[asyncio.Future[None]] = []
@@ -87,12 +99,14 @@ async def write(
                 due = int(elapsed * rate) - (written - WARM_UP)
                 if due > 0:
                     numbers = range(written, written + due)
+                    sent = time.time()
                     future = await writer.write_events([(event(n, size), f"key-{n % KEYS}") for n in numbers])
 
-                    def done(_: object, numbers: range = numbers) -> None:
+                    def done(_: object, numbers: range = numbers, sent: float = sent) -> None:
                         now = time.time()
                         for n in numbers:
                             acked[n] = now
+                        latencies.extend([now - sent] * len(numbers))
 
                     future.add_done_callback(done)
                     pending.append(future)
@@ -169,6 +183,39 @@ class Watcher:
         return counts, shape
 
 
+def watched(
+    args: argparse.Namespace,
+    data_dir: Path,
+    temporary: Path,
+    uri: str,
+    env: dict[str, str],
+    acked: dict[int, float],
+    latencies: list[float],
+) -> tuple[int, float, Watcher, collections.Counter[int], dict[str, int]]:
+    """The timed writes with a watcher process noting when each event is first in the table."""
+    stop, seen_json = temporary / "stop", temporary / "seen.json"
+    watch = [sys.executable, __file__, "--watch", str(data_dir), str(args.poll_ms), str(stop), str(seen_json)]
+    watcher_process = subprocess.Popen(watch, env=env)
+    try:
+        sent_at, written_s = asyncio.run(
+            write(uri, args.rate, args.seconds, args.event_bytes, args.segments, acked, latencies, data_dir)
+        )
+        watcher = Watcher(data_dir, args.poll_ms / 1000, stop)
+        deadline = time.monotonic() + 60
+        while len(watcher.final()[0]) < sent_at and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(2 * args.poll_ms / 1000)  # the watcher's last poll sees it too
+    finally:
+        stop.touch()
+        if watcher_process.wait(60) != 0:
+            raise RuntimeError("the watcher failed")
+    report = json.loads(seen_json.read_text())
+    watcher.seen = {int(n): t for n, t in report["seen"].items()}
+    watcher.snapshots_seen = report["snapshots_seen"]
+    counts, shape = watcher.final()
+    return sent_at, written_s, watcher, counts, shape
+
+
 def watch_main(data_dir: str, poll_ms: str, stop: str, out: str) -> None:
     """``--watch DATA_DIR POLL_MS STOP_FILE OUT_JSON``: watch until STOP_FILE exists, then write what was seen."""
     watcher = Watcher(Path(data_dir), int(poll_ms) / 1000, Path(stop))
@@ -187,74 +234,74 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=4, help="segments of the stream (default 4)")
     parser.add_argument("--poll-ms", type=int, default=100, help="the watcher's poll interval (default 100)")
     parser.add_argument("--json", default="bench/results/iceberg_freshness.json", help="where to write the JSON")
+    parser.add_argument(
+        "--no-tables", action="store_true", help="the same writes without tables: acknowledgement latency only"
+    )
     args = parser.parse_args()
 
     from segstore_shared.coordination.zookeeper_server import free_port
 
+    acked: dict[int, float] = {}
+    latencies: list[float] = []
     with tempfile.TemporaryDirectory() as temporary:
         data_dir = Path(temporary) / "data"
         port = free_port()
         command = [sys.executable, "-m", "segstore_cli", "standalone", "--data-dir", str(data_dir),
                    "--controller-port", str(port), "--segmentstore-port", str(free_port()),
-                   "--iceberg-tables", f"{SCOPE}/*"]  # fmt: skip
+                   *([] if args.no_tables else ["--iceberg-tables", f"{SCOPE}/*"])]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
         standalone = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
         try:
             assert standalone.stdout is not None
             next(line for line in standalone.stdout if "ready" in line)
-            stop, seen_json = Path(temporary) / "stop", Path(temporary) / "seen.json"
-            watch = [sys.executable, __file__, "--watch", str(data_dir), str(args.poll_ms), str(stop), str(seen_json)]
-            watcher_process = subprocess.Popen(watch, env=env)
-            try:
-                acked: dict[int, float] = {}
-                uri = f"tcp://127.0.0.1:{port}"
+            uri = f"tcp://127.0.0.1:{port}"
+            if args.no_tables:
                 sent_at, written_s = asyncio.run(
-                    write(uri, args.rate, args.seconds, args.event_bytes, args.segments, acked, data_dir)
+                    write(uri, args.rate, args.seconds, args.event_bytes, args.segments, acked, latencies, None)
                 )
-                watcher = Watcher(data_dir, args.poll_ms / 1000, stop)
-                deadline = time.monotonic() + 60
-                while len(watcher.final()[0]) < sent_at and time.monotonic() < deadline:
-                    time.sleep(0.5)
-                time.sleep(2 * args.poll_ms / 1000)  # the watcher's last poll sees it too
-            finally:
-                stop.touch()
-                if watcher_process.wait(60) != 0:
-                    raise RuntimeError("the watcher failed")
-            report = json.loads(seen_json.read_text())
-            watcher.seen = {int(n): t for n, t in report["seen"].items()}
-            watcher.snapshots_seen = report["snapshots_seen"]
-            counts, shape = watcher.final()
+            else:
+                sent_at, written_s, watcher, counts, shape = watched(args, data_dir, Path(temporary), uri, env,
+                                                                     acked, latencies)  # fmt: skip
         finally:
             standalone.terminate()
             standalone.wait(60)
-    missing = sent_at - len(counts)
-    twice = sum(1 for c in counts.values() if c > 1)
-    assert missing == 0 and twice == 0 and set(counts) == set(range(sent_at)), (missing, twice)
-    fresh = sorted(watcher.seen[n] - acked[n] for n in range(WARM_UP, sent_at))
-    result = {
+    latencies.sort()
+    result: dict[str, Any] = {
+        "tables": not args.no_tables,
         "rate_events_per_s": args.rate,
         "achieved_events_per_s": round((sent_at - WARM_UP) / written_s),
         "seconds": args.seconds,
         "events": sent_at,
         "event_bytes": args.event_bytes,
         "segments": args.segments,
-        "poll_ms": args.poll_ms,
-        "freshness_s": {q: round(percentile(fresh, float(q)), 3) for q in ("50", "90", "99", "100")},
-        "snapshots_seen": watcher.snapshots_seen,
-        **shape,
+        "ack_latency_ms": {q: round(1000 * percentile(latencies, float(q)), 1) for q in ("50", "99", "99.9")},
         "cpus": os.cpu_count(),
         "load_1m": round(os.getloadavg()[0], 1),
     }
-    table(
-        f"Iceberg freshness: {sent_at:,} events of {args.event_bytes} B at {result['achieved_events_per_s']:,}/s, "
-        f"{args.segments} segments (acknowledged -> in the table, seen by a reader polling every {args.poll_ms} ms)",
-        [{"q": f"p{q}", "s": v} for q, v in result["freshness_s"].items()],
-        [("q", "percentile"), ("s", "freshness s")],
+    title = (
+        f"{sent_at:,} events of {args.event_bytes} B at {result['achieved_events_per_s']:,}/s, {args.segments} segments"
     )
+    if not args.no_tables:
+        missing = sent_at - len(counts)
+        twice = sum(1 for c in counts.values() if c > 1)
+        assert missing == 0 and twice == 0 and set(counts) == set(range(sent_at)), (missing, twice)
+        fresh = sorted(watcher.seen[n] - acked[n] for n in range(WARM_UP, sent_at))
+        result["poll_ms"] = args.poll_ms
+        result["freshness_s"] = {q: round(percentile(fresh, float(q)), 3) for q in ("50", "90", "99", "100")}
+        result["snapshots_seen"] = watcher.snapshots_seen
+        result.update(shape)
+        table(
+            f"Iceberg freshness: {title} (acknowledged -> in the table, seen by a reader polling every "
+            f"{args.poll_ms} ms)",
+            [{"q": f"p{q}", "s": v} for q, v in result["freshness_s"].items()],
+            [("q", "percentile"), ("s", "freshness s")],
+        )
+        columns = ("data_files", "snapshots_kept", "manifests", "metadata_dir_files", "snapshots_seen")
+        table("The table at the end", [{k: result[k] for k in columns}], [(k, k) for k in columns])
     table(
-        "The table at the end",
-        [{k: result[k] for k in ("data_files", "snapshots_kept", "manifests", "metadata_dir_files", "snapshots_seen")}],
-        [(k, k) for k in ("data_files", "snapshots_kept", "manifests", "metadata_dir_files", "snapshots_seen")],
+        f"Acknowledgement latency, tables {'off' if args.no_tables else 'on'}: {title}",
+        [{"q": f"p{q}", "ms": v} for q, v in result["ack_latency_ms"].items()],
+        [("q", "percentile"), ("ms", "latency ms")],
     )
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
