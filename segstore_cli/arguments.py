@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 from controller.config import ControllerConfig
+from segment_store.iceberg.config import add_cli_arguments as add_iceberg_arguments
 from segment_store.storage.tier2_config import add_cli_arguments as add_tier2_arguments
 from segment_store.tier1.config import add_cli_arguments as add_tier1_arguments
 from segstore_shared.auth.settings import add_cli_arguments as add_auth_arguments
@@ -227,9 +228,10 @@ def add_metrics_arguments(parser: argparse.ArgumentParser, port_help: str = METR
 
 
 def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
-    """The Tier-1 flags, then the Tier-2 flags (each an argument group)."""
+    """The Tier-1 flags, then the Tier-2 flags, then the Iceberg tables' flags (each an argument group)."""
     add_tier1_arguments(parser)
     add_tier2_arguments(parser)
+    add_iceberg_arguments(parser)
 
 
 def add_security_arguments(parser: argparse.ArgumentParser, *, controller: bool) -> None:

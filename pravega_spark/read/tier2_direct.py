@@ -69,7 +69,7 @@ from pravega_spark.errors import Tier2ReadError
 from pravega_spark.options.tier2_location import Tier2Location
 from pravega_spark.read.tier2_locations import note_unopenable, reported_chunks, speaks_extension
 from segment_store.client import BlockingClient, ReplyError, SegmentStatus
-from segstore_shared.chunk_format import META_FRAMING, META_LENGTH
+from segstore_shared.chunk_format import META_FRAMING, META_LENGTH, as_reader_schema
 
 HEADER_BYTES = 8
 """The Pravega event header (int32 type, int32 length) that the chunks strip from each event."""
@@ -324,7 +324,7 @@ class Tier2Read:
             lo = self.position - chunk.start
             hi = min(self.end, chunk.end) - chunk.start
             for run in _group_runs(pf, lo, hi, chunk.length, self._batch_bytes):
-                table = pf.read_row_groups(run, columns=self._columns)
+                table = as_reader_schema(pf.read_row_groups(run, columns=self._columns))  # format 1 or 2
                 for record in table.to_batches():
                     batch, raw = self._convert(record, chunk, hi)
                     if batch is not None:

@@ -28,6 +28,8 @@ from segment_store.cluster.follower import ContainerAssignmentFollower
 from segment_store.containers.config import ContainerConfig
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
+from segment_store.iceberg.config import IcebergConfig
+from segment_store.iceberg.maintainer import ChunkSource, TableMaintainer
 from segment_store.metrics import NO_METRICS, SegmentStoreMetrics, StoreLevels, StoreMetrics
 from segment_store.server.config import ServerConfig
 from segment_store.server.connection import FlowTracker, ServerConnection
@@ -88,6 +90,9 @@ class ServiceConfig:
     metrics at all (nothing is measured)."""
     metrics_host: str = "127.0.0.1"
     """The address the metrics port binds."""
+    iceberg: IcebergConfig | None = None
+    """Streams kept as Iceberg tables (docs/iceberg.md); None = none. With tables, the storage writer flushes at
+    least every ``iceberg.flush_max_age_ms``."""
 
     def __post_init__(self) -> None:
         if self.container_count <= 0:
@@ -119,6 +124,8 @@ class SegmentStoreService:
     ) -> None:
         """``metrics``: what to measure; None = a :class:`SegmentStoreMetrics` if ``config.metrics_port`` is set,
         else nothing."""
+        if config.iceberg is not None:
+            config = _with_table_flushes(config, config.iceberg)
         self.config = config
         if metrics is None:
             metrics = SegmentStoreMetrics() if config.metrics_port is not None else NO_METRICS
@@ -147,6 +154,9 @@ class SegmentStoreService:
         self.registration: HostRegistration | None = None
         """Cluster mode: this process's registration node (None otherwise)."""
         self._tables: dict[SegmentContainer, TableStore] = {}
+        self._chunked: dict[int, ChunkedSegmentStorage] = {}
+        self.table_maintainer: TableMaintainer | None = None
+        """With ``config.iceberg``: keeps the streams' Iceberg tables (None otherwise)."""
         self.tracker = FlowTracker(config.server)
         self.requests = RequestHandler(self.registry, self.tables, config.server)
         self._server: asyncio.Server | None = None
@@ -231,7 +241,14 @@ class SegmentStoreService:
         chunks = self.metrics.chunks(container_id, self.chunks)
         # SEGSTORE_SLTS_* (gc_delay_s, compaction_interval_s, ...: ChunkedStorageConfig.from_env), else the defaults
         config = ChunkedStorageConfig.from_env()
-        return ChunkedSegmentStorage(chunks, container_id, snapshot_info, config, encoder=self.encoder)
+        storage = ChunkedSegmentStorage(chunks, container_id, snapshot_info, config, encoder=self.encoder)
+        self._chunked[container_id] = storage  # the latest instance: a restarted container gets a new one
+        return storage
+
+    def _chunk_sources(self) -> list[ChunkSource]:
+        """The Tier-2 storages of the containers running here (the table maintainer's view)."""
+        running = set(self.registry.running)
+        return [storage for cid, storage in self._chunked.items() if cid in running]
 
     def tables(self, container: SegmentContainer) -> TableStore:
         """The table store of a running container instance (a restarted container gets a new one)."""
@@ -261,6 +278,10 @@ class SegmentStoreService:
                 for container_id in ids:
                     await self._start_or_leave_offline(container_id)
             self._server = await self._listen()
+            if self.config.iceberg is not None:
+                maintainer = TableMaintainer(self.config.iceberg, self._chunk_sources, self.chunks.location)
+                await maintainer.start()
+                self.table_maintainer = maintainer
         except BaseException:
             if self._metrics_server is not None:
                 await self._metrics_server.stop()
@@ -432,6 +453,9 @@ class SegmentStoreService:
                 connection.close()
             await self._server.wait_closed()
             self._server = None
+        if self.table_maintainer is not None:
+            await self.table_maintainer.stop()
+            self.table_maintainer = None
         for store in self._tables.values():
             await store.close()
         self._tables.clear()
@@ -447,6 +471,14 @@ class SegmentStoreService:
             self._metrics_server = None
         if self._loop_stalls is not None:
             self._loop_stalls.stop()
+
+
+def _with_table_flushes(config: ServiceConfig, iceberg: IcebergConfig) -> ServiceConfig:
+    """``config`` with the storage writer flushing at least every ``iceberg.flush_max_age_ms``."""
+    writer = config.container.writer
+    age_s = min(writer.flush_max_age_s, iceberg.flush_max_age_ms / 1000)
+    container = dataclasses.replace(config.container, writer=dataclasses.replace(writer, flush_max_age_s=age_s))
+    return dataclasses.replace(config, container=container)
 
 
 def _warm_up_parquet() -> None:

@@ -44,6 +44,7 @@ from segment_store.storage.format import parquet_chunk
 from segment_store.storage.journal.chunk_metadata import ChunkEntry, SegmentLayout
 from segment_store.storage.segment_storage import Framing
 from segment_store.storage.storage_config import ChunkedStorageConfig
+from segstore_shared.chunk_format import FILE_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -136,10 +137,10 @@ def merge_chunks(
     if base >= parquet_chunk.MAX_CHUNK_BYTES:
         raise ValueError(f"merged chunk of {base} bytes is not below {parquet_chunk.MAX_CHUNK_BYTES}")
     merged = pa.concat_tables(tables)
-    if time_ms is not None:
-        column = parquet_chunk.SCHEMA.get_field_index("ingest_time_ms")
-        times = pa.array(np.full(merged.num_rows, time_ms, dtype=np.int64))
-        merged = merged.set_column(column, parquet_chunk.SCHEMA.field("ingest_time_ms"), times)
+    ingest = merged.schema.get_field_index("ingest_time_ms")
+    field = FILE_SCHEMA.field(ingest)
+    times = merged.column(ingest) if time_ms is None else pa.array(np.full(merged.num_rows, time_ms, dtype=np.int64))
+    merged = merged.set_column(ingest, field, times.cast(field.type))  # format 2: a UTC timestamp (ms)
     offsets = merged.column("offset").to_numpy()
     ends = np.append(offsets[1:], np.int64(base))
     cuts = np.searchsorted(ends, np.arange(row_group_bytes, base, row_group_bytes), side="left") + 1
@@ -147,7 +148,7 @@ def merge_chunks(
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(
         sink,
-        parquet_chunk.SCHEMA,
+        FILE_SCHEMA,
         compression=compression,
         use_dictionary=False,
         write_statistics=["offset", "ingest_time_ms"],

@@ -40,6 +40,7 @@ from segstore_shared.processes import report_status
 
 if TYPE_CHECKING:
     from segment_store.containers.config import ContainerConfig
+    from segment_store.iceberg.config import IcebergConfig
     from segment_store.server.config import ServerConfig
     from segment_store.server.service import SegmentStoreService, ServiceConfig
     from segment_store.tier1.config import Tier1Config
@@ -114,6 +115,8 @@ class _Settings:
     tls: TlsConfig | None
     key: str | None
     """The delegation tokens' signing key (None: tokens are not checked)."""
+    iceberg: IcebergConfig | None = None
+    """The streams kept as Iceberg tables (None: none)."""
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -151,6 +154,7 @@ async def _serve(args: argparse.Namespace) -> int:
 
 def _settings(args: argparse.Namespace) -> _Settings | None:
     """The checked flags, or None after saying on stderr what is wrong (exit 2)."""
+    from segment_store.iceberg.config import IcebergConfig
     from segment_store.tier1.config import Tier1Config
     from segstore_shared.auth.settings import AuthSettingsError, signing_key
     from segstore_shared.auth.tls import TlsConfig, TlsConfigError
@@ -179,7 +183,15 @@ def _settings(args: argparse.Namespace) -> _Settings | None:
     except AuthSettingsError as exc:
         fail(COMMAND, str(exc))
         return None
-    return _Settings(run=run, tier1=tier1, tls=tls, key=key)
+    try:
+        iceberg = IcebergConfig.from_cli(args, Path(args.data_dir).resolve())
+    except ValueError as exc:
+        fail(COMMAND, str(exc))
+        return None
+    if iceberg is not None and args.in_memory:
+        fail(COMMAND, "--iceberg-tables needs chunk files readers can open: it excludes --in-memory")
+        return None
+    return _Settings(run=run, tier1=tier1, tls=tls, key=key, iceberg=iceberg)
 
 
 async def _start(
@@ -257,6 +269,7 @@ def _durable_config(
         tier2=Tier2Config.from_cli(args),
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
+        iceberg=settings.iceberg,
     )
 
 

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from segment_store.iceberg.config import ICEBERG_FLAGS
 from segstore_cli.arguments import (
     PERIODS,
     Subparsers,
@@ -24,8 +25,9 @@ from segstore_cli.arguments import (
 
 STORAGE_FLAGS = ("tier1", "nats", "nats_monitor", "nats_tls_ca", "nats_creds", "tier1_replicas",
                  "tier1_stream_prefix", "tier1_lease_ms", "tier2", "tier2_dir", "s3_endpoint", "s3_bucket", "s3_prefix",
-                 "s3_region")  # fmt: skip
-"""The Tier-1 and Tier-2 flags with a value, passed on to the segment store process (and ``--s3-create-bucket``)."""
+                 "s3_region", *ICEBERG_FLAGS)  # fmt: skip
+"""The Tier-1, Tier-2 and Iceberg flags with a value, passed on to the segment store process (and
+``--s3-create-bucket``)."""
 
 
 def add_parser(sub: Subparsers) -> None:

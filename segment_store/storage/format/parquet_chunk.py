@@ -11,7 +11,8 @@ column               type         meaning
                                   (so a chunk can be relinked into another segment on merge)
 ``event``            binary       framed row: the payload without the 8-byte header;
                                   raw row: the bytes as they are
-``ingest_time_ms``   int64        epoch ms at which the row's first byte was appended
+``ingest_time_ms``   int64        epoch ms at which the row's first byte was appended (format 2:
+                                  annotated TIMESTAMP(MILLIS, UTC), same bytes)
 ``framed``           bool         ``True``: an event; ``False``: raw bytes
 ===================  ===========  ==============================================================
 
@@ -25,7 +26,8 @@ cut event chunks at append (event) boundaries: bytes starting inside an event st
 exactly, but their rows are not the events a reader expects.
 
 The columns and metadata keys are the contract in :mod:`segstore_shared.chunk_format`. The Parquet key-value
-metadata holds ``segstore.chunk.format_version`` (``"1"``),
+metadata holds ``segstore.chunk.format_version`` (``"2"`` is written, ``"1"`` and ``"2"`` are read: every reader
+here returns ``ingest_time_ms`` as int64 epoch ms whatever the version),
 ``segstore.chunk.length`` (bytes of segment data) and ``segstore.chunk.framing``.
 
 Choices (numbers from ``bench/parquet_chunk.py``, see ``bench/results/parquet_chunk.json``):
@@ -61,7 +63,16 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from segment_store.storage.chunk_storage import ChunkData, as_buffers
-from segstore_shared.chunk_format import FORMAT_VERSION, META_FRAMING, META_LENGTH, META_VERSION, SCHEMA
+from segstore_shared.chunk_format import (
+    FILE_SCHEMA,
+    FORMAT_VERSION,
+    INGEST_TIME_TYPE,
+    META_FRAMING,
+    META_LENGTH,
+    META_VERSION,
+    SCHEMA,
+    as_reader_schema,
+)
 from segstore_shared.errors import SegstoreError
 from segstore_shared.event_frames import HEADER_BYTES, find_frames
 
@@ -78,7 +89,7 @@ zstd(1) 195 / 597 / 4.2x. lz4 beats snappy outright; zstd stores 36% less but co
 encode and ~35% of decode throughput, and encode speed is what bounds the storage writer.
 Pass ``compression="zstd"`` where Tier-2 bytes cost more than CPU (S3 at scale)."""
 
-_WRITE_SCHEMA = pa.schema([f.with_type(pa.binary_view()) if f.name == "event" else f for f in SCHEMA])
+_WRITE_SCHEMA = pa.schema([f.with_type(pa.binary_view()) if f.name == "event" else f for f in FILE_SCHEMA])
 
 Framing: TypeAlias = Literal["events", "raw"]
 Source: TypeAlias = "bytes | bytearray | memoryview | pa.Buffer | str | os.PathLike[str] | pa.NativeFile"
@@ -185,7 +196,8 @@ def encode(
     times = _row_times(ingest_times, row_offsets)
     events = _binary_view(arr, buf, payload_starts, payload_lens)
     table = pa.Table.from_arrays(
-        [pa.array(row_offsets), events, pa.array(times), pa.array(framed)], schema=_WRITE_SCHEMA
+        [pa.array(row_offsets), events, pa.array(times).view(INGEST_TIME_TYPE), pa.array(framed)],
+        schema=_WRITE_SCHEMA,
     )
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(
@@ -365,7 +377,7 @@ def first_ingested_at_or_after(source: Source, timestamp_ms: int, start: int = 0
         groups, _ = _groups_for(pf, info, max(start, 0), stop)
         for g in groups:
             stats = pf.metadata.row_group(g).column(time_column).statistics
-            if stats is not None and stats.has_min_max and int(stats.max) < timestamp_ms:
+            if stats is not None and stats.has_min_max and int(stats.max_raw) < timestamp_ms:
                 continue
             table = _read(pf, [g], ["offset", "ingest_time_ms"])
             offsets = table.column("offset").to_numpy()
@@ -468,6 +480,8 @@ def _info(pf: pq.ParquetFile) -> ChunkFormatInfo:
         raise ChunkFormatError(f"missing or bad segstore metadata: {exc!r}") from exc
     if version > FORMAT_VERSION:
         raise ChunkFormatError(f"chunk format version {version} is newer than {FORMAT_VERSION}")
+    if version < 1:
+        raise ChunkFormatError(f"chunk format version {version} is not a version")
     if pf.schema_arrow.names != SCHEMA.names:
         raise ChunkFormatError(f"unexpected columns {pf.schema_arrow.names}")
     return ChunkFormatInfo(version, length, framing, meta.num_rows, meta.num_row_groups)
@@ -499,7 +513,7 @@ def _read(pf: pq.ParquetFile, groups: list[int], columns: list[str]) -> pa.Table
     if not groups:
         return SCHEMA.empty_table().select(columns)
     try:
-        return pf.read_row_groups(groups, columns=columns)
+        return as_reader_schema(pf.read_row_groups(groups, columns=columns))
     except (pa.ArrowException, OSError) as exc:
         raise ChunkFormatError(f"cannot read row groups {groups}: {exc}") from exc
 

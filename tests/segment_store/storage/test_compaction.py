@@ -23,6 +23,7 @@ from segment_store.storage.journal.chunk_metadata import ChunkEntry, SegmentLayo
 from segment_store.storage.journal.records import system_prefix
 from segment_store.storage.journal.system_journal import InMemorySnapshotInfoStore
 from segment_store.storage.storage_config import ChunkedStorageConfig
+from segstore_shared.chunk_format import FILE_SCHEMA, as_reader_schema
 
 pytestmark = pytest.mark.unit
 
@@ -394,6 +395,23 @@ def test_merged_chunk_is_readable_by_pyarrow_as_events() -> None:
     ]
     merged = merge_chunks(sources, "events", compression="zstd")
     table = pq.read_table(pa.BufferReader(merged))
-    assert table.schema == parquet_chunk.SCHEMA
+    assert table.schema == FILE_SCHEMA
+    table = as_reader_schema(table)
     assert table.num_rows == 16 and all(table.column("framed").to_pylist())
     assert table.column("ingest_time_ms").to_pylist() == [7] * 10 + [8] * 6
+
+
+def test_merge_chunks_with_format_1_and_2_sources_writes_format_2() -> None:
+    first, second = events(5, 5), events(4, 6)
+    v2 = parquet_chunk.encode(first, 11, "events")
+    pf = pq.ParquetFile(pa.BufferReader(parquet_chunk.encode(second, 12, "events")))
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, parquet_chunk.SCHEMA, store_schema=False) as writer:  # as format 1 wrote it
+        writer.write_table(as_reader_schema(pf.read()))
+        writer.add_key_value_metadata({**pf.metadata.metadata, parquet_chunk.META_VERSION: b"1"})
+    v1 = sink.getvalue().to_pybytes()
+    assert parquet_chunk.chunk_info(v1).version == 1
+    merged = merge_chunks([(v1, len(second)), (v2, len(first))], "events")
+    assert parquet_chunk.chunk_info(merged).version == 2
+    assert parquet_chunk.decode(merged) == second + first
+    assert parquet_chunk.read_events(merged).column("ingest_time_ms").to_pylist() == [12] * 4 + [11] * 5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import struct
 from pathlib import Path
@@ -25,6 +26,7 @@ from segment_store.storage.format.parquet_chunk import (
     encode,
     read_events,
 )
+from segstore_shared.chunk_format import FILE_SCHEMA, as_reader_schema
 from segstore_shared.event_frames import find_frames, walk_frames
 
 pytestmark = pytest.mark.unit
@@ -170,7 +172,7 @@ def test_encode_with_empty_data() -> None:
         assert decode_range(encoded, 0, 0) == b""
         assert chunk_info(encoded).length == 0
         table = pq.read_table(pa.BufferReader(encoded))
-        assert table.num_rows == 0 and table.schema == SCHEMA
+        assert table.num_rows == 0 and table.schema == FILE_SCHEMA
         assert read_events(encoded).num_rows == 0
 
 
@@ -209,16 +211,16 @@ def test_read_table_with_plain_pyarrow_gives_documented_schema() -> None:
     data = frames(payloads) + b"\x00\x00"
     encoded = encode(data, IngestRanges.from_pairs([(0, T0), (10, T0 + 5)]))
     table = pq.read_table(pa.BufferReader(encoded))
-    assert table.schema.remove_metadata() == SCHEMA
+    assert table.schema.remove_metadata() == FILE_SCHEMA
     assert [f.nullable for f in table.schema] == [False] * 4
-    assert table.to_pydict() == {
+    assert as_reader_schema(table).to_pydict() == {
         "offset": [0, 10, 27, 35],
         "event": [b"e1", b"event two", b"", b"\x00\x00"],
         "ingest_time_ms": [T0, T0 + 5, T0 + 5, T0 + 5],
         "framed": [True, True, True, False],
     }
     meta = pq.ParquetFile(pa.BufferReader(encoded)).metadata.metadata
-    assert meta[b"segstore.chunk.format_version"] == b"1"
+    assert meta[b"segstore.chunk.format_version"] == b"2"
     assert meta[b"segstore.chunk.length"] == str(len(data)).encode()
     assert meta[b"segstore.chunk.framing"] == b"events"
     column = pq.ParquetFile(pa.BufferReader(encoded)).metadata.row_group(0).column(1)
@@ -331,5 +333,61 @@ def test_encode_with_ingest_times_per_append_range() -> None:
     data = frames([b"a" * 10, b"b" * 10, b"c" * 10])  # events at 0, 18, 36
     ranges = IngestRanges(np.array([0, 18, 40]), np.array([T0, T0 + 1, T0 + 2]))
     for times in (ranges, [(0, T0), (18, T0 + 1), (40, T0 + 2)]):
-        table = pq.read_table(pa.BufferReader(encode(data, times)))
+        table = as_reader_schema(pq.read_table(pa.BufferReader(encode(data, times))))
         assert table.column("ingest_time_ms").to_pylist() == [T0, T0 + 1, T0 + 1]
+
+
+# -- format versions ----------------------------------------------------------------------------
+
+
+def as_version_1(encoded: bytes) -> bytes:
+    """The chunk as format 1 wrote it: the same rows, ``ingest_time_ms`` a plain INT64, version "1"."""
+    pf = pq.ParquetFile(pa.BufferReader(encoded))
+    kv = dict(pf.metadata.metadata)
+    kv[b"segstore.chunk.format_version"] = b"1"
+    return rewrite(as_reader_schema(pf.read()), kv)
+
+
+def rewrite(table: pa.Table, kv: dict[bytes, bytes]) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, table.schema, store_schema=False) as writer:
+        writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        writer.add_key_value_metadata(kv)
+    return sink.getvalue().to_pybytes()
+
+
+def test_encode_writes_format_2_with_timestamp_annotation() -> None:
+    encoded = encode(frames([b"x" * 5, b"y"]), IngestRanges.from_pairs([(0, T0), (13, T0 + 7)]))
+    pf = pq.ParquetFile(pa.BufferReader(encoded))
+    column = pf.schema.column(2)
+    assert column.physical_type == "INT64"
+    assert column.logical_type.type == "TIMESTAMP"
+    annotation = json.loads(column.logical_type.to_json())
+    assert (annotation["isAdjustedToUTC"], annotation["timeUnit"]) == (True, "milliseconds")
+    assert pf.schema_arrow.field("ingest_time_ms").type == pa.timestamp("ms", tz="UTC")
+    assert chunk_info(encoded).version == 2
+    stats = pf.metadata.row_group(0).column(2).statistics
+    assert (stats.min_raw, stats.max_raw) == (T0, T0 + 7)
+
+
+def test_read_with_format_1_chunk_gives_the_same_as_format_2() -> None:
+    data = frames([b"first", b"second event", b""]) + b"\x01raw"
+    v2 = encode(data, IngestRanges.from_pairs([(0, T0), (13, T0 + 3), (33, T0 + 9)]))
+    v1 = as_version_1(v2)
+    assert pq.ParquetFile(pa.BufferReader(v1)).schema_arrow.field("ingest_time_ms").type == pa.int64()
+    assert chunk_info(v1).version == 1 and chunk_info(v2).version == 2
+    assert decode(v1) == decode(v2) == data
+    assert decode_range(v1, 13, 20) == decode_range(v2, 13, 20) == data[13:33]
+    assert read_events(v1).equals(read_events(v2))
+    assert read_events(v2).schema == SCHEMA
+    for source in (v1, v2):
+        assert parquet_chunk.first_ingested_at_or_after(source, T0 + 3) == 13
+        assert parquet_chunk.first_ingested_at_or_after(source, T0 + 10) is None
+        assert parquet_chunk.ingest_runs(source) == [(0, T0), (13, T0 + 3), (33, T0 + 9)]
+
+
+def test_chunk_info_with_newer_format_fails() -> None:
+    pf = pq.ParquetFile(pa.BufferReader(encode(frames([b"z"]), T0)))
+    kv = {**pf.metadata.metadata, b"segstore.chunk.format_version": b"3"}
+    with pytest.raises(ChunkFormatError, match="version 3 is newer than 2"):
+        chunk_info(rewrite(pf.read(), kv))

@@ -1,0 +1,190 @@
+"""A stream's Iceberg table: its schema, and its rows as the stream's chunk files registered in place.
+
+Blocking pyiceberg code: call it from the maintainer's worker thread only (:mod:`.maintainer`).
+
+The table (format v2, identifier ``<scope>.<stream>``) has one data file per chunk file of the stream's segments,
+registered as it is (no copy, no rewrite; segstore stays the owner and the only writer of the files):
+
+===============  ============  =======================================================================
+column           type          where it comes from
+===============  ============  =======================================================================
+``scope``        string        identity partition value in the manifest (not in the file)
+``stream``       string        identity partition value in the manifest (not in the file)
+``segment_id``   long          identity partition value in the manifest (not in the file)
+``chunk_start``  long          identity partition: the chunk's first byte in its segment
+``chunk_offset`` long          the file's ``offset`` column (name mapping): the row's offset in the chunk
+``event``        binary        the file's ``event`` column: the event payload (or raw bytes)
+``timestamp``    timestamptz   the file's ``ingest_time_ms`` (chunk format 2: TIMESTAMP(MILLIS, UTC))
+``framed``       boolean       the file's ``framed`` column: True for an event
+===============  ============  =======================================================================
+
+An event's offset in its segment is ``chunk_start + chunk_offset`` (what a segstore reader's position says).
+The partition columns are optional fields (a reader fills a column absent from a file from an identity
+partition only for optional fields); the file columns are required, as in the files. Chunk format 1 files
+(``ingest_time_ms`` a plain int64) are not registered: a reader would read their times 1000x off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+
+from segment_store.iceberg.config import IcebergConfig
+from segment_store.iceberg.names import StreamSegment
+from segstore_shared.chunk_format import META_FRAMING, META_VERSION
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+FILE_COLUMNS = {"offset": "chunk_offset", "event": "event", "ingest_time_ms": "timestamp", "framed": "framed"}
+"""Chunk file column -> table column (the table's ``schema.name-mapping.default``)."""
+TABLE_PROPERTIES = {
+    "commit.manifest-merge.enabled": "true",
+    "commit.manifest.min-count-to-merge": "10",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "10",
+    "write.metadata.metrics.column.event": "none",
+    "write.metadata.metrics.column.framed": "none",
+}
+"""merge_append keeps a few manifests (read cost); old metadata files are deleted; no metrics for the columns the
+chunk files keep no statistics for (``event``, ``framed``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkFile:
+    """A chunk file as a table row source: where it is, which segment bytes it holds, whose pins hold it."""
+
+    location: str
+    segment: str
+    coordinates: StreamSegment
+    chunk: str
+    chunk_start: int
+    container_id: int
+
+
+def file_path(location: str) -> str:
+    """The data file path a table names for a chunk at ``location`` (a chunk storage URI): a ``file://`` URI with
+    its path as it is on disk (readers of Iceberg tables do not percent-decode file paths; segstore's chunk
+    directories have ``%`` in their names), any other URI as it is."""
+    parts = urllib.parse.urlsplit(location)
+    if parts.scheme == "file":
+        return "file://" + urllib.request.url2pathname(parts.path)
+    return location
+
+
+def open_catalog(config: IcebergConfig) -> Catalog:
+    """The configured catalog (``config.catalog``, configured the pyiceberg way), or the default SQL catalog on
+    SQLite under ``config.home``."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    if config.catalog is not None:
+        return load_catalog(config.catalog)
+    home = config.home
+    (home / "warehouse").mkdir(parents=True, exist_ok=True)
+    return SqlCatalog("segstore", uri=f"sqlite:///{home / 'catalog.db'}", warehouse=(home / "warehouse").as_uri())
+
+
+def load_or_create(catalog: Catalog, scope: str, stream: str) -> Table:
+    """The stream's table, created (with its namespace) if missing."""
+    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import BinaryType, BooleanType, LongType, NestedField, StringType, TimestamptzType
+
+    identifier = (scope, stream)
+    try:
+        return catalog.load_table(identifier)
+    except NoSuchTableError:
+        pass
+    schema = Schema(
+        NestedField(1, "scope", StringType(), required=False),
+        NestedField(2, "stream", StringType(), required=False),
+        NestedField(3, "segment_id", LongType(), required=False),
+        NestedField(4, "chunk_start", LongType(), required=False),
+        NestedField(5, "chunk_offset", LongType(), required=True),
+        NestedField(6, "event", BinaryType(), required=True),
+        NestedField(7, "timestamp", TimestamptzType(), required=True),
+        NestedField(8, "framed", BooleanType(), required=True),
+    )
+    spec = PartitionSpec(
+        *(PartitionField(i, 1000 + i, IdentityTransform(), n) for i, n in enumerate(schema.column_names[:4], 1))
+    )
+    catalog.create_namespace_if_not_exists(scope)
+    table = catalog.create_table(identifier, schema=schema, partition_spec=spec, properties=TABLE_PROPERTIES)
+    created = table.schema()  # create_table assigns fresh field ids: map by the created ones
+    mapping = [{"field-id": created.find_field(c).field_id, "names": [f]} for f, c in FILE_COLUMNS.items()]
+    with table.transaction() as tx:
+        tx.set_properties({"schema.name-mapping.default": json.dumps(mapping)})
+    log.info("iceberg: created table %s.%s at %s", scope, stream, table.location())
+    return catalog.load_table(identifier)
+
+
+def data_file(table: Table, chunk: ChunkFile) -> DataFile | None:
+    """The table's data file for ``chunk`` (partition values given, statistics from its Parquet footer), or None
+    for a chunk that is not a format 2 events chunk. Raises OSError if the file cannot be read."""
+    from pyiceberg.io.pyarrow import compute_statistics_plan, data_file_statistics_from_parquet_metadata
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    with table.io.new_input(chunk.location).open() as handle:
+        footer = pq.read_metadata(handle)
+        size = handle.seek(0, os.SEEK_END)
+    kv = footer.metadata or {}
+    if kv.get(META_VERSION, b"1") == b"1" or kv.get(META_FRAMING) != b"events":
+        return None
+    schema = table.schema()
+    stats = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=footer,
+        stats_columns=compute_statistics_plan(schema, table.properties),
+        parquet_column_mapping={f: schema.find_field(column).field_id for f, column in FILE_COLUMNS.items()},
+    )
+    where = chunk.coordinates
+    made = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=chunk.location,
+        file_format=FileFormat.PARQUET,
+        partition=Record(where.scope, where.stream, where.segment_id, chunk.chunk_start),
+        file_size_in_bytes=size,
+        sort_order_id=None,
+        equality_ids=None,
+        key_metadata=None,
+        **stats.to_serialized_dict(),
+    )
+    made.spec_id = table.metadata.default_spec_id  # not a field of the struct: deleting the file later needs it
+    return made
+
+
+def write_version_hint(table: Table) -> None:
+    """``<table>/metadata/version-hint.text`` naming the current metadata file, so readers without the catalog
+    (DuckDB ``iceberg_scan('<table dir>')``) find it. Written after the commit (a hint never names an uncommitted
+    version); atomically on a local filesystem."""
+    location = table.metadata_location
+    name = location.rsplit("/", 1)[1].removesuffix(".metadata.json")
+    hint = location.rsplit("/", 1)[0] + "/version-hint.text"
+    parts = urllib.parse.urlsplit(hint)
+    if parts.scheme in ("", "file"):
+        path = urllib.request.url2pathname(parts.path)
+        temporary = f"{path}.tmp"
+        with open(temporary, "w") as out:
+            out.write(name)
+        os.replace(temporary, path)
+        return
+    with table.io.new_output(hint).create(overwrite=True) as out:
+        out.write(name.encode())
+
+
+__all__ = ["FILE_COLUMNS", "TABLE_PROPERTIES", "ChunkFile", "data_file", "load_or_create", "open_catalog",
+           "write_version_hint"]  # fmt: skip

@@ -1,0 +1,237 @@
+"""Bringing one stream's table up to date with the stream's chunk files (blocking; the worker thread's job).
+
+:meth:`TableSync.sync` takes what the segments hold now (every chunk file of the segments seen, by location) and
+makes the table's current snapshot hold exactly those files of those segments, in one commit:
+
+* files new to the table are appended (``merge_append``: the manifests are merged once there are 10, so planning
+  a scan reads a few manifests, not one per commit);
+* files of a segment seen whose chunks no longer include them (compaction merged them, truncation dropped them
+  whole) are deleted in the same snapshot (an ``overwrite`` snapshot), so no row is ever in the table twice;
+* segments not seen (their container is not running here) are left alone.
+
+Invariants:
+
+* The table is written only here (one committer per table per segment store); the state kept between passes
+  (which files the table holds) is re-read from the table whenever a commit fails, so a commit that failed
+  after landing is not repeated.
+* Every chunk file a kept snapshot refers to is pinned (:class:`~segment_store.storage.chunk_pins.ChunkPins`,
+  pin id :data:`PIN_ID`, one pin per segment) before the commit that adds it returns, and stays pinned until the
+  last kept snapshot holding it expires: the garbage collector never deletes a file a reader of a kept snapshot
+  (time travel included) may open. Pins are renewed at half their life.
+* Snapshots are expired every ``expire_every_commits`` commits down to the newest ``keep_snapshots``: no data
+  file is deleted for it (segstore's chunk files stay segstore's); the manifest lists and manifests no kept
+  snapshot refers to are (:func:`delete_unreferenced_manifests`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from segment_store.iceberg.config import IcebergConfig
+from segment_store.iceberg.stream_table import ChunkFile, data_file, load_or_create, write_version_hint
+from segment_store.storage.chunk_pins import ChunkPins
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+PIN_ID = "iceberg"
+"""The pin id holding the chunk files of the tables' kept snapshots (``segstore admin pins`` lists them)."""
+
+
+@dataclass(slots=True)
+class SyncResult:
+    """What one :meth:`TableSync.sync` did."""
+
+    table: str
+    added: int = 0
+    removed: int = 0
+    skipped: int = 0
+    """Chunk files that are not format 2 events chunks (never registered)."""
+    expired: int = 0
+    snapshot_id: int | None = None
+    commit_s: float = 0.0
+    files: int = 0
+    """Data files in the current snapshot after the pass."""
+
+
+@dataclass(slots=True)
+class _Pinned:
+    chunks: frozenset[str]
+    expires_at_ms: int
+
+
+@dataclass(slots=True)
+class TableSync:
+    """One stream's table (see the module docstring). ``pins_of(container_id)``: that container's pins, None
+    when it is not running here (its segments' pins are then written on a later pass)."""
+
+    catalog: Catalog
+    scope: str
+    stream: str
+    config: IcebergConfig
+    pins_of: Callable[[int], ChunkPins | None]
+    wall_clock_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+    _table: Table | None = None
+    _files: dict[str, DataFile] = field(default_factory=dict)
+    """location -> data file, of the current snapshot."""
+    _chunks: dict[str, ChunkFile] = field(default_factory=dict)
+    """location -> chunk file, for the files of the current snapshot known this run (their pins)."""
+    _retired: dict[str, tuple[ChunkFile, int]] = field(default_factory=dict)
+    """location -> (chunk, sequence number of the snapshot that removed it): held while older snapshots are kept."""
+    _skipped: set[str] = field(default_factory=set)
+    _pinned: dict[tuple[int, str], _Pinned] = field(default_factory=dict)
+    _commits: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.scope}.{self.stream}"
+
+    @property
+    def table(self) -> Table | None:
+        """The table as of the last pass (None before the first)."""
+        return self._table
+
+    def sync(self, chunks: Mapping[str, ChunkFile], segment_ids: set[int]) -> SyncResult:
+        """Make the current snapshot hold exactly ``chunks`` (by location) for the segments ``segment_ids`` (see
+        the module docstring). Raises what the catalog and the file IO raise (nothing is then assumed to have
+        changed: the next pass re-reads the table)."""
+        result = SyncResult(self.name)
+        try:
+            table = self._load()
+            added: list[tuple[ChunkFile, DataFile]] = []
+            for location, chunk in chunks.items():
+                if location in self._files:
+                    self._chunks.setdefault(location, chunk)  # known after a restart: its pins
+                    continue
+                if location in self._skipped:
+                    continue
+                made = data_file(table, chunk)
+                if made is None:
+                    self._skipped.add(location)
+                    result.skipped += 1
+                    log.warning("iceberg %s: %s is not a format 2 events chunk; not in the table", self.name, location)
+                    continue
+                added.append((chunk, made))
+            removed = [loc for loc, f in self._files.items() if f.partition[2] in segment_ids and loc not in chunks]
+            if added or removed:
+                self._pin([c for c, _ in added])
+                started = time.perf_counter()
+                table = self._commit(table, [f for _, f in added], [self._files[loc] for loc in removed])
+                result.commit_s = time.perf_counter() - started
+                current = table.current_snapshot()
+                sequence = (current.sequence_number if current is not None else None) or 0
+                for chunk, made in added:
+                    self._files[chunk.location] = made
+                    self._chunks[chunk.location] = chunk
+                for location in removed:
+                    del self._files[location]
+                    known = self._chunks.pop(location, None)
+                    if known is not None:
+                        self._retired[location] = (known, sequence)
+                result.added, result.removed = len(added), len(removed)
+                self._commits += 1
+                if self._commits % self.config.expire_every_commits == 0:
+                    table, result.expired = self._expire(table)
+                write_version_hint(table)
+                self._table = table
+            self._pin([])
+        except BaseException:
+            self._table = None  # re-read the table (and what it holds) on the next pass
+            raise
+        snapshot = table.current_snapshot()
+        result.snapshot_id = snapshot.snapshot_id if snapshot is not None else None
+        result.files = len(self._files)
+        return result
+
+    def _load(self) -> Table:
+        if self._table is not None:
+            return self._table
+        table = load_or_create(self.catalog, self.scope, self.stream)
+        self._files = {task.file.file_path: task.file for task in table.scan().plan_files()}
+        self._chunks = {loc: c for loc, c in self._chunks.items() if loc in self._files}
+        self._table = table
+        return table
+
+    def _commit(self, table: Table, add: list[DataFile], remove: list[DataFile]) -> Table:
+        with table.transaction() as tx:
+            snapshot = tx.update_snapshot()
+            with snapshot.overwrite() if remove else snapshot.merge_append() as update:
+                for gone in remove:
+                    update.delete_data_file(gone)
+                for new in add:
+                    update.append_data_file(new)
+        return table
+
+    def _expire(self, table: Table) -> tuple[Table, int]:
+        """Expire all but the newest ``keep_snapshots`` snapshots; release the retired files no kept snapshot holds."""
+        snapshots = sorted(table.metadata.snapshots, key=lambda s: s.sequence_number or 0)
+        old = [s.snapshot_id for s in snapshots[: -self.config.keep_snapshots]]
+        if not old:
+            return table, 0
+        table.maintenance.expire_snapshots().by_ids(old).commit()
+        oldest = min((s.sequence_number or 0) for s in table.metadata.snapshots)
+        self._retired = {loc: held for loc, held in self._retired.items() if held[1] > oldest}
+        delete_unreferenced_manifests(table)
+        return table, len(old)
+
+    def _pin(self, adding: list[ChunkFile]) -> None:
+        """Pin, per segment, the chunks of the current snapshot, ``adding`` and the retired ones still in a kept
+        snapshot, where that set changed or its pin is past half its life."""
+        wanted: dict[tuple[int, str], set[str]] = {}
+        for chunk in [*self._chunks.values(), *adding, *(c for c, _ in self._retired.values())]:
+            wanted.setdefault((chunk.container_id, chunk.segment), set()).add(chunk.chunk)
+        now = self.wall_clock_ms()
+        ttl = self.config.pin_ttl_ms
+        for key in set(wanted) | set(self._pinned):
+            chunks = frozenset(wanted.get(key, ()))
+            held = self._pinned.get(key)
+            if held is not None and held.chunks == chunks and held.expires_at_ms - now > ttl // 2:
+                continue
+            pins = self.pins_of(key[0])
+            if pins is None:
+                continue
+            if chunks:
+                pin = pins.pin(PIN_ID, key[1], chunks, ttl)
+                self._pinned[key] = _Pinned(chunks, pin.expires_at_ms)
+            else:
+                pins.release(PIN_ID, key[1])
+                self._pinned.pop(key, None)
+
+
+def delete_unreferenced_manifests(table: Table) -> int:
+    """Delete the manifest lists and manifests under the table's metadata directory that no kept snapshot refers
+    to (expiry deletes none: they would pile up, several per commit). Only for a table on the local filesystem
+    (object stores: next step); only ``.avro`` files, and only while no commit of ours is under way (the worker
+    thread is the table's one committer). Returns how many were deleted."""
+    metadata_dir = table.metadata_location.rsplit("/", 1)[0]
+    parts = urllib.parse.urlsplit(metadata_dir)
+    if parts.scheme not in ("", "file"):
+        return 0
+    referenced: set[str] = set()
+    for snapshot in table.metadata.snapshots:
+        referenced.add(os.path.basename(snapshot.manifest_list))
+        referenced.update(os.path.basename(m.manifest_path) for m in snapshot.manifests(table.io))
+    directory = urllib.request.url2pathname(parts.path)
+    deleted = 0
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.endswith(".avro") and entry.name not in referenced:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    deleted += 1
+    return deleted
+
+
+__all__ = ["PIN_ID", "SyncResult", "TableSync", "delete_unreferenced_manifests"]

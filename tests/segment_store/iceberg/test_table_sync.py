@@ -1,0 +1,183 @@
+"""One stream's table brought up to date by :class:`TableSync`, in process: real chunk files (the engine's
+encoder) in a filesystem chunk storage, the real SQL catalog on SQLite, real pins. No network, no child process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from segment_store.iceberg.config import IcebergConfig
+from segment_store.iceberg.names import stream_segment
+from segment_store.iceberg.stream_table import ChunkFile, file_path, open_catalog
+from segment_store.iceberg.sync import PIN_ID, TableSync
+from segment_store.protocol import encode_events
+from segment_store.storage.backends.filesystem import FsChunkStorage
+from segment_store.storage.chunk_pins import ChunkPins
+from segment_store.storage.data_chunk_names import data_chunk_name
+from segment_store.storage.format import parquet_chunk
+from segstore_shared.chunk_format import as_reader_schema
+
+pytestmark = pytest.mark.unit
+SEGMENT = "lake/clicks/0.#epoch.0"
+T0 = 1_780_000_000_000
+
+
+class Chunks:
+    """Chunk files of one segment, written one after another, as the storage writer would."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.storage = FsChunkStorage(tmp_path / "tier2", durable=False)
+        self.pins = ChunkPins(self.storage, 0)
+        self.length = 0
+        self.seq = 0
+
+    def write(self, events: list[bytes], *, version: int = 2) -> ChunkFile:
+        data = encode_events(events)
+        encoded = parquet_chunk.encode(data, T0 + self.seq, "events")
+        if version == 1:
+            pf = pq.ParquetFile(pa.BufferReader(encoded))
+            sink = pa.BufferOutputStream()
+            with pq.ParquetWriter(sink, parquet_chunk.SCHEMA, store_schema=False) as writer:
+                writer.write_table(as_reader_schema(pf.read()))
+                writer.add_key_value_metadata({**pf.metadata.metadata, parquet_chunk.META_VERSION: b"1"})
+            encoded = sink.getvalue().to_pybytes()
+        name = data_chunk_name(0, SEGMENT, 1, self.seq)
+        self.storage.write_chunk(name, encoded)
+        location = self.storage.location(name)
+        assert location is not None
+        where = stream_segment(SEGMENT)
+        assert where is not None
+        chunk = ChunkFile(file_path(location), SEGMENT, where, name, self.length, 0)
+        self.length += len(data)
+        self.seq += 1
+        return chunk
+
+
+def make_sync(tmp_path: Path, chunks: Chunks, **settings: int) -> TableSync:
+    config = IcebergConfig(tables=("lake/*",), data_dir=tmp_path, **settings)
+    return TableSync(open_catalog(config), "lake", "clicks", config, lambda cid: chunks.pins if cid == 0 else None)
+
+
+def events_of(sync: TableSync) -> list[bytes]:
+    assert sync.table is not None
+    table = (
+        sync.table.refresh().scan().to_arrow().sort_by([("chunk_start", "ascending"), ("chunk_offset", "ascending")])
+    )
+    return table.column("event").to_pylist()
+
+
+def by_location(*chunks: ChunkFile) -> dict[str, ChunkFile]:
+    return {c.location: c for c in chunks}
+
+
+def test_sync_with_new_chunks_appends_them_once(tmp_path: Path) -> None:
+    chunks = Chunks(tmp_path)
+    sync = make_sync(tmp_path, chunks)
+    first, second = chunks.write([b"a", b"b"]), chunks.write([b"c"])
+    result = sync.sync(by_location(first), {0})
+    assert (result.added, result.files) == (1, 1)
+    again = sync.sync(by_location(first, second), {0})
+    assert (again.added, again.removed, again.files) == (1, 0, 2)
+    assert sync.sync(by_location(first, second), {0}).added == 0  # nothing new: no commit
+    assert events_of(sync) == [b"a", b"b", b"c"]
+    assert sync.table is not None and len(sync.table.metadata.snapshots) == 2
+    metadata = Path(sync.table.metadata_location.removeprefix("file://"))
+    assert (metadata.parent / "version-hint.text").read_text() + ".metadata.json" == metadata.name
+
+
+def test_sync_with_format_1_chunk_leaves_it_out(tmp_path: Path) -> None:
+    chunks = Chunks(tmp_path)
+    sync = make_sync(tmp_path, chunks)
+    old, new = chunks.write([b"old"], version=1), chunks.write([b"new"])
+    result = sync.sync(by_location(old, new), {0})
+    assert (result.added, result.skipped) == (1, 1)
+    assert events_of(sync) == [b"new"]
+
+
+def test_sync_with_replaced_chunks_swaps_them_in_one_snapshot_and_pins_until_expiry(tmp_path: Path) -> None:
+    chunks = Chunks(tmp_path)
+    sync = make_sync(tmp_path, chunks, keep_snapshots=2, expire_every_commits=1)
+    a, b = chunks.write([b"1"]), chunks.write([b"2"])
+    sync.sync(by_location(a, b), {0})
+    chunks.storage.write_chunk("data/c0/merged", parquet_chunk.encode(encode_events([b"1", b"2"]), T0, "events"))
+    merged = ChunkFile(
+        file_path(chunks.storage.location("data/c0/merged") or ""), SEGMENT, a.coordinates, "data/c0/merged", 0, 0
+    )  # fmt: skip  (what compaction makes of a and b)
+    swapped = sync.sync(by_location(merged), {0})
+    assert (swapped.added, swapped.removed) == (1, 2)
+    assert events_of(sync) == [b"1", b"2"]
+    assert sync.table is not None and sync.table.current_snapshot().summary.operation.value == "overwrite"
+    held = chunks.pins.held()
+    assert {a.chunk, b.chunk, "data/c0/merged"} <= held  # the replaced files are in a kept snapshot
+    c = chunks.write([b"3"])
+    c = ChunkFile(c.location, SEGMENT, c.coordinates, c.chunk, 2 * len(encode_events([b"1"])), 0)
+    later = sync.sync(by_location(merged, c), {0})
+    assert later.expired >= 1 and len(sync.table.metadata.snapshots) == 2
+    assert chunks.pins.held() == {"data/c0/merged", c.chunk}  # no kept snapshot holds a or b any more
+    live = chunks.pins.live()
+    assert [(p.pin_id, p.segment) for p in live] == [(PIN_ID, SEGMENT)]
+
+
+def test_sync_with_segment_not_seen_keeps_its_files(tmp_path: Path) -> None:
+    chunks = Chunks(tmp_path)
+    sync = make_sync(tmp_path, chunks)
+    a = chunks.write([b"x"])
+    sync.sync(by_location(a), {0})
+    assert sync.sync({}, set()).removed == 0  # its container is not running here: not a deletion
+    assert events_of(sync) == [b"x"]
+
+
+def test_sync_after_restart_reads_what_the_table_holds(tmp_path: Path) -> None:
+    chunks = Chunks(tmp_path)
+    a, b = chunks.write([b"x"]), chunks.write([b"y"])
+    make_sync(tmp_path, chunks).sync(by_location(a), {0})
+    restarted = make_sync(tmp_path, chunks)
+    result = restarted.sync(by_location(a, b), {0})
+    assert (result.added, result.files) == (1, 2)
+    assert events_of(restarted) == [b"x", b"y"]
+
+
+@pytest.mark.parametrize(
+    ("tables", "message"),
+    [((), "give at least one"), (("lake",), "'lake' is not a scope/stream pattern"), (("a/b/c",), "a/b/c")],
+)
+def test_config_with_bad_pattern_names_the_flag(tables: tuple[str, ...], message: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--iceberg-tables") as raised:
+        IcebergConfig(tables=tables, data_dir=tmp_path)
+    assert message in str(raised.value)
+
+
+def test_config_matches_patterns_but_never_internal_streams(tmp_path: Path) -> None:
+    config = IcebergConfig(tables=IcebergConfig.parse_tables("lake/*, ops/audit"), data_dir=tmp_path)
+    assert config.matches("lake", "clicks") and config.matches("ops", "audit")
+    assert not config.matches("ops", "other") and not config.matches("_system", "x")
+    assert not IcebergConfig(tables=("*/*",), data_dir=tmp_path).matches("lake", "_markclicks")
+
+
+def test_stream_segment_parses_stream_segments_only() -> None:
+    assert stream_segment("s/t/3.#epoch.2") == stream_segment("s/t/3.#epoch.2")
+    where = stream_segment("s/t/3.#epoch.2")
+    assert where is not None and (where.scope, where.stream, where.segment_id) == ("s", "t", 2 << 32 | 3)
+    for other in ("s/t/3.#epoch.2#transaction.00ff", "s/t/tables/x", "_system/_kvt/1.#epoch.0x", "s/t"):
+        assert stream_segment(other) is None
+
+
+def test_expiry_keeps_the_newest_snapshots_readable_and_deletes_unreferenced_manifests(tmp_path: Path) -> None:
+    chunks = Chunks(tmp_path)
+    sync = make_sync(tmp_path, chunks, keep_snapshots=3, expire_every_commits=2)
+    written = []
+    for i in range(9):
+        written.append(chunks.write([b"e%d" % i]))
+        sync.sync(by_location(*written), {0})
+    table = sync.table
+    assert table is not None and len(table.metadata.snapshots) in (3, 4)
+    metadata_dir = Path(table.metadata_location.removeprefix("file://")).parent
+    referenced = {Path(s.manifest_list).name for s in table.metadata.snapshots}
+    referenced |= {Path(m.manifest_path).name for s in table.metadata.snapshots for m in s.manifests(table.io)}
+    assert {p.name for p in metadata_dir.glob("*.avro")} == referenced
+    oldest = min(table.metadata.snapshots, key=lambda s: s.sequence_number or 0)
+    assert table.scan(snapshot_id=oldest.snapshot_id).to_arrow().num_rows >= 6  # time travel to a kept snapshot
+    assert events_of(sync) == [b"e%d" % i for i in range(9)]
