@@ -140,9 +140,8 @@ class StorageWriter:
             return True, False
         return segment.deleted, segment.merged
 
-    def has_live_namesake(self, name: str, segment_id: int) -> bool:
-        live = self.metadata.get_by_name(name)
-        return live is not None and live.segment_id != segment_id
+    def superseded(self, name: str, segment_id: int) -> bool:
+        return self.metadata.has_newer_namesake(name, segment_id)
 
     def on_deleted(self, segment_id: int, bytes_dropped: int) -> None:
         self.metadata.remove(segment_id)
@@ -157,7 +156,9 @@ class StorageWriter:
 
         Sets every segment's ``storage_length``/``sealed_in_storage`` from Tier-2 (a checkpoint
         may predate flushes), and finishes deletions and merges whose operations Tier-1 no
-        longer holds (their metadata outlived them in a checkpoint).
+        longer holds (their metadata outlived them in a checkpoint). A deleted or merged segment
+        whose name was created again later (both replayed) is not compared with Tier-2: Tier-2's
+        segment of that name is the newer one's (see ``ContainerMetadata.has_newer_namesake``).
         """
         replayed = self._log.read_now(-1, len(self._log))
         pending_ids = {op.segment_id for op in replayed if isinstance(op, SegmentOperation)}
@@ -170,6 +171,8 @@ class StorageWriter:
                 self.metadata.remove(segment.segment_id)
                 self._listener.segment_removed(segment.segment_id)
                 continue
+            if not segment.live and self.superseded(segment.name, segment.segment_id):
+                continue  # out of Tier-2 before its namesake was created; its replayed operations touch nothing
             try:
                 info = await self._storage.info(segment.name)
             except SegmentNotExistsError:
