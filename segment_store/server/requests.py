@@ -40,6 +40,7 @@ from segment_store.protocol import (
     LocateOffsetAtTime,
     MergeSegments,
     MergeSegmentsBatch,
+    NoSuchSegment,
     OffsetAtTimeLocated,
     OffsetLocated,
     OperationUnsupported,
@@ -119,6 +120,14 @@ def _segment_of(command: WireCommand) -> str:
         if isinstance(value, str):
             return value
     return ""
+
+
+async def _exists(container: SegmentContainer, name: str) -> bool:
+    try:
+        await container.get_info(name)
+    except SegmentNotExistsError:
+        return False
+    return True
 
 
 class RequestHandler:
@@ -263,6 +272,8 @@ class RequestHandler:
             return SegmentAttributeUpdated(c.request_id, False)  # a condition on the target failed: not merged
         except SegmentNotExistsError:
             if not container.was_merged(c.source):
+                if not await _exists(container, c.source):  # name the missing one: the controller tells them apart
+                    return NoSuchSegment(c.request_id, c.source, "", -1)
                 raise
             info = await container.get_info(c.target)  # merged by an earlier attempt: answer as Pravega does
             return SegmentsMerged(c.request_id, c.target, c.source, info.length)
