@@ -11,6 +11,9 @@ Tier-2.
 Guarantees:
 - per segment, Tier-2 applies operations in log order; across segments a merge
   waits for its source and a new segment waits for a deleted namesake;
+- so after a restart, a deleted or merged segment whose name a newer segment holds
+  (both replayed) is out of Tier-2 already: nothing is written, sealed, deleted or
+  checked in Tier-2 for it, and a replayed merge of it counts as done;
 - :meth:`StorageWriter.truncation_sequence` never passes an operation that is not
   durably in Tier-2, so Tier-1 keeps everything recovery needs;
 - retriable Tier-2 failures (an outage) are retried with backoff for as long as
