@@ -149,6 +149,19 @@ class ContainerMetadata:
         """A deleted or merged segment called ``name`` still awaits its Tier-2 deletion or concat."""
         return bool(self._dead_by_name.get(name))
 
+    def has_newer_namesake(self, name: str, segment_id: int) -> bool:
+        """A segment called ``name`` created after segment ``segment_id`` is held (live, or deleted/merged).
+
+        Only a recovered metadata has one for a deleted or merged segment: while running, a name is
+        created again only once its old segment has left Tier-2 and this metadata (the container waits
+        for it), so the old segment's Tier-2 life is over and Tier-2's segment of that name is the newer
+        one's. A replay of the log holds both until the storage writer forgets the old one.
+        """
+        live = self._live_by_name.get(name)
+        if live is not None and live > segment_id:
+            return True
+        return any(other > segment_id for other in self._dead_by_name.get(name, ()))
+
     def dead_segments(self, name: str) -> list[SegmentMetadata]:
         """Deleted or merged segments called ``name`` still held (see :meth:`has_dead`)."""
         return [self._by_id[i] for i in self._dead_by_name.get(name, ())]

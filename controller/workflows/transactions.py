@@ -4,6 +4,9 @@ lease timeouts (seed 003, "Transaction Manager").
 - **Create** writes the OPEN record (in the active epoch's reference epoch, the *transaction epoch*),
   then creates one transaction segment per segment of that epoch, and answers those segments: the
   client names its transaction segments after them.
+  A transaction aborted while its segments were being created (its lease ran out during a segment store's
+  failover) fails the create, and its segments are deleted again (a retried create may land after the abort's
+  deletes).
 - **Commit** marks the transaction COMMITTING (taking its commit order) and returns; a per-stream
   committer then takes batches (lowest epoch first, commit order within) and merges each transaction
   segment into the segment with the same number in the active epoch. When the transaction epoch is no
@@ -101,8 +104,20 @@ class TxnWorkflows:
         await asyncio.gather(
             *(self._ops.create_txn_segment(scope, stream, s.segment_id, txn_id) for s in epoch.segments)
         )
+        with from_metadata(scope, stream, str(txn_id)):
+            status = await self._store.get_txn_status(scope, stream, txn_id)
+        if status != TxnState.OPEN:
+            await self._drop_late_segments(scope, stream, txn_id, [s.segment_id for s in epoch.segments])
+            raise TxnStateError(scope, stream, str(txn_id), status.name.lower(), "begin")
         self._leases[(scope, stream, txn_id)] = info.record.lease_expiry_ms
         return txn_id, [s.range for s in sorted(epoch.segments, key=lambda s: s.key_start)]
+
+    async def _drop_late_segments(self, scope: str, stream: str, txn_id: uuid.UUID, parents: list[int]) -> None:
+        """The transaction was aborted (its lease ran out) while its segments were being created: the abort may
+        have deleted them before a create, retried through a segment store's failover, landed. Delete them again, so
+        no segment outlives its transaction (holding what a client wrote into a transaction it believed open).
+        An abort that starts after the status was read finds the segments created and deletes them itself."""
+        await asyncio.gather(*(self._ops.abort_txn_segment(scope, stream, sid, txn_id) for sid in parents))
 
     async def ping(self, scope: str, stream: str, txn_id: uuid.UUID, lease_ms: int) -> TxnState:
         lease = self._check_lease(lease_ms)

@@ -41,6 +41,7 @@ from segment_store.protocol import (
     LocateOffsetBeforeTime,
     MergeSegments,
     MergeSegmentsBatch,
+    NoSuchSegment,
     OffsetAtTimeLocated,
     OffsetBeforeTimeLocated,
     OffsetLocated,
@@ -121,6 +122,16 @@ def _segment_of(command: WireCommand) -> str:
         if isinstance(value, str):
             return value
     return ""
+
+
+async def _exists(container: SegmentContainer, name: str) -> bool:
+    """``name`` exists in the container's *committed* state: a segment whose merge or delete is still in flight (and
+    may yet fail) still exists."""
+    try:
+        await container.get_info(name)
+    except SegmentNotExistsError:
+        return False
+    return True
 
 
 class RequestHandler:
@@ -266,6 +277,11 @@ class RequestHandler:
             return SegmentAttributeUpdated(c.request_id, False)  # a condition on the target failed: not merged
         except SegmentNotExistsError:
             if not container.was_merged(c.source):
+                # Name the missing one: the controller takes a missing source as merged already, a missing target as
+                # an error. Only a source gone for good is named (committed): one whose merge by an earlier attempt is
+                # still in flight (it may fail) answers as a missing target, and the controller retries.
+                if not await _exists(container, c.source):
+                    return NoSuchSegment(c.request_id, c.source, "", -1)
                 raise
             info = await container.get_info(c.target)  # merged by an earlier attempt: answer as Pravega does
             return SegmentsMerged(c.request_id, c.target, c.source, info.length)

@@ -76,8 +76,9 @@ class AggregatorHost(Protocol):
     def is_gone(self, segment_id: int) -> tuple[bool, bool]:
         """``(deleted, merged)`` as the committed metadata says (after recovery: as the whole log says)."""
 
-    def has_live_namesake(self, name: str, segment_id: int) -> bool:
-        """Another, live segment has this name (so Tier-2's segment of that name is not ours)."""
+    def superseded(self, name: str, segment_id: int) -> bool:
+        """A segment of this name was created after this one (only after a restart, which replays both): this one
+        left Tier-2 before that, and Tier-2's segment of this name is the newer one's, never to be touched here."""
 
 
 class _AppendRun:
@@ -233,7 +234,8 @@ class SegmentAggregator:
 
         A segment the log deletes later writes nothing: its appends are dropped when its delete
         comes up. A merge source waits for its target's merge (which forces it), because after a
-        restart its replayed appends may already sit inside the target.
+        restart its replayed appends may already sit inside the target; a superseded one (see
+        :meth:`AggregatorHost.superseded`) writes nothing even when forced: its target's merge drops it.
         """
         async with self._lock:
             deleted, merged = self._host.is_gone(self.target.segment_id)
@@ -241,7 +243,7 @@ class SegmentAggregator:
                 if any(isinstance(op, DeleteOperation) for op in self._queue):
                     await self._delete()
                 return
-            if merged and not force:
+            if merged and (not force or self._superseded):
                 return
             if self.storage_length is None:
                 await self.resync()
@@ -312,14 +314,23 @@ class SegmentAggregator:
             await self._storage.truncate(self.target.name, min(op.offset, self.storage_length))
         self._pop_barrier()
 
+    @property
+    def _superseded(self) -> bool:
+        return self._host.superseded(self.target.name, self.target.segment_id)
+
     async def _merge(self, op: MergeOperation) -> None:
         source = self._host.aggregator(op.source_id)
-        if source.storage_length is None:
-            await source.resync()
         assert self.storage_length is not None
-        if self.storage_length >= op.target_offset + op.length and not source.exists_in_storage:
-            source.discard()  # concatenated before a restart: the source's replayed operations are moot
+        concatenated = self.storage_length >= op.target_offset + op.length
+        if source._superseded:  # Tier-2's segment of its name is a newer one's: the concat happened before
+            if not concatenated:
+                raise StorageWriterCorruptedError(
+                    f"{self.target.name}: Tier-2 length {self.storage_length} lacks merge source "
+                    f"{source.target.name}, whose name a newer segment holds"
+                )
+            source.discard()
         else:
+<<<<<<< HEAD
             await source.process(force=True)
             if source.pending or not source.sealed_in_storage:
                 raise StorageWriterCorruptedError(
@@ -333,20 +344,43 @@ class SegmentAggregator:
             merge_time = op.merge_time_ms or None  # 0: logged before merges carried their time
             await self._storage.concat(self.target.name, op.target_offset, source.target.name, merge_time)
             source.exists_in_storage = False
+=======
+            if source.storage_length is None:
+                await source.resync()
+            if concatenated and not source.exists_in_storage:
+                source.discard()  # concatenated before a restart: the source's replayed operations are moot
+            else:
+                await self._concat(op, source)
+>>>>>>> wt-txnfix
         # never backwards: replaying the first of several merges already in Tier-2 must keep the whole length
         self.storage_length = max(self.storage_length, op.target_offset + op.length)
         source.finished = True
         self._pop_barrier()
         self._host.on_merged(self.target.segment_id, op.source_id, self.storage_length)
 
+    async def _concat(self, op: MergeOperation, source: SegmentAggregator) -> None:
+        """Flush and seal the merge source in Tier-2, then concatenate it at the merge offset."""
+        await source.process(force=True)
+        if source.pending or not source.sealed_in_storage:
+            raise StorageWriterCorruptedError(
+                f"{self.target.name}: merge source {source.target.name} is not sealed in Tier-2"
+            )
+        if self.storage_length != op.target_offset:
+            raise StorageWriterCorruptedError(
+                f"{self.target.name}: Tier-2 length {self.storage_length} != merge offset {op.target_offset}"
+            )
+        await self._ensure_exists()
+        await self._storage.concat(self.target.name, op.target_offset, source.target.name)
+        source.exists_in_storage = False
+
     async def _delete(self) -> None:
         # Merges still queued will never happen: their sources end with this segment (else they would stay
         # pending forever, keeping the writer busy and Tier-1 untruncated, and leak in Tier-2).
         for op in [op for op in self._queue if isinstance(op, MergeOperation)]:
             await self._host.aggregator(op.source_id).end_with_target()
-        # After a restart a live namesake means Tier-2's segment of this name is the namesake's: the
+        # After a restart a newer namesake means Tier-2's segment of this name is the namesake's: the
         # container creates a name again only once the old segment has left Tier-2.
-        if not self._host.has_live_namesake(self.target.name, self.target.segment_id):
+        if not self._superseded:
             with contextlib.suppress(SegmentNotExistsError):  # never flushed, or gone already
                 await self._storage.delete(self.target.name)
         self.exists_in_storage = False

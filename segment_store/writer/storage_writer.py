@@ -11,6 +11,9 @@ Tier-2.
 Guarantees:
 - per segment, Tier-2 applies operations in log order; across segments a merge
   waits for its source and a new segment waits for a deleted namesake;
+- so after a restart, a deleted or merged segment whose name a newer segment holds
+  (both replayed) is out of Tier-2 already: nothing is written, sealed, deleted or
+  checked in Tier-2 for it, and a replayed merge of it counts as done;
 - :meth:`StorageWriter.truncation_sequence` never passes an operation that is not
   durably in Tier-2, so Tier-1 keeps everything recovery needs;
 - retriable Tier-2 failures (an outage) are retried with backoff for as long as
@@ -140,9 +143,8 @@ class StorageWriter:
             return True, False
         return segment.deleted, segment.merged
 
-    def has_live_namesake(self, name: str, segment_id: int) -> bool:
-        live = self.metadata.get_by_name(name)
-        return live is not None and live.segment_id != segment_id
+    def superseded(self, name: str, segment_id: int) -> bool:
+        return self.metadata.has_newer_namesake(name, segment_id)
 
     def on_deleted(self, segment_id: int, bytes_dropped: int) -> None:
         self.metadata.remove(segment_id)
@@ -157,7 +159,9 @@ class StorageWriter:
 
         Sets every segment's ``storage_length``/``sealed_in_storage`` from Tier-2 (a checkpoint
         may predate flushes), and finishes deletions and merges whose operations Tier-1 no
-        longer holds (their metadata outlived them in a checkpoint).
+        longer holds (their metadata outlived them in a checkpoint). A deleted or merged segment
+        whose name was created again later (both replayed) is not compared with Tier-2: Tier-2's
+        segment of that name is the newer one's (see ``ContainerMetadata.has_newer_namesake``).
         """
         replayed = self._log.read_now(-1, len(self._log))
         pending_ids = {op.segment_id for op in replayed if isinstance(op, SegmentOperation)}
@@ -170,6 +174,8 @@ class StorageWriter:
                 self.metadata.remove(segment.segment_id)
                 self._listener.segment_removed(segment.segment_id)
                 continue
+            if not segment.live and self.superseded(segment.name, segment.segment_id):
+                continue  # out of Tier-2 before its namesake was created; its replayed operations touch nothing
             try:
                 info = await self._storage.info(segment.name)
             except SegmentNotExistsError:

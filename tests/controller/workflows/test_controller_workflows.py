@@ -3,11 +3,14 @@ metadata, and that a controller dying midway leaves work the next controller fin
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import uuid
 
 import pytest
-from controller_env import ControllerEnv, Crash, read_events, write_events
+from controller_env import FAST_RETRY, ControllerEnv, Crash, read_events, write_events
 
+from controller.core import ControllerCore
 from controller.errors import (
     LeaseTooLargeError,
     ScalePreconditionError,
@@ -18,6 +21,7 @@ from controller.errors import (
     TxnStateError,
 )
 from controller.metadata import StreamState
+from controller.segment_ops import SegmentStoreOps
 from controller_client.model import (
     RetentionPolicy,
     ScalingPolicy,
@@ -222,6 +226,44 @@ async def test_transaction_whose_lease_expires_is_aborted(env: ControllerEnv) ->
     assert state in (TxnState.ABORTING, TxnState.ABORTED)
     with pytest.raises(LeaseTooLargeError):
         await core.create_transaction("s", "st", env.config.txn_max_lease_ms + 1)
+
+
+class AbortedWhileCreating(SegmentStoreOps):
+    """Segment operations whose first transaction segment create lands only after another controller aborted the
+    transaction (its lease ran out while a segment store failed over, the create being retried meanwhile)."""
+
+    def __init__(self, env: ControllerEnv, other: ControllerCore) -> None:
+        super().__init__(env.client, FAST_RETRY)
+        self._other = other
+        self.txn_id: uuid.UUID | None = None
+
+    async def create_txn_segment(self, scope: str, stream: str, segment_id: int, txn_id: uuid.UUID) -> None:
+        if self.txn_id is None:
+            self.txn_id = txn_id
+            await self._other.abort_transaction(scope, stream, txn_id)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while await self._other.transaction_state(scope, stream, txn_id) != TxnState.ABORTED:
+                assert loop.time() < deadline, "the abort never finished"
+                await asyncio.sleep(0.01)
+        await super().create_txn_segment(scope, stream, segment_id, txn_id)
+
+
+async def test_transaction_aborted_while_its_segments_are_created_fails_and_leaves_no_segment(
+    env: ControllerEnv,
+) -> None:
+    other = env.core()
+    ops = AbortedWhileCreating(env, other)
+    core = env.core(ops)
+    await core.create_scope("s")
+    await core.create_stream("s", "st", StreamConfiguration(ScalingPolicy.fixed(1)))
+    with pytest.raises(TxnStateError, match="aborted: cannot begin"):
+        await core.create_transaction("s", "st", 10_000)
+    assert ops.txn_id is not None
+    segment = transaction_segment_name(name("st", segment_id(0, 0)), ops.txn_id)
+    with pytest.raises(NoSuchSegmentError):
+        await env.client.get_segment_info(segment)  # not left behind, holding writes to an aborted transaction
+    assert not core.txns.tracked("s", "st", ops.txn_id)
 
 
 async def test_truncate_drops_data_before_the_cut(env: ControllerEnv) -> None:

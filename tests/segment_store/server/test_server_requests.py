@@ -269,6 +269,22 @@ async def test_conditional_merge_applies_target_attributes_atomically(peer: Wire
     assert isinstance(info, StreamSegmentInfo) and info.exists and info.is_sealed
 
 
+async def test_merge_with_missing_source_or_target_names_the_missing_one(peer: WirePeer) -> None:
+    """The controller treats a missing transaction segment as merged already and a missing target as an error: the
+    reply must say which one is missing (it named the target for both, so a commit whose transaction segment was gone
+    retried for ever, as ``NoSuchSegment`` of the stream segment)."""
+    await create(peer, SEGMENT)
+    txn = SEGMENT + "#transaction." + "cd" * 16
+    gone = await peer.request(MergeSegments(2, SEGMENT, txn, "", ()))
+    assert gone == NoSuchSegment(2, txn, "", -1)
+    await create(peer, txn, 3)
+    target = "scope/stream/0.#epoch.5"  # the same container as the transaction segment
+    missing = await peer.request(MergeSegments(4, target, txn, "", ()))
+    assert isinstance(missing, NoSuchSegment) and missing.segment == target
+    info = await peer.request(GetStreamSegmentInfo(5, txn, ""))
+    assert isinstance(info, StreamSegmentInfo) and info.exists
+
+
 async def test_transient_segment_is_deleted_when_its_connection_closes(service: SegmentStoreService) -> None:
     peer = await WirePeer.connect(service.endpoint)
     await create(peer, SEGMENT)
