@@ -330,28 +330,12 @@ class SegmentAggregator:
                 )
             source.discard()
         else:
-<<<<<<< HEAD
-            await source.process(force=True)
-            if source.pending or not source.sealed_in_storage:
-                raise StorageWriterCorruptedError(
-                    f"{self.target.name}: merge source {source.target.name} is not sealed in Tier-2"
-                )
-            if self.storage_length != op.target_offset:
-                raise StorageWriterCorruptedError(
-                    f"{self.target.name}: Tier-2 length {self.storage_length} != merge offset {op.target_offset}"
-                )
-            await self._ensure_exists()
-            merge_time = op.merge_time_ms or None  # 0: logged before merges carried their time
-            await self._storage.concat(self.target.name, op.target_offset, source.target.name, merge_time)
-            source.exists_in_storage = False
-=======
             if source.storage_length is None:
                 await source.resync()
             if concatenated and not source.exists_in_storage:
                 source.discard()  # concatenated before a restart: the source's replayed operations are moot
             else:
                 await self._concat(op, source)
->>>>>>> wt-txnfix
         # never backwards: replaying the first of several merges already in Tier-2 must keep the whole length
         self.storage_length = max(self.storage_length, op.target_offset + op.length)
         source.finished = True
@@ -370,7 +354,8 @@ class SegmentAggregator:
                 f"{self.target.name}: Tier-2 length {self.storage_length} != merge offset {op.target_offset}"
             )
         await self._ensure_exists()
-        await self._storage.concat(self.target.name, op.target_offset, source.target.name)
+        merge_time = op.merge_time_ms or None  # 0: logged before merges carried their time
+        await self._storage.concat(self.target.name, op.target_offset, source.target.name, merge_time)
         source.exists_in_storage = False
 
     async def _delete(self) -> None:
