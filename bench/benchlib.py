@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,3 +47,11 @@ def filesystem_of(path: Path) -> str:
         default=None,
     )
     return best[1] if best else "unknown"
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a count of rounds or slices: 0 would divide by zero)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
+    return value

@@ -131,7 +131,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import MB, filesystem_of
+from benchlib import MB, filesystem_of, positive_int
 from e2e_common import (
     EVENT_BYTES,
     FRAME_HEADER,
@@ -444,14 +444,6 @@ def run(
 def report_run(found: dict[str, Any]) -> None:
     report(found, EVENT_BYTES, FALL_RATIO)
     report_group(found)
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1 (``--fall-slices 0`` would divide by zero)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
-    return value
 
 
 def main() -> None:
