@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from segment_store import __version__
 from segstore_cli.arguments import FILE_ONLY
@@ -50,7 +50,12 @@ log = logging.getLogger(__name__)
 
 
 class SegstoreParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line on stderr, naming the flag (exit code 2)."""
+    """An argument parser whose usage errors are one line on stderr, naming the flag (exit code 2). A flag is
+    spelled out whole: a prefix (``--iceberg-table`` for ``--iceberg-tables``) is refused, not guessed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")

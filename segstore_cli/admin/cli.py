@@ -33,7 +33,11 @@ _EXAMPLES = """examples:
 
 
 class AdminParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line on stderr (exit code 2)."""
+    """An argument parser whose usage errors are one line on stderr (exit code 2); flags are spelled out whole."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         from segstore_cli.admin.errors import plain
