@@ -114,21 +114,7 @@ class CacheBudget:
 
     def evict(self) -> int:
         """Evict least recently used entries their owners allow, down to the target; returns bytes freed."""
-        was_over = self.used_bytes > self._limit
-        target = self._target
-        freed = 0
-        accounts = self._accounts
-        entries = self._entries
-        for owned in list(entries):
-            if self.used_bytes <= target:
-                break
-            account = accounts.get(owned[0])
-            key = (owned[1], owned[2])
-            if account is None or account.may_evict(key):
-                freed += self._drop(owned, account, key)
-        self.evicted_bytes += freed
-        self._room_if(was_over)
-        return freed
+        return self._evict_from(list(self._entries), self._target)
 
     def evict_idle(self) -> int:
         """Evict the entries untouched for ``config.idle_evict_s`` that their owners allow, whatever the budget's
@@ -137,13 +123,19 @@ class CacheBudget:
         if idle_s <= 0:
             return 0
         cutoff = self._clock() - idle_s
+        used_at = self._used_at
+        # LRU order is the order of times: the idle entries are a prefix (taken before any is dropped)
+        return self._evict_from(list(itertools.takewhile(lambda owned: used_at[owned] <= cutoff, self._entries)), -1)
+
+    def _evict_from(self, candidates: list[_Owned], target: int) -> int:
+        """Evict ``candidates`` (in order) that their owners allow, until ``used_bytes`` is at most ``target``
+        (-1: all of them); returns bytes freed."""
         was_over = self.used_bytes > self._limit
         freed = 0
-        used_at = self._used_at
         accounts = self._accounts
-        # LRU order is the order of times: the idle entries are a prefix (taken before any is dropped)
-        idle = list(itertools.takewhile(lambda owned: used_at[owned] <= cutoff, self._entries))
-        for owned in idle:
+        for owned in candidates:
+            if self.used_bytes <= target:
+                break
             account = accounts.get(owned[0])
             key = (owned[1], owned[2])
             if account is None or account.may_evict(key):
