@@ -116,34 +116,34 @@ async def test_runs_from_memory_and_from_tier2_agree(tmp_path: Path) -> None:
         await service.stop()
 
 
-async def test_a_merged_transaction_gets_the_first_time_after_the_merge_until_it_is_in_tier2(tmp_path: Path) -> None:
+async def test_a_merged_transaction_takes_its_merge_time_in_memory_and_in_tier2(tmp_path: Path) -> None:
+    """Every event of a transaction takes the time of its merge (the commit), from the read index and from Tier-2
+    alike: times never go back along a segment (segment_store/reading/ingest_times.py)."""
     service = await _service(tmp_path)
     try:
         async with SegmentClient(service.endpoint) as client:
             await client.create_segment(SEGMENT)
             await client.create_segment(TXN)
-            txn_lo, txn_hi = await _write(client, TXN, [b"t" * 20] * 4)
+            await _write(client, TXN, [b"t" * 20] * 4)
             before = await _write(client, SEGMENT, [b"x"])
             await client.seal_segment(TXN)
+            merging = _now_ms()
             await client.merge_segments(SEGMENT, TXN)
             merged_at = _now_ms()
             first, merged = 9, len(encode_events([b"t" * 20] * 4))
             end, runs = await client.ingest_times(SEGMENT, 0, 2**63 - 1)
-            # nothing after the merge yet: the segment's last modification, the transaction's last write
-            assert (end, len(runs), runs[0][0]) == (first + merged, 1, 0) and before[0] <= runs[0][1] <= before[1]
+            assert end == first + merged and [at for at, _ in runs] == [0, first]
+            assert before[0] <= runs[0][1] <= before[1] and merging <= runs[1][1] <= merged_at
             _after(merged_at)
             after = await _write(client, SEGMENT, [b"y"])
             end, runs = await client.ingest_times(SEGMENT, 0, 2**63 - 1)
-            assert end == first + merged + 9
-            assert runs[0][0] == 0 and runs[1][0] == first and len(runs) == 2  # the merge and the next append
-            assert after[0] <= runs[1][1] <= after[1]  # non-decreasing along the segment
+            assert end == first + merged + 9 and [at for at, _ in runs] == [0, first, first + merged]
+            assert after[0] <= runs[2][1] <= after[1]  # non-decreasing along the segment
 
             await client.flush_to_storage(0)
             assert await _storage_length(service) == end
             _, stored = await client.ingest_times(SEGMENT, 0, 2**63 - 1)
-            # in Tier-2 a transaction's events keep the time they were written into the transaction
-            assert [at for at, _ in stored] == [0, first, first + merged]
-            assert txn_lo <= stored[1][1] <= txn_hi and stored[2][1] == runs[1][1]
+            assert stored == runs  # Tier-2 gives the times the read index gave
     finally:
         await service.stop()
 
