@@ -380,10 +380,12 @@ async def test_queued_appends_keep_no_operation_objects() -> None:
             gc.collect()
             return sum(1 for o in gc.get_objects() if type(o) is AppendOperation and b"gc-probe" in bytes(o.data))
 
-        for _ in range(200):  # the writer takes the committed appends from the log within an iteration
+        # the writer takes the committed appends from the log within an iteration; each look walks the whole heap
+        # (seconds in a test process that has run thousands of tests), so looks are few and the loop runs between
+        for _ in range(40):
             if live_appends() < 5:
                 break
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)
         assert live_appends() < 5
         assert c.writer.pending_segments == 1 and (await c.get_info("s")).storage_length == 0
         await c.flush_to_storage()
