@@ -393,13 +393,7 @@ def end_before(source: Source, timestamp_ms: int, start: int = 0, end: int | Non
     ``[e, end)`` was ingested at or after ``timestamp_ms``: the end of the last row there ingested before it, or
     ``start`` if none was (rows in any time order). Reads only the ``offset`` and ``ingest_time_ms`` columns of
     the row groups holding the range. Raises ChunkFormatError, OSError."""
-    with _open(source) as pf:
-        info = _info(pf)
-        stop = info.length if end is None else min(end, info.length)
-        groups, _ = _groups_for(pf, info, max(start, 0), stop)
-        table = _read(pf, groups, ["offset", "ingest_time_ms"])
-    offsets = table.column("offset").to_numpy()
-    times = table.column("ingest_time_ms").to_numpy()
+    offsets, times, stop = _offsets_and_times(source, start, end)
     older = np.flatnonzero((offsets >= start) & (offsets < stop) & (times < timestamp_ms))
     if not older.size:
         return start
@@ -412,18 +406,23 @@ def ingest_runs(source: Source, start: int = 0, end: int | None = None) -> list[
     ``[start, end)``, in offset order (the first always, at ``start`` at the earliest): each time holds up to the
     next pair. Reads only the ``offset`` and
     ``ingest_time_ms`` columns of the row groups holding the range. Raises ChunkFormatError, OSError."""
-    with _open(source) as pf:
-        info = _info(pf)
-        stop = info.length if end is None else min(end, info.length)
-        groups, _ = _groups_for(pf, info, max(start, 0), stop)
-        table = _read(pf, groups, ["offset", "ingest_time_ms"])
-    offsets = table.column("offset").to_numpy()
-    times = table.column("ingest_time_ms").to_numpy()
+    offsets, times, stop = _offsets_and_times(source, start, end)
     first = max(int(np.searchsorted(offsets, start, side="right")) - 1, 0)  # the row holding ``start``
     last = int(np.searchsorted(offsets, stop, side="left"))
     offsets, times = np.maximum(offsets[first:last], start), times[first:last]
     changes = np.flatnonzero(np.diff(times, prepend=np.int64(-1) if times.size == 0 else times[0] - 1))
     return [(int(offsets[i]), int(times[i])) for i in changes]
+
+
+def _offsets_and_times(source: Source, start: int, end: int | None) -> tuple[np.ndarray, np.ndarray, int]:
+    """The ``offset`` and ``ingest_time_ms`` columns (int64) of the row groups holding ``[start, end)``, and the
+    range's end cut at the chunk's length. Raises ChunkFormatError, OSError."""
+    with _open(source) as pf:
+        info = _info(pf)
+        stop = info.length if end is None else min(end, info.length)
+        groups, _ = _groups_for(pf, info, max(start, 0), stop)
+        table = _read(pf, groups, ["offset", "ingest_time_ms"])
+    return table.column("offset").to_numpy(), table.column("ingest_time_ms").to_numpy(), stop
 
 
 def first_event_at_or_after(source: Source, start: int) -> int | None:
