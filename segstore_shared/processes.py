@@ -330,6 +330,11 @@ class ChildServer(abc.ABC, Generic[SettingsT]):
                 raise self._port_in_use(*taken)
         raise self.start_error(f"{self.describe()} did not start; log tail:\n{tail}")
 
+    @property
+    def exited(self) -> bool:
+        """The process was launched and has exited."""
+        return self._process is not None and self._process.poll() is not None
+
     def _log_tail(self, lines: int = 30) -> str:
         return log_tail(self.log_path, lines)
 
@@ -358,8 +363,18 @@ def start_together(servers: Sequence[ChildServer[Any]]) -> None:
         for server in servers:
             server.launch()
         deadline = time.monotonic() + max(server.config.start_timeout_s for server in servers)
-        for server in servers:
-            server.wait_ready(deadline)
+        pending = list(servers)
+        while pending:
+            # A member that exits fails the start at once, under its own name (its log, a port taken in between),
+            # not as the others' "did not start" when the deadline passes.
+            exited = next((server for server in pending if server.exited), None)
+            if exited is not None:
+                exited.wait_ready(deadline)  # raises: it exited before it was ready
+            pending = [server for server in pending if not server.is_ready()]
+            if pending and time.monotonic() >= deadline:
+                pending[0].wait_ready(deadline)  # raises: the deadline passed
+            if pending:
+                time.sleep(min(server.poll_interval_s for server in pending))
     except BaseException:
         for server in servers:
             server.stop()

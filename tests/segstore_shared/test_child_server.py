@@ -86,6 +86,16 @@ def test_start_together_with_one_failing_stops_them_all(tmp_path: Path) -> None:
     assert good.pid is None and bad.pid is None
 
 
+def test_start_together_with_a_member_exiting_while_another_waits_names_the_one_that_exited(tmp_path: Path) -> None:
+    """A member that never gets ready (a cluster node without its peers) is first in the list; the one that exited
+    is named at once, not the waiting one at the deadline."""
+    waiting = child(tmp_path, "waiting", "import time; time.sleep(60)", start_timeout_s=120)
+    bad = child(tmp_path, "bad", FAIL)
+    with pytest.raises(ChildStartError, match=r"child in bad did not start; log tail:\ncannot bind"):
+        start_together([waiting, bad])
+    assert waiting.pid is None and bad.pid is None
+
+
 def test_kill_is_a_crash(tmp_path: Path) -> None:
     server = child(tmp_path, "a", SERVE)
     server.start()
