@@ -185,6 +185,7 @@ class DurableLog:
                 else:
                     self.updater.accept(op)
                     batch.append(op)
+                self._count_toward_checkpoint(op)
                 replayed += 1
             previous_address = address
             if batch:
@@ -207,6 +208,7 @@ class DurableLog:
             asyncio.create_task(self._process_loop(), name=f"durable-log-{self.metadata.container_id}-processor"),
             asyncio.create_task(self._complete_loop(), name=f"durable-log-{self.metadata.container_id}-completion"),
         ]
+        self._maybe_queue_checkpoint()  # recovery replayed enough since the last checkpoint: one now
 
     def add(self, op: Operation) -> asyncio.Future[Operation]:
         """Queue ``op``; the future completes with the completed operation once it is durable."""
@@ -317,13 +319,8 @@ class DurableLog:
             if isinstance(op, MetadataCheckpointOperation):
                 prev = self._checkpoint_prev.pop(op.sequence_number, None)
                 self._truncation_points.append(_TruncationPoint(op.sequence_number, prev))
-                self._commits_since_checkpoint = 0
-                self._bytes_since_checkpoint = 0
                 self._checkpoint_queued = False
-            else:
-                self._commits_since_checkpoint += 1
-                if isinstance(op, AppendOperation):
-                    self._bytes_since_checkpoint += len(op.data)
+            self._count_toward_checkpoint(op)
         data_ops = [op for op in ops if not isinstance(op, MetadataCheckpointOperation)]
         if data_ops:
             self.memory_log.append(data_ops)
@@ -334,6 +331,18 @@ class DurableLog:
             if future is not None and not future.done():
                 future.set_result(op)
         self._maybe_queue_checkpoint()
+
+    def _count_toward_checkpoint(self, op: Operation) -> None:
+        """Count the operations (and append bytes) in Tier-1 since its last checkpoint: the ones committed and, at
+        recovery, the ones replayed, so that the count carries over container restarts (a container restarted
+        before every ``checkpoint_commit_count`` would otherwise never checkpoint, and never truncate Tier-1)."""
+        if isinstance(op, MetadataCheckpointOperation):
+            self._commits_since_checkpoint = 0
+            self._bytes_since_checkpoint = 0
+            return
+        self._commits_since_checkpoint += 1
+        if isinstance(op, AppendOperation):
+            self._bytes_since_checkpoint += len(op.data)
 
     def _maybe_queue_checkpoint(self) -> None:
         cfg = self.config

@@ -176,6 +176,41 @@ async def test_policy_with_many_commits_writes_checkpoints() -> None:
     await log.close()
 
 
+async def test_restarts_each_before_the_checkpoint_count_still_checkpoint_and_truncate() -> None:
+    """The count of operations since the last checkpoint carries over a restart (recovery counts what it replays):
+    a container that restarts every 12 operations (the policy asks for 20) still checkpoints and truncates Tier-1."""
+    shared = SharedLogState()
+    log = await open_log(shared)
+    sid = await create(log, "s")
+    await log.close()
+    for instance in range(3):
+        log = await open_log(shared)
+        for i in range(12):
+            await log.add(AppendOperation(segment_id=sid, data=b"%d-%02d" % (instance, i)))
+        await log.close()
+    again = await open_log(shared)
+    assert again._truncation_points, "no checkpoint in Tier-1 after 37 operations"  # type: ignore[attr-defined]
+    checkpoint = again._truncation_points[-1].checkpoint_sequence  # type: ignore[attr-defined]
+    assert await again.truncate(checkpoint) is not None
+    await again.close()
+    last = await open_log(shared)
+    assert last.metadata.get(sid).length == 36 * 4
+    await last.close()
+
+
+async def test_recovery_that_replays_past_the_checkpoint_count_checkpoints_at_start() -> None:
+    shared = SharedLogState()
+    lazy = DurableLogConfig(max_frame_bytes=4096, checkpoint_min_commit_count=100, checkpoint_commit_count=1000)
+    log = await open_log(shared, lazy)
+    sid = await create(log, "s")
+    for i in range(30):
+        await log.add(AppendOperation(segment_id=sid, data=b"%02d" % i))
+    await log.close()
+    again = await open_log(shared)  # SMALL: 31 replayed operations are past its 20
+    await wait_until(lambda: bool(again._truncation_points), "a checkpoint right after recovery", 10)  # type: ignore[attr-defined]
+    await again.close()
+
+
 async def test_tier1_failure_with_ops_in_flight_fails_them_and_rolls_back() -> None:
     shared = SharedLogState()
     log = await open_log(shared, data_log=FailingLog(shared, fail_after=3))
