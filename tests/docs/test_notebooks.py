@@ -35,7 +35,7 @@ CELL_TIMEOUT_S = 120
 STOP_GRACE_S = 10.0
 KERNEL_LOG_TAIL = 6000
 REFRESH = os.environ.get("SEGSTORE_REFRESH_NOTEBOOKS") == "1"
-FIGURES = {"quickstart.ipynb": 1, "explore_stream.ipynb": 2}
+FIGURES = {"quickstart.ipynb": 1, "explore_stream.ipynb": 2, "stream_as_table.ipynb": 1}
 
 
 def _kernelspec(root: Path) -> None:
@@ -241,6 +241,26 @@ def test_explore_stream_notebook_runs_and_draws_scaling_chunks_and_lag(
     assert _figures(notebook) == FIGURES["explore_stream.ipynb"]
     _keep_outputs("explore_stream.ipynb", notebook)
     print(f"explore_stream.ipynb: {seconds:.1f} s")
+
+
+@pytest.mark.slow
+def test_stream_as_table_notebook_runs_duckdb_sql_next_to_a_live_query_and_both_agree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notebook, seconds = _run("stream_as_table.ipynb", tmp_path, monkeypatch)
+    text = _text(notebook)
+    assert not _errors(notebook), _errors(notebook)  # the cell asserting both sides agree raised nothing
+    assert "segstore standalone ready" in text
+    wrote = re.search(
+        r"wrote (\d+) orders; at the last sample while writing the table had (\d+), the live query (\d+)", text
+    )
+    assert wrote and int(wrote.group(1)) >= 10_000, text  # 15 s at 1,000 a second, give or take the pacing
+    assert re.search(r"\d+ rows; the table's current snapshot has \d+ data files", text), text
+    assert "standalone exited with 0" in text
+    assert "Traceback" not in text, text
+    assert _figures(notebook) == FIGURES["stream_as_table.ipynb"]
+    _keep_outputs("stream_as_table.ipynb", notebook)
+    print(f"stream_as_table.ipynb: {seconds:.1f} s")
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
