@@ -170,6 +170,9 @@ class SegmentAggregator:
         self.exists_in_storage = False
         self.sealed_in_storage = False
         self.finished = False  # deleted or merged away: nothing more will come
+        self.rows_at_ms: int | None = None
+        """A merge source flushed by its target's merge: the merge time, which every row it writes takes (the
+        concat then has nothing to rewrite: a transaction merged before its flush is written to Tier-2 once)."""
 
     # ---- queue ---------------------------------------------------------------------------------------------
     def add(self, op: Operation) -> None:
@@ -299,6 +302,8 @@ class SegmentAggregator:
             buffers += run.buffers_from(skip)
             position = end
         if buffers:
+            if self.rows_at_ms is not None:
+                ingest = [(0, self.rows_at_ms)]
             await self._ensure_exists()
             self.storage_length = await self._storage.write(self.target.name, self.storage_length, buffers, ingest)
         for _ in runs:
@@ -343,7 +348,9 @@ class SegmentAggregator:
         self._host.on_merged(self.target.segment_id, op.source_id, self.storage_length)
 
     async def _concat(self, op: MergeOperation, source: SegmentAggregator) -> None:
-        """Flush and seal the merge source in Tier-2, then concatenate it at the merge offset."""
+        """Flush and seal the merge source in Tier-2 (what it still holds at the merge time, when the merge carries
+        one), then concatenate it at the merge offset."""
+        source.rows_at_ms = op.merge_time_ms or None
         await source.process(force=True)
         if source.pending or not source.sealed_in_storage:
             raise StorageWriterCorruptedError(

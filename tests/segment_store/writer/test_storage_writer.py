@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
@@ -132,6 +133,40 @@ async def test_merge_replayed_after_crash_is_not_applied_twice(env: ContainerEnv
     await c2.flush_to_storage()
     await assert_tier2_exact(c2, parent, head + tail)
     assert not await c2.storage.exists(txn)
+
+
+async def test_transaction_merged_before_its_flush_is_written_to_tier2_once_at_its_merge_time() -> None:
+    """Its merge flushes it: its rows are written with the merge time at once, and the concat has nothing to
+    rewrite (one chunk write for it, not two: Spark's exactly-once sink writes every micro-batch this way)."""
+    lazy = replace(SMALL, writer=replace(SMALL.writer, flush_max_age_s=3600.0))  # flushed by request only
+    env = ContainerEnv(lazy)
+    try:
+        c = await env.start()
+        parent, txn = "p/s/0.#epoch.0", "p/s/0.#epoch.0#transaction." + "0e" * 16
+        await c.create_segment(parent)
+        await c.create_segment(txn)
+        head = await fill(c, parent, 3, "p")
+        await c.flush_to_storage()
+        tail = await fill(c, txn, 3, "t")
+        before, merging = len(env.chunks.calls), int(time.time() * 1000)
+        merged = await c.merge(parent, txn)
+        merged_by = int(time.time() * 1000)
+        total = len(head) + len(tail)
+        # no flush request: that forces every aggregator, the transaction's own first (with its own times)
+        deadline = asyncio.get_running_loop().time() + 30
+        while (await c.get_info(parent)).storage_length < total:
+            assert asyncio.get_running_loop().time() < deadline, "the merge never reached Tier-2"
+            await asyncio.sleep(0.01)
+        written = [name for op, name in env.chunks.calls[before:] if op == "write_chunk" and data_chunk(op, name)]
+        assert len(written) == 1, written  # the transaction's bytes, once
+        await assert_tier2_exact(c, parent, head + tail)
+        assert (await c.storage.chunks(parent))[-1].chunk_name == written[0]
+        runs = await c.storage.ingest_runs(parent, merged.target_offset, total, 10)
+        assert len(runs) == 1 and runs[0][0] == merged.target_offset == len(head), runs
+        assert merging <= runs[0][1] <= merged_by, (runs, merging, merged_by)
+        assert not await c.storage.exists(txn)
+    finally:
+        await env.close()
 
 
 async def test_two_merges_replayed_after_crash_keep_the_full_tier2_length(env: ContainerEnv) -> None:
