@@ -153,3 +153,22 @@ def test_admin_and_metrics_show_lag_through_a_catalog_outage_and_the_catch_up(
     assert caught_up["failed_passes"] > 0  # counted since start
     seen = metrics(standalone, "ops/live")
     assert seen["segstore_iceberg_table_lag_bytes"] == 0 and seen["segstore_iceberg_table_lag_age_seconds"] == 0
+
+
+def test_deleted_stream_keeps_its_table_as_of_its_last_snapshot(
+    standalone: StandaloneProcess, streams: Streams
+) -> None:
+    """The decided behaviour (docs/iceberg.md, "Operating tables"): deleting a stream leaves its table in the
+    catalog as of its last snapshot, readable while the table's pins hold its chunk files; admin stops listing
+    it; dropping it is the operator's call (pyiceberg ``drop_table``)."""
+    streams.create("ops", "gone")
+    write(streams, "gone", 50, "kept")
+    poll(lambda: (row := table_row(standalone, "ops/gone")) and row["lag_bytes"] == 0 and row["data_files"], "listed")
+    expected = sorted(streams.events("ops", "gone"))
+    poll(lambda: table_rows(standalone, "gone") == expected, "the table holds the events")
+    streams.manager.seal_stream("ops", "gone")
+    streams.manager.delete_stream("ops", "gone")
+    poll(lambda: table_row(standalone, "ops/gone") is None, "admin no longer lists the deleted stream's table")
+    assert table_rows(standalone, "gone") == expected  # its files are still there (pinned)
+    catalog(standalone.data_dir).drop_table(("ops", "gone"))
+    assert not catalog(standalone.data_dir).table_exists(("ops", "gone"))
