@@ -64,6 +64,20 @@ class StoreLevels:
     """Containers running (serving) here."""
     ready: bool
     """Every container assigned here is recovered."""
+    tables: tuple[TableLevel, ...] = ()
+    """Each Iceberg table of the containers running here (none without ``--iceberg-tables``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableLevel:
+    """One Iceberg table as the table maintainer saw it after its last pass (definitions:
+    :mod:`segment_store.iceberg.status`). Label ``table`` (``scope/stream``): bounded by the opted-in streams."""
+
+    table: str
+    lag_bytes: int
+    lag_age_s: float
+    data_files: int
+    failed_passes: int
 
 
 class LevelSource(Protocol):
@@ -311,3 +325,22 @@ class _ScrapeCollector(Collector):
         yield GaugeMetricFamily(
             "segstore_ready", "1 once every container assigned here is recovered", value=int(levels.ready)
         )
+        yield from _table_metrics(levels.tables)
+
+
+def _table_metrics(tables: Iterable[TableLevel]) -> Iterable[Metric]:
+    """The ``segstore_iceberg_table_*`` families, one sample per table."""
+    families = (
+        (GaugeMetricFamily, "lag_bytes", "Segment bytes final in Tier-2 but not yet in the table", "lag_bytes"),
+        (GaugeMetricFamily, "lag_age_seconds", "Age of the oldest event final in Tier-2 but not in the table",
+         "lag_age_s"),
+        (GaugeMetricFamily, "data_files", "Data files of the table's current snapshot", "data_files"),
+        (CounterMetricFamily, "failed_passes", "Passes over the table that failed (catalog or file IO)",
+         "failed_passes"),
+    )  # fmt: skip
+    listed = list(tables)
+    for kind, name, help_text, attribute in families:
+        family = kind(f"segstore_iceberg_table_{name}", help_text, labels=["table"])
+        for table in listed:
+            family.add_metric([table.table], getattr(table, attribute))
+        yield family

@@ -55,8 +55,11 @@ from segment_store.protocol import (
     GetSegmentAttribute,
     GetStreamSegmentInfo,
     GetTableSegmentInfo,
+    IcebergTableInfo,
+    IcebergTablesListed,
     IngestTimesRead,
     ListChunkPins,
+    ListIcebergTables,
     ListStorageChunkLocations,
     ListStorageChunks,
     LocateOffset,
@@ -422,6 +425,17 @@ class SegmentClient:
         token = await self.tokens.token("", False)
         reply = await connection.request(ListChunkPins(next_request_id(), container_id, token), ChunkPinsListed)
         return list(reply.pins)
+
+    async def list_iceberg_tables(self, endpoint: Endpoint | None = None) -> tuple[bool, list[IcebergTableInfo]]:
+        """Whether the segment store keeps Iceberg tables, and their state as it sees them (admin;
+        ``ListIcebergTables``)."""
+        target = endpoint or self._static
+        if target is None:
+            raise ValueError("endpoint: required when the client resolves endpoints per segment")
+        connection = await self.pool.get(target)
+        token = await self.tokens.token("", False)
+        reply = await connection.request(ListIcebergTables(next_request_id(), token), IcebergTablesListed)
+        return reply.enabled, list(reply.tables)
 
     # ---- table segments -----------------------------------------------------------------------------------
 

@@ -31,7 +31,14 @@ from segment_store.client.results import (
     VersionedEntry,
 )
 from segment_store.client.writer import SegmentWriter
-from segment_store.protocol import NO_SCALE, NULL_TABLE_SEGMENT_OFFSET, ChunkInfo, PinInfo, SegmentEvent
+from segment_store.protocol import (
+    NO_SCALE,
+    NULL_TABLE_SEGMENT_OFFSET,
+    ChunkInfo,
+    IcebergTableInfo,
+    PinInfo,
+    SegmentEvent,
+)
 from segment_store.protocol.types import Buffer
 from segstore_shared.loop_thread import ClosableFacade, LoopOwningFacade, LoopThread
 
@@ -220,6 +227,9 @@ class BlockingClient(LoopOwningFacade):
 
     def list_chunk_pins(self, container_id: int) -> list[PinInfo]:
         return self._run(self.client.list_chunk_pins(container_id))
+
+    def list_iceberg_tables(self) -> tuple[bool, list[IcebergTableInfo]]:
+        return self._run(self.client.list_iceberg_tables())
 
     def get_segment_attribute(self, segment: str, attribute_id: uuid.UUID) -> int | None:
         return self._run(self.client.get_segment_attribute(segment, attribute_id))

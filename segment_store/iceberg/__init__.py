@@ -7,6 +7,7 @@ files, registered in place as they become final: no copy, segstore stays their o
 * :mod:`.names`: which stream and segment a segment name is.
 * :mod:`.stream_table`: the table's schema and data files (pyiceberg; blocking).
 * :mod:`.sync`: one table brought up to date with its chunk files in one commit, and its pins (blocking).
+* :mod:`.status`: what the maintainer knows of each table after a pass (snapshot, files, lag, failures).
 * :mod:`.maintainer`: the passes, on a worker thread, over the containers running here.
 
 Layer: above Tier-2 (:mod:`segment_store.storage`: its chunk metadata and pins), beside the storage writer;

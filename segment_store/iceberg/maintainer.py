@@ -6,7 +6,9 @@ loop, which is cheap (no I/O: a walk of in-memory lists); then hands the result 
 one :class:`~segment_store.iceberg.sync.TableSync` pass per table and returns. A pass over a table that fails
 (catalog down, file IO error) is logged and retried with backoff (doubling from the commit interval to
 ``retry_max_delay_ms``); meanwhile the stream's appends go on untouched (nothing in the append path waits on
-the tables) and the next good pass registers everything missed: the tables catch up.
+the tables) and the next good pass registers everything missed: the tables catch up. After every pass each
+table's status (snapshot, files, lag, failures: :mod:`.status`) is what :meth:`TableMaintainer.statuses` gives
+(``segstore admin tables`` and the ``segstore_iceberg_*`` metrics).
 
 Why a thread, and one: pyiceberg is blocking (catalog and file IO) and CPU-heavy in pure Python (a commit deep
 copies the table metadata ~14 times: 30-70 ms of CPU, research in docs/iceberg.md), so it must never run on the
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from segment_store.iceberg.config import IcebergConfig
 from segment_store.iceberg.names import stream_segment
+from segment_store.iceberg.status import TableStatus
 from segment_store.iceberg.stream_table import ChunkFile, file_path, open_catalog
 from segment_store.iceberg.sync import SyncResult, TableSync
 from segment_store.storage.chunk_pins import ChunkPins
@@ -91,6 +94,10 @@ class TableMaintainer:
         self._unreachable_logged = False
         self.passes = 0
         self.last_results: list[SyncResult] = []
+        self._status: dict[TableKey, TableStatus] = {}
+        """Per table, as of the last pass (:mod:`.status`); replaced whole by the worker thread."""
+        self._first_seen: dict[str, int] = {}
+        """Chunk location -> epoch ms first seen, for unregistered chunks without recorded ingestion times."""
 
     async def start(self) -> None:
         """Start the passes in the background (the first one at once)."""
@@ -156,17 +163,20 @@ class TableMaintainer:
                         continue
                     location = file_path(uri)
                     files[location] = ChunkFile(location, name, where, chunk.name, chunk.start_offset,
-                                                source.container_id)  # fmt: skip
+                                                source.container_id, chunk.length, chunk.min_ms)  # fmt: skip
         self._pins = pins
         return snapshot
 
     def _sync_all(self, snapshot: Snapshot) -> list[SyncResult]:
-        """One pass per due table (worker thread); a failing table is logged and retried later, never raised."""
+        """One pass per due table (worker thread); a failing table is logged and retried later, never raised.
+        Every table's status is measured after it (:mod:`.status`), the tables not due too."""
         results: list[SyncResult] = []
+        statuses: dict[TableKey, TableStatus] = {}
         now = time.monotonic()
         for key, chunks in snapshot.chunks.items():
             due, delay = self._retry.get(key, (0.0, 0.0))
             if now < due:
+                statuses[key] = self._measure(key, chunks, attempted=False)
                 continue
             try:
                 sync = self._syncs.get(key)
@@ -181,9 +191,54 @@ class TableMaintainer:
                 log.warning("iceberg %s.%s: pass failed (retry in %.1f s): %r", *key, delay, error)
                 if key not in self._syncs:
                     self._catalog = None  # the catalog itself may be what failed: open it again
+                statuses[key] = self._measure(key, chunks, attempted=True, error=error)
                 continue
             self._retry.pop(key, None)
+            statuses[key] = self._measure(key, chunks, attempted=True)
+        waiting = {loc for status_chunks in snapshot.chunks.values() for loc in status_chunks}
+        self._first_seen = {loc: ms for loc, ms in self._first_seen.items() if loc in waiting}
+        self._status = statuses  # one assignment: the event loop reads either the old dict or this one
         return results
+
+    def _measure(
+        self, key: TableKey, chunks: dict[str, ChunkFile], attempted: bool, error: Exception | None = None
+    ) -> TableStatus:
+        """The table's status after this pass (worker thread; no IO: see :mod:`.status`)."""
+        previous = self._status.get(key) or TableStatus(*key)
+        sync = self._syncs.get(key)
+        pending = sync.pending(chunks) if sync is not None else list(chunks.values())
+        now_ms = int(time.time() * 1000)
+        oldest: int | None = None
+        for chunk in pending:
+            ingested = chunk.min_ms if chunk.min_ms is not None else self._first_seen.setdefault(chunk.location, now_ms)
+            oldest = ingested if oldest is None else min(oldest, ingested)
+        current = sync.current if sync is not None else None
+        snapshot_id, committed_at_ms = (
+            current if current is not None else (previous.snapshot_id, previous.committed_at_ms)
+        )
+        failures, failed_passes, last_error = previous.failures, previous.failed_passes, previous.last_error
+        if error is not None:
+            failures, failed_passes = failures + 1, failed_passes + 1
+            last_error = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}"
+        elif attempted:
+            failures, last_error = 0, ""
+        return TableStatus(
+            *key,
+            snapshot_id=snapshot_id,
+            committed_at_ms=committed_at_ms,
+            data_files=sync.file_count if sync is not None else previous.data_files,
+            lag_bytes=sum(c.length for c in pending),
+            lag_chunks=len(pending),
+            oldest_unregistered_ms=oldest,
+            last_pass_at_ms=now_ms if attempted else previous.last_pass_at_ms,
+            failures=failures,
+            failed_passes=failed_passes,
+            last_error=last_error,
+        )
+
+    def statuses(self) -> list[TableStatus]:
+        """Every table of the containers running here, by name, as of the last pass (any thread)."""
+        return sorted(self._status.values(), key=lambda s: s.name)
 
     def _warm_up(self) -> None:
         """Import pyiceberg and open the catalog (worker thread); a failure is left to the first pass."""
@@ -202,4 +257,4 @@ class TableMaintainer:
         return self._syncs.get((scope, stream))
 
 
-__all__ = ["ChunkSource", "Snapshot", "TableMaintainer"]
+__all__ = ["ChunkSource", "Snapshot", "TableMaintainer", "TableStatus"]

@@ -71,6 +71,10 @@ class ChunkFile:
     chunk: str
     chunk_start: int
     container_id: int
+    length: int = 0
+    """Segment bytes the chunk holds (what it adds to a table's lag until registered)."""
+    min_ms: int | None = None
+    """Ingestion time of its earliest event (None: not recorded)."""
 
 
 def file_path(location: str) -> str:

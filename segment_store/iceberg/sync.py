@@ -103,6 +103,23 @@ class TableSync:
         """The table as of the last pass (None before the first)."""
         return self._table
 
+    @property
+    def current(self) -> tuple[int, int] | None:
+        """(snapshot id, commit epoch ms) of the table's current snapshot as of the last good pass; None before the
+        table has one, and after a failed pass (until the next good one)."""
+        snapshot = self._table.current_snapshot() if self._table is not None else None
+        return None if snapshot is None else (snapshot.snapshot_id, snapshot.timestamp_ms)
+
+    @property
+    def file_count(self) -> int:
+        """Data files of the current snapshot as last known."""
+        return len(self._files)
+
+    def pending(self, chunks: Mapping[str, ChunkFile]) -> list[ChunkFile]:
+        """The chunks of ``chunks`` that the current snapshot as last known does not hold and that were not
+        skipped: what the next good pass registers (the table's lag; no IO)."""
+        return [c for location, c in chunks.items() if location not in self._files and location not in self._skipped]
+
     def sync(self, chunks: Mapping[str, ChunkFile], segment_ids: set[int]) -> SyncResult:
         """Make the current snapshot hold exactly ``chunks`` (by location) for the segments ``segment_ids`` (see
         the module docstring). Raises what the catalog and the file IO raise (nothing is then assumed to have

@@ -15,6 +15,7 @@ from typing import Any
 
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
+from segment_store.iceberg.status import TableStatus
 from segment_store.protocol import (
     MAX_INGEST_TIME_RUNS,
     ChunkPinsListed,
@@ -31,9 +32,12 @@ from segment_store.protocol import (
     GetSegmentAttribute,
     GetStreamSegmentInfo,
     GetTableSegmentInfo,
+    IcebergTableInfo,
+    IcebergTablesListed,
     IngestTimeRun,
     IngestTimesRead,
     ListChunkPins,
+    ListIcebergTables,
     ListStorageChunkLocations,
     ListStorageChunks,
     LocateOffset,
@@ -142,8 +146,11 @@ class RequestHandler:
         registry: ContainerRegistry,
         tables: Callable[[SegmentContainer], TableStore],
         config: ServerConfig,
+        iceberg_tables: Callable[[], list[TableStatus] | None] = lambda: None,
     ) -> None:
+        """``iceberg_tables``: the Iceberg tables' statuses now (None: this segment store keeps no tables)."""
         self._registry = registry
+        self._iceberg_tables = iceberg_tables
         self._tables = tables
         self._config = config
         key = config.auth_token_signing_key
@@ -180,6 +187,7 @@ class RequestHandler:
             PinChunks: self._pin_chunks,
             UnpinChunks: self._unpin_chunks,
             ListChunkPins: self._list_pins,
+            ListIcebergTables: self._list_iceberg_tables,
         }
 
     def handles(self, command: WireCommand) -> bool:
@@ -361,6 +369,29 @@ class RequestHandler:
             return OperationUnsupported(c.request_id, "ListChunkPins", "")
         listed = tuple(PinInfo(p.pin_id, p.segment, p.expires_at_ms, len(p.chunks)) for p in pins.live())
         return ChunkPinsListed(c.request_id, listed)
+
+    async def _list_iceberg_tables(self, c: ListIcebergTables) -> WireCommand:
+        statuses = self._iceberg_tables()
+        if statuses is None:
+            return IcebergTablesListed(c.request_id, False, ())
+        now_ms = int(time.time() * 1000)
+        listed = tuple(
+            IcebergTableInfo(
+                s.name,
+                -1 if s.snapshot_id is None else s.snapshot_id,
+                -1 if s.committed_at_ms is None else s.committed_at_ms,
+                s.data_files,
+                s.lag_bytes,
+                s.lag_chunks,
+                s.lag_age_ms(now_ms),
+                s.last_pass_at_ms,
+                s.failures,
+                s.failed_passes,
+                s.last_error,
+            )
+            for s in statuses
+        )
+        return IcebergTablesListed(c.request_id, True, listed)
 
     async def _locate_offset(self, c: LocateOffset) -> WireCommand:
         # Pravega answers from its index segment (a boundary at or after the target); this store knows the first.

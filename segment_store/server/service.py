@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import socket
 import ssl
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,8 +30,8 @@ from segment_store.containers.config import ContainerConfig
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
 from segment_store.iceberg.config import IcebergConfig
-from segment_store.iceberg.maintainer import ChunkSource, TableMaintainer
-from segment_store.metrics import NO_METRICS, SegmentStoreMetrics, StoreLevels, StoreMetrics
+from segment_store.iceberg.maintainer import ChunkSource, TableMaintainer, TableStatus
+from segment_store.metrics import NO_METRICS, SegmentStoreMetrics, StoreLevels, StoreMetrics, TableLevel
 from segment_store.server.config import ServerConfig
 from segment_store.server.connection import FlowTracker, ServerConnection
 from segment_store.server.requests import RequestHandler
@@ -158,7 +159,7 @@ class SegmentStoreService:
         self.table_maintainer: TableMaintainer | None = None
         """With ``config.iceberg``: keeps the streams' Iceberg tables (None otherwise)."""
         self.tracker = FlowTracker(config.server)
-        self.requests = RequestHandler(self.registry, self.tables, config.server)
+        self.requests = RequestHandler(self.registry, self.tables, config.server, self._iceberg_statuses)
         self._server: asyncio.Server | None = None
         self.connections: set[ServerConnection] = set()
         self._tls: ssl.SSLContext | None = None
@@ -249,6 +250,12 @@ class SegmentStoreService:
         """The Tier-2 storages of the containers running here (the table maintainer's view)."""
         running = set(self.registry.running)
         return [storage for cid, storage in self._chunked.items() if cid in running]
+
+    def _iceberg_statuses(self) -> list[TableStatus] | None:
+        """The Iceberg tables' statuses (None: no ``--iceberg-tables``; [] until the maintainer's first pass)."""
+        if self.config.iceberg is None:
+            return None
+        return self.table_maintainer.statuses() if self.table_maintainer is not None else []
 
     def tables(self, container: SegmentContainer) -> TableStore:
         """The table store of a running container instance (a restarted container gets a new one)."""
@@ -370,6 +377,14 @@ class SegmentStoreService:
             connections=len(self.connections),
             containers_owned=len(registry.running),
             ready=self.ready(),
+            tables=self._table_levels(),
+        )
+
+    def _table_levels(self) -> tuple[TableLevel, ...]:
+        now_ms = int(time.time() * 1000)
+        return tuple(
+            TableLevel(s.name, s.lag_bytes, s.lag_age_ms(now_ms) / 1000, s.data_files, s.failed_passes)
+            for s in self._iceberg_statuses() or ()
         )
 
     async def _join_cluster(self) -> None:

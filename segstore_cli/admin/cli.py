@@ -254,6 +254,7 @@ def _other_commands(nouns: argparse._SubParsersAction[AdminParser]) -> None:
     _command(nouns, "controllers", "segments:list_controllers", "the controllers of the cluster")
     _command(nouns, "containers", "cluster:list_containers", "which segment store runs which segment container")
     _command(nouns, "pins", "pins:list_pins", "readers' live pins on Tier-2 chunk files, per container")
+    _command(nouns, "tables", "tables:list_tables", "each stream's Iceberg table: snapshot, files, lag, errors")
     txns = _command(nouns, "transactions", "cluster:list_transactions", "a stream's open transactions")
     txns.add_argument("stream", type=parsing.scoped_name, help=_STREAM_HELP)
 

@@ -54,6 +54,7 @@ from segment_store.protocol.commands.failures import (
     TableSegmentNotEmpty,
     WrongHost,
 )
+from segment_store.protocol.commands.iceberg_tables import IcebergTableInfo, IcebergTablesListed, ListIcebergTables
 from segment_store.protocol.commands.pins import (
     ChunkPinsListed,
     ChunksPinned,
@@ -160,11 +161,14 @@ __all__: tuple[str, ...] = (
     "GetStreamSegmentInfo",
     "GetTableSegmentInfo",
     "Hello",
+    "IcebergTableInfo",
+    "IcebergTablesListed",
     "IngestTimeRun",
     "IngestTimesRead",
     "InvalidEventNumber",
     "KeepAlive",
     "ListChunkPins",
+    "ListIcebergTables",
     "ListStorageChunkLocations",
     "ListStorageChunks",
     "LocateOffset",

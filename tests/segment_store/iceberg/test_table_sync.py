@@ -121,6 +121,23 @@ def test_sync_with_replaced_chunks_swaps_them_in_one_snapshot_and_pins_until_exp
     assert [(p.pin_id, p.segment) for p in live] == [(PIN_ID, SEGMENT)]
 
 
+def test_pending_with_registered_and_skipped_chunks_is_only_the_new_ones(tmp_path: Path) -> None:
+    """The lag the maintainer reports (``segment_store.iceberg.status``): chunks neither in the table nor skipped."""
+    chunks = Chunks(tmp_path)
+    sync = make_sync(tmp_path, chunks)
+    assert sync.current is None and sync.file_count == 0
+    old, a = chunks.write([b"old"], version=1), chunks.write([b"a"])
+    assert sync.pending(by_location(old, a)) == [old, a]  # before the first pass: everything
+    sync.sync(by_location(old, a), {0})
+    b = chunks.write([b"b"])
+    assert sync.pending(by_location(old, a, b)) == [b]
+    assert sync.table is not None and sync.file_count == 1
+    snapshot = sync.table.current_snapshot()
+    assert snapshot is not None and sync.current == (snapshot.snapshot_id, snapshot.timestamp_ms)
+    sync.sync(by_location(old, a, b), {0})
+    assert sync.pending(by_location(old, a, b)) == [] and sync.file_count == 2
+
+
 def test_sync_with_segment_not_seen_keeps_its_files(tmp_path: Path) -> None:
     chunks = Chunks(tmp_path)
     sync = make_sync(tmp_path, chunks)

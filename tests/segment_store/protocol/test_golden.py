@@ -10,6 +10,7 @@ import dataclasses
 
 import pytest
 from golden_extensions import EXTENSION_CASES
+from golden_iceberg_tables import ICEBERG_TABLE_CASES
 from golden_pins import PIN_CASES
 from golden_values import (
     ATTR,
@@ -138,6 +139,7 @@ CASES: list[tuple[str, WireCommand, bytes]] = [
     ("storage_chunks_listed_empty", StorageChunksListed(1, ()), frame(-6, i64(1), i32(0))),
     *EXTENSION_CASES,
     *PIN_CASES,
+    *ICEBERG_TABLE_CASES,
     ("event", Event(DATA), frame(0, DATA)),
     (
         "setup_append",
@@ -512,7 +514,7 @@ def test_decode_with_golden_bytes(name: str, command: WireCommand, golden: bytes
 def test_golden_with_every_registered_type_code() -> None:
     covered = {type(command).TYPE_CODE for _, command, _ in CASES}
     assert covered == set(REGISTRY)
-    assert len(REGISTRY) == 84
+    assert len(REGISTRY) == 86
 
 
 def test_type_codes_with_java_values() -> None:
@@ -543,6 +545,7 @@ def test_type_codes_with_java_values() -> None:
         "PinChunks": -26, "ChunksPinned": -27, "UnpinChunks": -28, "ChunksUnpinned": -29,  # protocol/commands/pins.py
         "ListChunkPins": -30, "ChunkPinsListed": -31,
         "LocateOffsetBeforeTime": -32, "OffsetBeforeTimeLocated": -33,
+        "ListIcebergTables": -34, "IcebergTablesListed": -35,  # protocol/commands/iceberg_tables.py
     }  # fmt: skip
     assert {cls.__name__: code for code, cls in REGISTRY.items()} == expected | extensions
 

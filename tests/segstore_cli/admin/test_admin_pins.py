@@ -1,5 +1,6 @@
 """``segstore admin pins`` against a standalone: the live chunk pins of every container, human and --json; a pin
-of a chunk that is not the segment's is refused; a released pin is no longer listed."""
+of a chunk that is not the segment's is refused; a released pin is no longer listed. ``tables`` on this standalone
+(no ``--iceberg-tables``) says in one line that none are configured."""
 
 from __future__ import annotations
 
@@ -60,3 +61,12 @@ def test_pins_lists_live_pins_and_forgets_released_ones(standalone: StandalonePr
 
         assert client.unpin_chunks(segment, "job-1") and not client.unpin_chunks(segment, "job-1")
     assert json.loads(admin(standalone, "pins", "--json").stdout) == []
+
+
+def test_tables_with_tables_off_says_none_are_configured(standalone: StandaloneProcess) -> None:
+    human = admin(standalone, "tables")
+    assert human.returncode == 0, human.stderr
+    assert human.stdout.strip().splitlines() == [
+        "no Iceberg tables: the segment stores run without --iceberg-tables (docs/iceberg.md)"
+    ]
+    assert json.loads(admin(standalone, "tables", "--json").stdout) == {"enabled": False, "tables": []}
