@@ -465,30 +465,36 @@ class SelftestCluster:
         """Processes that exited although no fault killed them, with their exit codes."""
         return {n: code for n, c in self.children.items() if (code := c.exited_unexpectedly()) is not None}
 
-    async def heal(self) -> None:
-        """Everything running and resumed (after a fault was cut short)."""
+    def wake(self) -> None:
+        """Every paused process resumed, every partition healed, Tier-2 unfrozen and writable: what a fault cut short
+        (Ctrl-C) left. Before a stop, so that each process can shut down cleanly: a segment store flushing to a
+        frozen S3, or cut off from ZooKeeper, would use all its grace period and be killed."""
         self.resume_tier2()
         self.free_tier2()
         for name, to in self.proxies:
             self.heal_partition(name, to)
-        await self.restart_zookeeper()
         for index in list(self.paused_nats):
             self.resume_nats_node(index)
+        for child in self.children.values():
+            if child.paused:
+                child.resume()
+
+    async def heal(self) -> None:
+        """Everything running and resumed (after a fault was cut short)."""
+        self.wake()
+        await self.restart_zookeeper()
         for index, node in enumerate(self.nats.nodes if self.nats is not None else []):
             if node.pid is None:
                 await self.restart_nats_node(index)
         for child in self.children.values():
-            if child.paused:
-                child.resume()
             if not child.running:
                 await child.start()
 
     async def stop(self) -> None:
+        self.wake()
         await asyncio.gather(*(c.stop() for c in self.children.values() if c.name.startswith("ss")))
         await asyncio.gather(*(c.stop() for c in self.children.values() if c.name.startswith("controller")))
         if self.nats is not None:
-            for index in list(self.paused_nats):
-                self.resume_nats_node(index)
             await asyncio.to_thread(self.nats.stop)
         for server in self.zookeeper_servers:
             await asyncio.to_thread(server.stop)

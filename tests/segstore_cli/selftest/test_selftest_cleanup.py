@@ -160,3 +160,43 @@ def test_faults_that_cannot_happen_are_refused_before_anything_starts(
         "jetstream, tier2_outage --tier2 s3, kill_zookeeper_leader --zookeeper ensemble)\n"
     )
     assert left_behind(temp_root) == []
+
+
+class FrozenS3:
+    """Stands in for the S3 server a Tier-2 outage froze (SIGSTOP) when Ctrl-C cut the fault short."""
+
+    def __init__(self) -> None:
+        self.paused = True
+        self.stopped = False
+
+    def resume(self) -> None:
+        self.paused = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+class SegmentStoreStopping:
+    """Stands in for a segment store child: records what it would meet while shutting down."""
+
+    def __init__(self, cluster: SelftestCluster, seen: list[tuple[bool, bool]]) -> None:
+        self.name, self.paused, self._cluster, self._seen = "ss1", False, cluster, seen
+
+    async def stop(self) -> None:
+        s3 = self._cluster.s3
+        assert s3 is not None
+        self._seen.append((s3.paused, self._cluster.tier2_full_switch.exists()))
+
+
+async def test_stop_after_a_fault_cut_short_wakes_tier2_before_the_segment_stores_shut_down(tmp_path: Path) -> None:
+    """Ctrl-C during a Tier-2 outage or a full Tier-2 disk: the segment stores must be able to flush as they stop
+    (a frozen S3 made each of them use its whole grace period, then be killed), so everything is woken first."""
+    cluster = SelftestCluster(tmp_path)
+    tmp_path.mkdir(exist_ok=True)
+    cluster.s3 = FrozenS3()  # type: ignore[assignment]
+    cluster.fill_tier2()
+    seen: list[tuple[bool, bool]] = []
+    cluster.children["ss1"] = SegmentStoreStopping(cluster, seen)  # type: ignore[assignment]
+    await cluster.stop()
+    assert seen == [(False, False)]  # S3 resumed and the disk writable when the segment store stopped
+    assert cluster.s3.stopped  # type: ignore[union-attr]
