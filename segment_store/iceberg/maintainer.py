@@ -162,8 +162,9 @@ class TableMaintainer:
                             self._unreachable_logged = True
                         continue
                     location = file_path(uri)
+                    cut = max(layout.start_offset - chunk.start_offset, 0)  # > 0: the truncation boundary chunk
                     files[location] = ChunkFile(location, name, where, chunk.name, chunk.start_offset,
-                                                source.container_id, chunk.length, chunk.min_ms)  # fmt: skip
+                                                source.container_id, chunk.length - cut, chunk.min_ms, cut)  # fmt: skip
         self._pins = pins
         return snapshot
 

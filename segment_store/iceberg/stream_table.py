@@ -75,6 +75,9 @@ class ChunkFile:
     """Segment bytes the chunk holds (what it adds to a table's lag until registered)."""
     min_ms: int | None = None
     """Ingestion time of its earliest event (None: not recorded)."""
+    cut: int = 0
+    """The first live offset in the chunk: rows with ``offset < cut`` were truncated away (the segment's start
+    offset is inside this chunk: :mod:`.truncation`); 0 for a whole chunk."""
 
 
 def file_path(location: str) -> str:
@@ -136,14 +139,16 @@ def load_or_create(catalog: Catalog, scope: str, stream: str) -> Table:
     return catalog.load_table(identifier)
 
 
-def data_file(table: Table, chunk: ChunkFile) -> DataFile | None:
+def data_file(table: Table, chunk: ChunkFile, location: str | None = None) -> DataFile | None:
     """The table's data file for ``chunk`` (partition values given, statistics from its Parquet footer), or None
-    for a chunk that is not a format 2 events chunk. Raises OSError if the file cannot be read."""
+    for a chunk that is not a format 2 events chunk. ``location``: the file holding the chunk's rows when it is not
+    the chunk file itself (a trimmed copy: :mod:`.truncation`). Raises OSError if the file cannot be read."""
+    location = chunk.location if location is None else location
     from pyiceberg.io.pyarrow import compute_statistics_plan, data_file_statistics_from_parquet_metadata
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.typedef import Record
 
-    with table.io.new_input(chunk.location).open() as handle:
+    with table.io.new_input(location).open() as handle:
         footer = pq.read_metadata(handle)
         size = handle.seek(0, os.SEEK_END)
     kv = footer.metadata or {}
@@ -158,7 +163,7 @@ def data_file(table: Table, chunk: ChunkFile) -> DataFile | None:
     where = chunk.coordinates
     made = DataFile.from_args(
         content=DataFileContent.DATA,
-        file_path=chunk.location,
+        file_path=location,
         file_format=FileFormat.PARQUET,
         partition=Record(where.scope, where.stream, where.segment_id, chunk.chunk_start),
         file_size_in_bytes=size,

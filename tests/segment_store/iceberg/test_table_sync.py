@@ -3,6 +3,7 @@ encoder) in a filesystem chunk storage, the real SQL catalog on SQLite, real pin
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -119,6 +120,34 @@ def test_sync_with_replaced_chunks_swaps_them_in_one_snapshot_and_pins_until_exp
     assert chunks.pins.held() == {"data/c0/merged", c.chunk}  # no kept snapshot holds a or b any more
     live = chunks.pins.live()
     assert [(p.pin_id, p.segment) for p in live] == [(PIN_ID, SEGMENT)]
+
+
+def test_sync_with_truncation_inside_a_chunk_holds_a_trimmed_copy_until_the_chunk_leaves(tmp_path: Path) -> None:
+    chunks = Chunks(tmp_path)
+    sync = make_sync(tmp_path, chunks, keep_snapshots=2, expire_every_commits=1)
+    whole = chunks.write([b"a", b"b", b"c", b"d"])
+    sync.sync(by_location(whole), {0})
+    cut = replace(whole, cut=2 * len(encode_events([b"a"])))  # the segment now starts at "c"
+    trimmed = sync.sync(by_location(cut), {0})
+    assert (trimmed.added, trimmed.removed, trimmed.files) == (1, 1, 1)
+    assert events_of(sync) == [b"c", b"d"]
+    assert sync.table is not None
+    snapshot = sync.table.current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None and snapshot.summary.operation.value == "overwrite"
+    (path,) = [t.file.file_path for t in sync.table.scan().plan_files()]
+    assert path.startswith(sync.table.location() + "/data/truncated/")  # the table's location, not Tier-2
+    offsets = sync.table.scan().to_arrow().column("chunk_offset").to_pylist()
+    assert sorted(offsets) == [cut.cut, cut.cut + cut.cut // 2]  # offsets still relative to the chunk's start
+    assert whole.chunk in chunks.pins.held()  # the copy's source stays pinned (older snapshots hold it)
+    assert sync.pending(by_location(cut)) == []
+    assert make_sync(tmp_path, chunks).sync(by_location(cut), {0}).added == 0  # a restart finds the copy by name
+    copy = Path(path.removeprefix("file://"))
+    later = chunks.write([b"e"])
+    sync.sync(by_location(later), {0})  # truncated past the chunk: the copy leaves the table
+    assert events_of(sync) == [b"e"]
+    assert copy.exists()  # a kept snapshot still refers to it
+    sync.sync(by_location(later, chunks.write([b"f"])), {0})
+    assert events_of(sync) == [b"e", b"f"] and not copy.exists()  # expired: no snapshot refers to it
 
 
 def test_pending_with_registered_and_skipped_chunks_is_only_the_new_ones(tmp_path: Path) -> None:
