@@ -31,6 +31,7 @@ import logging
 import os
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -83,24 +84,29 @@ class ChunkFile:
 def file_path(location: str) -> str:
     """The data file path a table names for a chunk at ``location`` (a chunk storage URI): a ``file://`` URI with
     its path as it is on disk (readers of Iceberg tables do not percent-decode file paths; segstore's chunk
-    directories have ``%`` in their names), any other URI as it is."""
+    directories have ``%`` in their names), an ``s3://`` URI as ``s3://bucket/<key>`` (the key as it is in the
+    bucket; the endpoint and credentials are the FileIO's settings: :mod:`.file_io`), any other URI as it is."""
     parts = urllib.parse.urlsplit(location)
     if parts.scheme == "file":
         return "file://" + urllib.request.url2pathname(parts.path)
+    if parts.scheme == "s3":  # s3://bucket/<key, percent-encoded>?endpoint_override=...: the key as in the bucket
+        return f"s3://{parts.netloc}{urllib.parse.unquote(parts.path)}"
     return location
 
 
-def open_catalog(config: IcebergConfig) -> Catalog:
+def open_catalog(config: IcebergConfig, file_io: Mapping[str, str] | None = None) -> Catalog:
     """The configured catalog (``config.catalog``, configured the pyiceberg way), or the default SQL catalog on
-    SQLite under ``config.home``."""
+    SQLite under ``config.home``; ``file_io``: FileIO properties added to the catalog's (S3 Tier-2: :mod:`.file_io`)."""
     from pyiceberg.catalog import load_catalog
     from pyiceberg.catalog.sql import SqlCatalog
 
+    extra = dict(file_io or {})
     if config.catalog is not None:
-        return load_catalog(config.catalog)
+        return load_catalog(config.catalog, **extra)
     home = config.home
     (home / "warehouse").mkdir(parents=True, exist_ok=True)
-    return SqlCatalog("segstore", uri=f"sqlite:///{home / 'catalog.db'}", warehouse=(home / "warehouse").as_uri())
+    warehouse = (home / "warehouse").as_uri()
+    return SqlCatalog("segstore", uri=f"sqlite:///{home / 'catalog.db'}", warehouse=warehouse, **extra)
 
 
 def load_or_create(catalog: Catalog, scope: str, stream: str) -> Table:

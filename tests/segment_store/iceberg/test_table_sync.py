@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from segment_store.iceberg.config import IcebergConfig
+from segment_store.iceberg.file_io import file_io_properties
 from segment_store.iceberg.names import stream_segment
 from segment_store.iceberg.stream_table import ChunkFile, file_path, open_catalog
 from segment_store.iceberg.sync import PIN_ID, TableSync
@@ -19,6 +20,7 @@ from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.chunk_pins import ChunkPins
 from segment_store.storage.data_chunk_names import data_chunk_name
 from segment_store.storage.format import parquet_chunk
+from segment_store.storage.tier2_config import Tier2Config
 from segstore_shared.chunk_format import as_reader_schema
 
 pytestmark = pytest.mark.unit
@@ -227,3 +229,16 @@ def test_expiry_keeps_the_newest_snapshots_readable_and_deletes_unreferenced_man
     oldest = min(table.metadata.snapshots, key=lambda s: s.sequence_number or 0)
     assert table.scan(snapshot_id=oldest.snapshot_id).to_arrow().num_rows >= 6  # time travel to a kept snapshot
     assert events_of(sync) == [b"e%d" % i for i in range(9)]
+
+
+def test_file_path_with_s3_location_is_the_key_as_in_the_bucket() -> None:
+    location = "s3://tier2/segstore/data/c0/lake%252Fclicks%252F0.%2523epoch.0/e1-0.parquet?endpoint_override=h%3A1"
+    assert file_path(location) == "s3://tier2/segstore/data/c0/lake%2Fclicks%2F0.%23epoch.0/e1-0.parquet"
+
+
+def test_file_io_properties_with_s3_tier2_are_its_endpoint_and_credentials() -> None:
+    tier2 = Tier2Config(backend="s3", s3_bucket="b", s3_endpoint="http://h:1", s3_access_key_id="k",
+                        s3_secret_access_key="s")  # fmt: skip
+    assert file_io_properties(tier2) == {"s3.endpoint": "http://h:1", "s3.access-key-id": "k",
+                                         "s3.secret-access-key": "s"}  # fmt: skip
+    assert file_io_properties(Tier2Config()) == {}
