@@ -25,7 +25,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -73,15 +73,18 @@ class Snapshot:
 
 class TableMaintainer:
     """See the module docstring. ``sources()``: the storages of the containers running here now;
-    ``location(chunk)``: the URI readers open a chunk file by (None: not reachable from outside, e.g. memory)."""
+    ``location(chunk)``: the URI readers open a chunk file by (None: not reachable from outside, e.g. memory);
+    ``file_io``: pyiceberg FileIO properties for opening chunk files (S3 Tier-2: :mod:`.file_io`; secrets)."""
 
     def __init__(
         self,
         config: IcebergConfig,
         sources: Callable[[], Iterable[ChunkSource]],
         location: Callable[[str], str | None],
+        file_io: Mapping[str, str] | None = None,
     ) -> None:
         self.config = config
+        self._file_io = dict(file_io or {})
         self._sources = sources
         self._location = location
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -162,8 +165,9 @@ class TableMaintainer:
                             self._unreachable_logged = True
                         continue
                     location = file_path(uri)
+                    cut = max(layout.start_offset - chunk.start_offset, 0)  # > 0: the truncation boundary chunk
                     files[location] = ChunkFile(location, name, where, chunk.name, chunk.start_offset,
-                                                source.container_id, chunk.length, chunk.min_ms)  # fmt: skip
+                                                source.container_id, chunk.length - cut, chunk.min_ms, cut)  # fmt: skip
         self._pins = pins
         return snapshot
 
@@ -249,7 +253,7 @@ class TableMaintainer:
 
     def _open_catalog(self) -> Catalog:
         if self._catalog is None:
-            self._catalog = open_catalog(self.config)
+            self._catalog = open_catalog(self.config, self._file_io)
         return self._catalog
 
     def table(self, scope: str, stream: str) -> TableSync | None:

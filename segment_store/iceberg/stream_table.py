@@ -31,6 +31,7 @@ import logging
 import os
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -75,29 +76,37 @@ class ChunkFile:
     """Segment bytes the chunk holds (what it adds to a table's lag until registered)."""
     min_ms: int | None = None
     """Ingestion time of its earliest event (None: not recorded)."""
+    cut: int = 0
+    """The first live offset in the chunk: rows with ``offset < cut`` were truncated away (the segment's start
+    offset is inside this chunk: :mod:`.truncation`); 0 for a whole chunk."""
 
 
 def file_path(location: str) -> str:
     """The data file path a table names for a chunk at ``location`` (a chunk storage URI): a ``file://`` URI with
     its path as it is on disk (readers of Iceberg tables do not percent-decode file paths; segstore's chunk
-    directories have ``%`` in their names), any other URI as it is."""
+    directories have ``%`` in their names), an ``s3://`` URI as ``s3://bucket/<key>`` (the key as it is in the
+    bucket; the endpoint and credentials are the FileIO's settings: :mod:`.file_io`), any other URI as it is."""
     parts = urllib.parse.urlsplit(location)
     if parts.scheme == "file":
         return "file://" + urllib.request.url2pathname(parts.path)
+    if parts.scheme == "s3":  # s3://bucket/<key, percent-encoded>?endpoint_override=...: the key as in the bucket
+        return f"s3://{parts.netloc}{urllib.parse.unquote(parts.path)}"
     return location
 
 
-def open_catalog(config: IcebergConfig) -> Catalog:
+def open_catalog(config: IcebergConfig, file_io: Mapping[str, str] | None = None) -> Catalog:
     """The configured catalog (``config.catalog``, configured the pyiceberg way), or the default SQL catalog on
-    SQLite under ``config.home``."""
+    SQLite under ``config.home``; ``file_io``: FileIO properties added to the catalog's (S3 Tier-2: :mod:`.file_io`)."""
     from pyiceberg.catalog import load_catalog
     from pyiceberg.catalog.sql import SqlCatalog
 
+    extra = dict(file_io or {})
     if config.catalog is not None:
-        return load_catalog(config.catalog)
+        return load_catalog(config.catalog, **extra)
     home = config.home
     (home / "warehouse").mkdir(parents=True, exist_ok=True)
-    return SqlCatalog("segstore", uri=f"sqlite:///{home / 'catalog.db'}", warehouse=(home / "warehouse").as_uri())
+    warehouse = (home / "warehouse").as_uri()
+    return SqlCatalog("segstore", uri=f"sqlite:///{home / 'catalog.db'}", warehouse=warehouse, **extra)
 
 
 def load_or_create(catalog: Catalog, scope: str, stream: str) -> Table:
@@ -136,14 +145,16 @@ def load_or_create(catalog: Catalog, scope: str, stream: str) -> Table:
     return catalog.load_table(identifier)
 
 
-def data_file(table: Table, chunk: ChunkFile) -> DataFile | None:
+def data_file(table: Table, chunk: ChunkFile, location: str | None = None) -> DataFile | None:
     """The table's data file for ``chunk`` (partition values given, statistics from its Parquet footer), or None
-    for a chunk that is not a format 2 events chunk. Raises OSError if the file cannot be read."""
+    for a chunk that is not a format 2 events chunk. ``location``: the file holding the chunk's rows when it is not
+    the chunk file itself (a trimmed copy: :mod:`.truncation`). Raises OSError if the file cannot be read."""
+    location = chunk.location if location is None else location
     from pyiceberg.io.pyarrow import compute_statistics_plan, data_file_statistics_from_parquet_metadata
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.typedef import Record
 
-    with table.io.new_input(chunk.location).open() as handle:
+    with table.io.new_input(location).open() as handle:
         footer = pq.read_metadata(handle)
         size = handle.seek(0, os.SEEK_END)
     kv = footer.metadata or {}
@@ -158,7 +169,7 @@ def data_file(table: Table, chunk: ChunkFile) -> DataFile | None:
     where = chunk.coordinates
     made = DataFile.from_args(
         content=DataFileContent.DATA,
-        file_path=chunk.location,
+        file_path=location,
         file_format=FileFormat.PARQUET,
         partition=Record(where.scope, where.stream, where.segment_id, chunk.chunk_start),
         file_size_in_bytes=size,

@@ -7,7 +7,10 @@ makes the table's current snapshot hold exactly those files of those segments, i
   a scan reads a few manifests, not one per commit);
 * files of a segment seen whose chunks no longer include them (compaction merged them, truncation dropped them
   whole) are deleted in the same snapshot (an ``overwrite`` snapshot), so no row is ever in the table twice;
-* segments not seen (their container is not running here) are left alone.
+* segments not seen (their container is not running here) are left alone;
+* a chunk holding its segment's start offset after a truncation (``ChunkFile.cut > 0``) is held as a trimmed copy
+  of its live rows, swapped for the whole chunk (or the previous copy) in one ``overwrite`` snapshot
+  (:mod:`.truncation`): the table holds exactly the events at or above each segment's start offset.
 
 Invariants:
 
@@ -20,7 +23,8 @@ Invariants:
   (time travel included) may open. Pins are renewed at half their life.
 * Snapshots are expired every ``expire_every_commits`` commits down to the newest ``keep_snapshots``: no data
   file is deleted for it (segstore's chunk files stay segstore's); the manifest lists and manifests no kept
-  snapshot refers to are (:func:`delete_unreferenced_manifests`).
+  snapshot refers to are (:func:`delete_unreferenced_manifests`), and so are the trimmed copies
+  (:func:`~segment_store.iceberg.truncation.delete_unreferenced_copies`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from segment_store.iceberg.config import IcebergConfig
 from segment_store.iceberg.stream_table import ChunkFile, data_file, load_or_create, write_version_hint
+from segment_store.iceberg.truncation import delete_unreferenced_copies, trimmed_location, write_trimmed
 from segment_store.storage.chunk_pins import ChunkPins
 
 if TYPE_CHECKING:
@@ -118,7 +123,13 @@ class TableSync:
     def pending(self, chunks: Mapping[str, ChunkFile]) -> list[ChunkFile]:
         """The chunks of ``chunks`` that the current snapshot as last known does not hold and that were not
         skipped: what the next good pass registers (the table's lag; no IO)."""
-        return [c for location, c in chunks.items() if location not in self._files and location not in self._skipped]
+        home = self._table.location() if self._table is not None else None
+        return [
+            c
+            for location, c in chunks.items()
+            if (location if home is None else trimmed_location(home, c)) not in self._files
+            and location not in self._skipped
+        ]
 
     def sync(self, chunks: Mapping[str, ChunkFile], segment_ids: set[int]) -> SyncResult:
         """Make the current snapshot hold exactly ``chunks`` (by location) for the segments ``segment_ids`` (see
@@ -128,20 +139,25 @@ class TableSync:
         try:
             table = self._load()
             added: list[tuple[ChunkFile, DataFile]] = []
+            targets: set[str] = set()
             for location, chunk in chunks.items():
-                if location in self._files:
-                    self._chunks.setdefault(location, chunk)  # known after a restart: its pins
+                target = trimmed_location(table.location(), chunk)
+                targets.add(target)
+                if target in self._files:
+                    self._chunks.setdefault(target, chunk)  # known after a restart: its pins
                     continue
                 if location in self._skipped:
                     continue
-                made = data_file(table, chunk)
+                if target != location:
+                    write_trimmed(table, chunk, target)
+                made = data_file(table, chunk, target)
                 if made is None:
                     self._skipped.add(location)
                     result.skipped += 1
                     log.warning("iceberg %s: %s is not a format 2 events chunk; not in the table", self.name, location)
                     continue
                 added.append((chunk, made))
-            removed = [loc for loc, f in self._files.items() if f.partition[2] in segment_ids and loc not in chunks]
+            removed = [loc for loc, f in self._files.items() if f.partition[2] in segment_ids and loc not in targets]
             if added or removed:
                 self._pin([c for c, _ in added])
                 started = time.perf_counter()
@@ -150,8 +166,8 @@ class TableSync:
                 current = table.current_snapshot()
                 sequence = (current.sequence_number if current is not None else None) or 0
                 for chunk, made in added:
-                    self._files[chunk.location] = made
-                    self._chunks[chunk.location] = chunk
+                    self._files[made.file_path] = made
+                    self._chunks[made.file_path] = chunk
                 for location in removed:
                     del self._files[location]
                     known = self._chunks.pop(location, None)
@@ -201,6 +217,7 @@ class TableSync:
         oldest = min((s.sequence_number or 0) for s in table.metadata.snapshots)
         self._retired = {loc: held for loc, held in self._retired.items() if held[1] > oldest}
         delete_unreferenced_manifests(table)
+        delete_unreferenced_copies(table)
         return table, len(old)
 
     def _pin(self, adding: list[ChunkFile]) -> None:

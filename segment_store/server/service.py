@@ -30,6 +30,7 @@ from segment_store.containers.config import ContainerConfig
 from segment_store.containers.registry import ContainerRegistry
 from segment_store.containers.segment_container import SegmentContainer
 from segment_store.iceberg.config import IcebergConfig
+from segment_store.iceberg.file_io import file_io_properties
 from segment_store.iceberg.maintainer import ChunkSource, TableMaintainer, TableStatus
 from segment_store.metrics import NO_METRICS, SegmentStoreMetrics, StoreLevels, StoreMetrics, TableLevel
 from segment_store.server.config import ServerConfig
@@ -286,7 +287,12 @@ class SegmentStoreService:
                     await self._start_or_leave_offline(container_id)
             self._server = await self._listen()
             if self.config.iceberg is not None:
-                maintainer = TableMaintainer(self.config.iceberg, self._chunk_sources, self.chunks.location)
+                maintainer = TableMaintainer(
+                    self.config.iceberg,
+                    self._chunk_sources,
+                    self.chunks.location,
+                    file_io_properties(self.config.tier2),
+                )
                 await maintainer.start()
                 self.table_maintainer = maintainer
         except BaseException:

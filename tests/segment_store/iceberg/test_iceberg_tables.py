@@ -21,7 +21,7 @@ from iceberg_readers import catalog, duckdb_connection, rows_by_position
 from spark_fixtures import Streams
 from standalone_process import StandaloneProcess
 
-from controller_client.model import qualified_segment_name
+from controller_client.model import StreamCut, qualified_segment_name
 from segment_store.client import BlockingClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -82,6 +82,20 @@ def table_rows_unlocked(database: sqlite3.Connection, standalone: StandaloneProc
         "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'lake' AND table_name = 'locked'"
     ).fetchone()
     return rows_by_position(StaticTable.from_metadata(location).scan().to_arrow())
+
+
+def duckdb_rows(standalone: StandaloneProcess, scope: str, stream: str) -> list[tuple[int, int, bytes]]:
+    """``(segment_id, offset, event)`` of the table's events as DuckDB's ``iceberg_scan`` of the table dir gives."""
+    location = catalog(standalone.data_dir).load_table((scope, stream)).location()
+    got = (
+        duckdb_connection()
+        .execute(
+            f"""SELECT segment_id, chunk_start + chunk_offset AS "offset", event FROM iceberg_scan('{location}')
+            WHERE framed ORDER BY segment_id, "offset" """
+        )
+        .fetchall()
+    )
+    return [(s, o, bytes(e)) for s, o, e in got]
 
 
 def write(streams: Streams, scope: str, stream: str, count: int, tag: str) -> None:
@@ -224,3 +238,35 @@ def test_committed_transaction_events_join_their_segment_in_the_table(
     poll(lambda: table_rows(standalone, "lake", "orders") == expected, "the table holds the transaction's events")
     segments = {s for s, _, e in expected if e.startswith(b"txn-")}
     assert segments == {0}  # at the parent segment's offsets, not as a segment of their own
+
+
+def test_truncation_inside_a_chunk_leaves_exactly_the_live_events_in_the_table(
+    standalone: StandaloneProcess, streams: Streams
+) -> None:
+    streams.create("lake", "cut")
+    write(streams, "lake", "cut", 100, "old")
+    segment = qualified_segment_name("lake", "cut", 0)
+    events = sorted(streams.events("lake", "cut"))
+    poll(lambda: table_rows(standalone, "lake", "cut") == events, "the table holds the events")
+    with BlockingClient(standalone.segmentstore_endpoint) as client:
+        starts = {c.start_offset for c in client.list_storage_chunks(segment)}
+        at = next(o for _, o, _ in events[40:] if o not in starts)
+        streams.manager.truncate(StreamCut("lake", "cut", {0: at}))  # inside a chunk: not at a chunk's start
+        assert any(c.start_offset < at for c in client.list_storage_chunks(segment))  # the chunk is kept
+        expected = [e for e in events if e[1] >= at]
+        assert sorted(streams.events("lake", "cut")) == expected and len(expected) < len(events)
+        poll(lambda: table_rows(standalone, "lake", "cut") == expected, "pyiceberg: exactly the live events")
+        assert duckdb_rows(standalone, "lake", "cut") == expected
+        table = catalog(standalone.data_dir).load_table(("lake", "cut"))
+        assert any("/data/truncated/" in t.file.file_path for t in table.scan().plan_files())  # the trimmed copy
+
+        for round_ in range(10):  # more writes, in small chunks that compaction merges
+            write(streams, "lake", "cut", 20, f"r{round_}")
+            for container in range(standalone.container_count):
+                client.flush_to_storage(container)
+        poll(lambda: len(client.list_storage_chunks(segment)) < 10, "compaction merged the small chunks")
+    live = len(expected)
+    expected = sorted(streams.events("lake", "cut"))
+    assert len(expected) == live + 200
+    poll(lambda: table_rows(standalone, "lake", "cut") == expected, "pyiceberg: exact after writes and compaction")
+    assert duckdb_rows(standalone, "lake", "cut") == expected

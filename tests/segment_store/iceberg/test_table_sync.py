@@ -3,6 +3,7 @@ encoder) in a filesystem chunk storage, the real SQL catalog on SQLite, real pin
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from segment_store.iceberg.config import IcebergConfig
+from segment_store.iceberg.file_io import file_io_properties
 from segment_store.iceberg.names import stream_segment
 from segment_store.iceberg.stream_table import ChunkFile, file_path, open_catalog
 from segment_store.iceberg.sync import PIN_ID, TableSync
@@ -18,6 +20,7 @@ from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.chunk_pins import ChunkPins
 from segment_store.storage.data_chunk_names import data_chunk_name
 from segment_store.storage.format import parquet_chunk
+from segment_store.storage.tier2_config import Tier2Config
 from segstore_shared.chunk_format import as_reader_schema
 
 pytestmark = pytest.mark.unit
@@ -121,6 +124,34 @@ def test_sync_with_replaced_chunks_swaps_them_in_one_snapshot_and_pins_until_exp
     assert [(p.pin_id, p.segment) for p in live] == [(PIN_ID, SEGMENT)]
 
 
+def test_sync_with_truncation_inside_a_chunk_holds_a_trimmed_copy_until_the_chunk_leaves(tmp_path: Path) -> None:
+    chunks = Chunks(tmp_path)
+    sync = make_sync(tmp_path, chunks, keep_snapshots=2, expire_every_commits=1)
+    whole = chunks.write([b"a", b"b", b"c", b"d"])
+    sync.sync(by_location(whole), {0})
+    cut = replace(whole, cut=2 * len(encode_events([b"a"])))  # the segment now starts at "c"
+    trimmed = sync.sync(by_location(cut), {0})
+    assert (trimmed.added, trimmed.removed, trimmed.files) == (1, 1, 1)
+    assert events_of(sync) == [b"c", b"d"]
+    assert sync.table is not None
+    snapshot = sync.table.current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None and snapshot.summary.operation.value == "overwrite"
+    (path,) = [t.file.file_path for t in sync.table.scan().plan_files()]
+    assert path.startswith(sync.table.location() + "/data/truncated/")  # the table's location, not Tier-2
+    offsets = sync.table.scan().to_arrow().column("chunk_offset").to_pylist()
+    assert sorted(offsets) == [cut.cut, cut.cut + cut.cut // 2]  # offsets still relative to the chunk's start
+    assert whole.chunk in chunks.pins.held()  # the copy's source stays pinned (older snapshots hold it)
+    assert sync.pending(by_location(cut)) == []
+    assert make_sync(tmp_path, chunks).sync(by_location(cut), {0}).added == 0  # a restart finds the copy by name
+    copy = Path(path.removeprefix("file://"))
+    later = chunks.write([b"e"])
+    sync.sync(by_location(later), {0})  # truncated past the chunk: the copy leaves the table
+    assert events_of(sync) == [b"e"]
+    assert copy.exists()  # a kept snapshot still refers to it
+    sync.sync(by_location(later, chunks.write([b"f"])), {0})
+    assert events_of(sync) == [b"e", b"f"] and not copy.exists()  # expired: no snapshot refers to it
+
+
 def test_pending_with_registered_and_skipped_chunks_is_only_the_new_ones(tmp_path: Path) -> None:
     """The lag the maintainer reports (``segment_store.iceberg.status``): chunks neither in the table nor skipped."""
     chunks = Chunks(tmp_path)
@@ -198,3 +229,16 @@ def test_expiry_keeps_the_newest_snapshots_readable_and_deletes_unreferenced_man
     oldest = min(table.metadata.snapshots, key=lambda s: s.sequence_number or 0)
     assert table.scan(snapshot_id=oldest.snapshot_id).to_arrow().num_rows >= 6  # time travel to a kept snapshot
     assert events_of(sync) == [b"e%d" % i for i in range(9)]
+
+
+def test_file_path_with_s3_location_is_the_key_as_in_the_bucket() -> None:
+    location = "s3://tier2/segstore/data/c0/lake%252Fclicks%252F0.%2523epoch.0/e1-0.parquet?endpoint_override=h%3A1"
+    assert file_path(location) == "s3://tier2/segstore/data/c0/lake%2Fclicks%2F0.%23epoch.0/e1-0.parquet"
+
+
+def test_file_io_properties_with_s3_tier2_are_its_endpoint_and_credentials() -> None:
+    tier2 = Tier2Config(backend="s3", s3_bucket="b", s3_endpoint="http://h:1", s3_access_key_id="k",
+                        s3_secret_access_key="s")  # fmt: skip
+    assert file_io_properties(tier2) == {"s3.endpoint": "http://h:1", "s3.access-key-id": "k",
+                                         "s3.secret-access-key": "s"}  # fmt: skip
+    assert file_io_properties(Tier2Config()) == {}
