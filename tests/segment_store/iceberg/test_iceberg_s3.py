@@ -35,15 +35,6 @@ def standalone(tmp_path_factory: pytest.TempPathFactory, seaweed_server: Seaweed
         yield process
 
 
-@pytest.fixture(scope="module")
-def streams(standalone: StandaloneProcess) -> Iterator[Streams]:
-    helper = Streams(standalone)
-    try:
-        yield helper
-    finally:
-        helper.close()
-
-
 def s3_catalog(data_dir: Path, server: SeaweedServer) -> Any:
     """The default catalog, its FileIO given the endpoint and credentials of Tier-2, as a user would."""
     credentials = server.credentials

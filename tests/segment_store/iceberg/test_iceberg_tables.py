@@ -11,13 +11,13 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 import pytest
-from iceberg_readers import catalog, duckdb_connection, rows_by_position
+from iceberg_readers import catalog, duckdb_connection, poll, rows_by_position
 from spark_fixtures import Streams
 from standalone_process import StandaloneProcess
 
@@ -26,7 +26,6 @@ from segment_store.client import BlockingClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[3]
-T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -36,25 +35,6 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneP
     env = {"SEGSTORE_SLTS_COMPACTION_INTERVAL_S": "1"}  # compaction soon enough to be seen by a test
     with StandaloneProcess(data, extra_args=flags, env=env) as process:
         yield process
-
-
-@pytest.fixture(scope="module")
-def streams(standalone: StandaloneProcess) -> Iterator[Streams]:
-    helper = Streams(standalone)
-    try:
-        yield helper
-    finally:
-        helper.close()
-
-
-def poll(condition: Callable[[], T | None], what: str, timeout_s: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = condition()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
-        time.sleep(0.05)
 
 
 def scan(standalone: StandaloneProcess, scope: str, stream: str) -> pa.Table | None:

@@ -15,12 +15,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from iceberg_readers import catalog, rows_by_position
+from iceberg_readers import catalog, poll, rows_by_position
 from prometheus_client.parser import text_string_to_metric_families
 from spark_fixtures import Streams
 from standalone_process import StandaloneProcess
@@ -29,7 +29,6 @@ from segment_store.client import BlockingClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[3]
-T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -38,25 +37,6 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneP
     flags = ("--iceberg-tables", "ops/*", "--iceberg-commit-interval-ms", "200", "--metrics-port", "0")
     with StandaloneProcess(data, extra_args=flags) as process:
         yield process
-
-
-@pytest.fixture(scope="module")
-def streams(standalone: StandaloneProcess) -> Iterator[Streams]:
-    helper = Streams(standalone)
-    try:
-        yield helper
-    finally:
-        helper.close()
-
-
-def poll(condition: Callable[[], T | None], what: str, timeout_s: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = condition()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
-        time.sleep(0.1)
 
 
 def admin(standalone: StandaloneProcess, *args: str) -> str:
