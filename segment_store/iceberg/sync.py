@@ -29,18 +29,21 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from segment_store.iceberg.config import IcebergConfig
-from segment_store.iceberg.stream_table import ChunkFile, data_file, load_or_create, write_version_hint
+from segment_store.iceberg.stream_table import (
+    ChunkFile,
+    data_file,
+    delete_unreferenced_files,
+    load_or_create,
+    write_version_hint,
+)
 from segment_store.iceberg.truncation import delete_unreferenced_copies, trimmed_location, write_trimmed
 from segment_store.storage.chunk_pins import ChunkPins
 
@@ -249,23 +252,15 @@ def delete_unreferenced_manifests(table: Table) -> int:
     to (expiry deletes none: they would pile up, several per commit). Only for a table on the local filesystem
     (object stores: next step); only ``.avro`` files, and only while no commit of ours is under way (the worker
     thread is the table's one committer). Returns how many were deleted."""
-    metadata_dir = table.metadata_location.rsplit("/", 1)[0]
-    parts = urllib.parse.urlsplit(metadata_dir)
-    if parts.scheme not in ("", "file"):
-        return 0
-    referenced: set[str] = set()
-    for snapshot in table.metadata.snapshots:
-        referenced.add(os.path.basename(snapshot.manifest_list))
-        referenced.update(os.path.basename(m.manifest_path) for m in snapshot.manifests(table.io))
-    directory = urllib.request.url2pathname(parts.path)
-    deleted = 0
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            if entry.name.endswith(".avro") and entry.name not in referenced:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
-                    deleted += 1
-    return deleted
+
+    def referenced() -> set[str]:
+        names: set[str] = set()
+        for snapshot in table.metadata.snapshots:
+            names.add(os.path.basename(snapshot.manifest_list))
+            names.update(os.path.basename(m.manifest_path) for m in snapshot.manifests(table.io))
+        return names
+
+    return delete_unreferenced_files(table.metadata_location.rsplit("/", 1)[0], ".avro", referenced)
 
 
 __all__ = ["PIN_ID", "SyncResult", "TableSync", "delete_unreferenced_manifests"]

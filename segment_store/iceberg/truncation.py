@@ -25,17 +25,13 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
-import urllib.parse
-import urllib.request
 from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from segment_store.iceberg.stream_table import ChunkFile
+from segment_store.iceberg.stream_table import ChunkFile, delete_unreferenced_files
 from segstore_shared.chunk_format import META_LENGTH
 
 if TYPE_CHECKING:
@@ -74,28 +70,16 @@ def write_trimmed(table: Table, chunk: ChunkFile, location: str) -> None:
 def delete_unreferenced_copies(table: Table) -> int:
     """Delete the trimmed copies under the table's location that no kept snapshot refers to (only for a table on the
     local filesystem: object stores are a next step). Returns how many were deleted."""
-    parts = urllib.parse.urlsplit(f"{table.location().rstrip('/')}/{TRUNCATED_DIR}")
-    if parts.scheme not in ("", "file"):
-        return 0
-    directory = urllib.request.url2pathname(parts.path)
-    try:
-        names = {entry.name: entry.path for entry in os.scandir(directory) if entry.name.endswith(".parquet")}
-    except FileNotFoundError:
-        return 0
-    if not names:
-        return 0
-    referenced: set[str] = set()
-    for snapshot in table.metadata.snapshots:
-        for manifest in snapshot.manifests(table.io):
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                referenced.add(entry.data_file.file_path.rsplit("/", 1)[-1])
-    deleted = 0
-    for name, path in names.items():
-        if name not in referenced:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-                deleted += 1
-    return deleted
+
+    def referenced() -> set[str]:
+        names: set[str] = set()
+        for snapshot in table.metadata.snapshots:
+            for manifest in snapshot.manifests(table.io):
+                for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                    names.add(entry.data_file.file_path.rsplit("/", 1)[-1])
+        return names
+
+    return delete_unreferenced_files(f"{table.location().rstrip('/')}/{TRUNCATED_DIR}", ".parquet", referenced)
 
 
 __all__ = ["TRUNCATED_DIR", "delete_unreferenced_copies", "trimmed_location", "write_trimmed"]
