@@ -13,7 +13,6 @@ from standalone_process import StandaloneProcess
 
 from controller_client import ScalingPolicy, StreamConfiguration
 from controller_client.blocking.streams import BlockingStreamManager
-from segstore_shared.coordination.zookeeper_server import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -26,9 +25,8 @@ LOOP_FAMILIES = (
 
 
 def test_loop_stall_metrics_with_writes(tmp_path: Path) -> None:
-    port = free_port()
-    with StandaloneProcess(tmp_path, extra_args=("--metrics-port", str(port))) as standalone:
-        segment_store = port + 1
+    with StandaloneProcess(tmp_path, extra_args=("--metrics-port", "0")) as standalone:
+        _, segment_store = standalone.metrics_ports
         families, before = scrape(segment_store)
         assert set(LOOP_FAMILIES) <= families, set(LOOP_FAMILIES) - families
         with BlockingStreamManager.connect(standalone.controller_uri) as manager:

@@ -10,7 +10,6 @@ from standalone_process import StandaloneProcess
 
 from controller_client import ScalingPolicy, StreamConfiguration
 from controller_client.blocking.streams import BlockingStreamManager
-from segstore_shared.coordination.zookeeper_server import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -54,9 +53,8 @@ def total(samples: dict[str, float], name: str) -> float:
 
 
 def test_metrics_with_load(tmp_path: Path) -> None:
-    port = free_port()
-    with StandaloneProcess(tmp_path, extra_args=("--metrics-port", str(port))) as standalone:
-        controller, segment_store = port, port + 1
+    with StandaloneProcess(tmp_path, extra_args=("--metrics-port", "0")) as standalone:
+        controller, segment_store = standalone.metrics_ports
         for where in (controller, segment_store):
             assert get(where, "/healthz") == (200, "ok\n")
             assert get(where, "/readyz") == (200, "ready\n")

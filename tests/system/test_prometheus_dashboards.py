@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -29,7 +28,6 @@ GRAFANA_BUILTINS = {
 NO_SERIES_EXPECTED: dict[str, str] = {}
 """Panel queries (``PanelQuery.name``) allowed to draw nothing in this test, each with the reason. None today:
 every panel, throttling included (a rate of 0), draws something on a standalone under a little load."""
-METRICS_PORTS = re.compile(r"metrics http://127\.0\.0\.1:(\d+)/metrics \(controller\) and :(\d+) \(segment store\)")
 PERIODIC_EVERY_1S = ("--retention-period-s", "1", "--watermark-period-s", "1", "--auto-scale-period-s", "1")
 """The controller's periodic work every second, so "Background runs by kind" has runs within the test."""
 
@@ -62,8 +60,8 @@ def test_prometheus_scrapes_the_standalone_and_every_dashboard_panel_draws(tmp_p
     (tmp_path / "prometheus").mkdir()
     extra = ("--metrics-port", "0", *PERIODIC_EVERY_1S)
     with StandaloneProcess(tmp_path / "standalone", container_count=2, extra_args=extra) as standalone:
-        ports = next(match for line in standalone.output if (match := METRICS_PORTS.search(line)))
-        targets = {"segstore-controller": [f"127.0.0.1:{ports[1]}"], "segstore-segmentstore": [f"127.0.0.1:{ports[2]}"]}
+        ports = standalone.metrics_ports
+        targets = {"segstore-controller": [f"127.0.0.1:{ports[0]}"], "segstore-segmentstore": [f"127.0.0.1:{ports[1]}"]}
         config = scrape_config(targets, SCRAPE_INTERVAL_S)
         with PrometheusServer(binary, config, tmp_path / "prometheus") as prometheus:
             print(prometheus.version())

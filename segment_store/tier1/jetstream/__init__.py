@@ -122,5 +122,7 @@ by their reply subject (it names the epoch) and ignored. Appends made meanwhile 
 order. Both claims above hold as for a takeover by a new owner, which this is, by the same
 process: acknowledged entries lie before ``F`` in ``e``'s run or after it in ``e+1``'s.
 The cost is the stream's leader election plus three round trips, instead of a container
-restart; ``ack_timeout_s`` still bounds an append's whole wait.
+restart; ``ack_timeout_s`` still bounds an append's wait while the log is open (the
+re-fence's own steps are bounded by ``stream_ready_timeout_s`` and ``request_timeout_s``,
+and a step that fails fails the log).
 """

@@ -66,13 +66,15 @@ class JetStreamLogConfig:
     plus 1 KiB of headers (``segstore nats`` sets 2 MiB)."""
     ack_timeout_s: float = 10.0
     """An append not acknowledged by JetStream within this fails the log (NATS or the stream's quorum is
-    unavailable): the container restarts on a new log instance, which recovers what was stored."""
+    unavailable): the container restarts on a new log instance, which recovers what was stored. The time the log
+    spends fencing again (``refence_after_s``) does not count: a re-fence waits out the stream's leader election
+    (up to ``stream_ready_timeout_s``), as a new log instance would, and fails the log itself if it cannot finish."""
     refence_after_s: float = 2.0
     """An append not acknowledged within this (or one JetStream refused with "no leader" or "wrong last sequence")
     makes the owner fence the log again in place: a new epoch, a new fence, the pending entries JetStream stored
     acknowledged and the others published again, instead of failing the log. Losing a NATS server then costs
-    writers the stream's leader election, not a container restart. Below ``ack_timeout_s``, which still bounds how
-    long an append may wait in all."""
+    writers the stream's leader election, not a container restart. Below ``ack_timeout_s``, which bounds how long
+    an append may wait while the log is open."""
     request_timeout_s: float = 5.0
     """One JetStream API request (stream info, fence publish, a read batch, purge)."""
     stream_ready_timeout_s: float = 30.0

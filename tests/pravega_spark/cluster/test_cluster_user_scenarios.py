@@ -30,7 +30,6 @@ from standalone_process import StandaloneProcess
 from tls_fixtures import TlsFiles, make_tls_files
 
 from segment_store.client import BlockingClient
-from segstore_shared.coordination.zookeeper_server import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -271,10 +270,9 @@ def test_tier2_history_read_from_s3_by_executors_with_credentials_given_by_spark
     """A standalone with S3 Tier-2 (SeaweedFS, which checks signatures); the executors' only credentials are the
     ``spark.executorEnv.AWS_*`` of ``CLUSTER_SPARK_CONF`` (the workers' environments have none): history flushed
     to S3 is read straight from the chunks, not through the segment store."""
-    port = free_port()
     flags = (
         *("--tier2", "s3", "--s3-endpoint", seaweed_server.endpoint, "--s3-bucket", "cluster", "--s3-create-bucket"),
-        *("--metrics-port", str(port)),
+        *("--metrics-port", "0"),
     )
     with StandaloneProcess(tmp_path / "s3-standalone", extra_args=flags, env=_AWS) as process:
         streams = Streams(process)
@@ -291,10 +289,10 @@ def test_tier2_history_read_from_s3_by_executors_with_credentials_given_by_spark
             tail = sum(streams.tail(SCOPE, "history").positions.values()) - history
             expected = sorted(streams.events(SCOPE, "history"))
 
-            before = _served_bytes(port + 1)
+            before = _served_bytes(process.metrics_ports[1])
             read = cluster_spark.read.format("segstore").options(**streams.options(SCOPE, "history")).load()
             rows = sorted((r.segment_id, r.offset, bytes(r.event)) for r in read.collect())
-            served = _served_bytes(port + 1) - before
+            served = _served_bytes(process.metrics_ports[1]) - before
         finally:
             streams.close()
     assert rows == expected and len(rows) == 6300

@@ -19,7 +19,6 @@ from spark_fixtures import Streams
 from standalone_process import StandaloneProcess
 
 from segment_store.client import BlockingClient
-from segstore_shared.coordination.zookeeper_server import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -49,13 +48,12 @@ class _Measured:
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory, spark_session: Any) -> Iterator[_Measured]:
-    """A standalone of its own with metrics on (segment store's on the port after the controller's)."""
-    port = free_port()
+    """A standalone of its own with metrics on (both ports read from its banner)."""
     data_dir: Path = tmp_path_factory.mktemp("tier2-direct")
-    with StandaloneProcess(data_dir, extra_args=("--metrics-port", str(port))) as process:
+    with StandaloneProcess(data_dir, extra_args=("--metrics-port", "0")) as process:
         streams = Streams(process)
         try:
-            yield _Measured(process, port + 1, streams)
+            yield _Measured(process, process.metrics_ports[1], streams)
         finally:
             streams.close()
 
