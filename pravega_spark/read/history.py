@@ -32,6 +32,7 @@ classpath, S3 chunks are left to the Python source (which reads them itself, wit
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import urllib.parse
 import urllib.request
@@ -45,7 +46,7 @@ from pravega_spark.errors import SegstoreOptionError
 from pravega_spark.offsets import ReadState, head_cut, tail_cut
 from pravega_spark.options.common import Options, StreamTarget
 from pravega_spark.read.history_pins import DEFAULT_PIN_TTL_MS, HeldPins, list_chunk_files, pin_files
-from pravega_spark.read.history_plan import ChunkFile, HistoryPlan, plan_history
+from pravega_spark.read.history_plan import ChunkFile, HistoryFile, HistoryPlan, plan_history
 from pravega_spark.read.planning import LiveCatalog
 from segment_store.client import ErrorMessageError
 
@@ -67,7 +68,6 @@ HISTORY_OPTIONS = (*CONNECTION_OPTIONS, "pinTtlMs", "s3Endpoint", "s3AccessKeyId
 
 PARQUET_SCHEMA = "offset BIGINT, event BINARY, ingest_time_ms BIGINT, framed BOOLEAN"
 """The chunk columns (:mod:`segstore_shared.chunk_format`), given to Spark so it reads no footer to infer them."""
-FILES_SCHEMA = "file_path STRING, segment_id BIGINT, chunk_start BIGINT, lo BIGINT, hi BIGINT"
 _S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 PLAN_ATTEMPTS = 3
 """Plans made when the segment store refuses to pin a listed chunk (compacted and collected in between)."""
@@ -164,18 +164,6 @@ def spark_path(uri: str, s3a: bool) -> str | None:
     return None
 
 
-def spark_file_path(path: str) -> str:
-    """``_metadata.file_path`` as Spark gives it for ``path`` (Hadoop's URI: ``file:`` + the path, escaped as
-    ``java.net.URI`` escapes a path: ``%`` and spaces among others)."""
-    if path.startswith("s3a://"):
-        bucket, _, key = path[len("s3a://") :].partition("/")
-        return f"s3a://{bucket}/{urllib.parse.quote(key, safe=_URI_SAFE)}"
-    return "file:" + urllib.parse.quote(path, safe=_URI_SAFE)
-
-
-_URI_SAFE = "/-_.!~*'();:@&=+$,"
-
-
 def _s3a_available(spark: Any, settings: Mapping[str, str]) -> bool:
     """Whether Spark can open ``s3a://`` (the hadoop-aws jar); applies ``settings`` to its Hadoop configuration."""
     jvm = getattr(spark, "_jvm", None)
@@ -194,6 +182,63 @@ def _s3a_available(spark: Any, settings: Mapping[str, str]) -> bool:
     if "fs.s3a.endpoint" in settings:
         conf.set("fs.s3a.path.style.access", "true")
     return True
+
+
+def _tier2_rows(spark: Any, files: Sequence[HistoryFile], scope: str, stream: str) -> Any:
+    """The kept rows of the chunk ``files`` in the source's columns: one Parquet scan per file, its segment id and
+    chunk start as literals (no per-row lookup of the file), unioned; then coalesced to the partitions Spark's own
+    scan of those files would have (a scan per file would otherwise make a task of every small chunk)."""
+    from pyspark.sql import functions as F
+
+    scans = []
+    for file in files:
+        offset = F.col("offset")
+        keep = F.col("framed") & (offset < F.lit(file.hi - file.chunk_start))
+        if file.lo > file.chunk_start:
+            keep = keep & (offset >= F.lit(file.lo - file.chunk_start))
+        scans.append(
+            spark.read.schema(PARQUET_SCHEMA)
+            .parquet(file.uri)
+            .where(keep)
+            .select(
+                F.col("event"),
+                F.lit(scope).alias("scope"),
+                F.lit(stream).alias("stream"),
+                F.lit(file.segment_id).cast("bigint").alias("segment_id"),
+                (offset + F.lit(file.chunk_start)).alias("offset"),
+                F.timestamp_millis(F.col("ingest_time_ms")).alias("timestamp"),
+            )
+        )
+    rows = functools.reduce(lambda left, right: left.union(right), scans)
+    return rows.coalesce(scan_partitions(spark, [file.hi - file.lo for file in files]))
+
+
+def scan_partitions(spark: Any, sizes: Sequence[int]) -> int:
+    """How many partitions Spark's own file scan makes of files of these ``sizes``, by the session's settings."""
+    conf = spark.conf
+    return file_partitions(
+        sizes,
+        max_bytes=spark_bytes(conf.get("spark.sql.files.maxPartitionBytes", "128m")),
+        open_cost=spark_bytes(conf.get("spark.sql.files.openCostInBytes", "4m")),
+        parallelism=spark.sparkContext.defaultParallelism,
+    )
+
+
+def file_partitions(sizes: Sequence[int], max_bytes: int, open_cost: int, parallelism: int) -> int:
+    """Spark's ``FilePartition`` rule, in count: each file costs its size plus ``open_cost``; a partition holds up to
+    ``min(max_bytes, max(open_cost, total / parallelism))``; at least one, at most one per file."""
+    total = sum(size + open_cost for size in sizes)
+    split = min(max_bytes, max(open_cost, total // max(1, parallelism)))
+    return max(1, min(len(sizes), -(-total // split)))
+
+
+def spark_bytes(text: str) -> int:
+    """A Spark size setting (``128m``, ``4194304``, ``1g``, ``64k``; bytes without a unit) in bytes."""
+    text = text.strip().lower().removesuffix("b")
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
 
 
 class History:
@@ -227,7 +272,6 @@ def history(spark: Any, **options: Any) -> History:
     """A stream's events from its head to its tail, Tier-2 read by Spark's Parquet reader (module docstring).
 
     Raises SegstoreOptionError (naming the option), DataLossError, and what the connection raises."""
-    from pyspark.sql import functions as F
 
     parsed = HistoryOptions.parse(options)
     target = parsed.target
@@ -253,29 +297,7 @@ def history(spark: Any, **options: Any) -> History:
     if pins is None:
         connection.close()
     try:
-        parts = []
-        if plan.files:
-            files = spark.createDataFrame(
-                [(spark_file_path(f.uri), f.segment_id, f.chunk_start, f.lo, f.hi) for f in plan.files], FILES_SCHEMA
-            )
-            rows = (
-                spark.read.schema(PARQUET_SCHEMA)
-                .parquet(*sorted({f.uri for f in plan.files}))
-                .select("offset", "event", "ingest_time_ms", "framed", F.col("_metadata.file_path").alias("file_path"))
-            )
-            absolute = F.col("chunk_start") + F.col("offset")
-            parts.append(
-                rows.join(F.broadcast(files), "file_path")
-                .where(F.col("framed") & (absolute >= F.col("lo")) & (absolute < F.col("hi")))
-                .select(
-                    F.col("event"),
-                    F.lit(target.scope).alias("scope"),
-                    F.lit(target.stream).alias("stream"),
-                    F.col("segment_id"),
-                    absolute.alias("offset"),
-                    F.timestamp_millis(F.col("ingest_time_ms")).alias("timestamp"),
-                )
-            )
+        parts = [_tier2_rows(spark, plan.files, target.scope, target.stream)] if plan.files else []
         if plan.frontier != tail or not parts:
             rest = spark.read.format("segstore").options(**parsed.passed)
             if plan.frontier != tail:
@@ -289,4 +311,13 @@ def history(spark: Any, **options: Any) -> History:
     return History(df, plan, tail, pins)
 
 
-__all__ = ["HISTORY_OPTIONS", "History", "HistoryOptions", "history", "spark_file_path", "spark_path"]
+__all__ = [
+    "HISTORY_OPTIONS",
+    "History",
+    "HistoryOptions",
+    "file_partitions",
+    "history",
+    "scan_partitions",
+    "spark_bytes",
+    "spark_path",
+]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import time
 from dataclasses import dataclass
 
 from rich.console import RenderableType
@@ -23,6 +24,11 @@ from segstore_cli.admin.progress import Activity
 from segstore_cli.admin.render import _table, to_human, to_json
 
 NONE_CONFIGURED = "no Iceberg tables: the segment stores run without --iceberg-tables (docs/iceberg.md)"
+STALE_AFTER_MS = 120_000
+"""A segment store whose last pass over a table is older than this is *stale*: its maintainer stopped making passes
+(a pass hangs, e.g. on a catalog that never answers). Passes start every commit interval, and at least every
+``retry_max_delay_ms`` (30 s by default) after the last one while a catalog fails: a working maintainer's last pass
+is older than this only while one pass takes over 90 s."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +48,25 @@ class TableRow:
     passed: bool
     """Some segment store made a pass over it (else: waiting for the first)."""
     segment_stores: tuple[str, ...]
+    last_pass_age_ms: int | None = None
+    """How long ago the segment store with the oldest last pass made it (None before any pass)."""
+    stale: tuple[str, ...] = ()
+    """The segment stores whose last pass is older than :data:`STALE_AFTER_MS`."""
 
     @property
     def state(self) -> str:
         if self.failures:
             return f"failing ({self.failures} passes): {self.last_error}"
+        if self.stale:
+            assert self.last_pass_age_ms is not None
+            where = f" on {', '.join(self.stale)}" if len(self.segment_stores) > 1 else ""
+            return f"stale: no pass for {self.last_pass_age_ms / 1000:.0f} s{where} (a pass hangs?)"
         return "ok" if self.passed else "waiting for the first pass"
+
+    @property
+    def state_word(self) -> str:
+        """The state in one word (JSON): failing, stale, ok or waiting."""
+        return "failing" if self.failures else "stale" if self.stale else "ok" if self.passed else "waiting"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +86,15 @@ async def list_tables(session: Session, args: argparse.Namespace, activity: Acti
         enabled |= on
         for info in infos:
             seen.setdefault(info.table, []).append((str(host), info))
-    return TablesView(enabled, tuple(_merge(name, views) for name, views in sorted(seen.items())))
+    now_ms = int(time.time() * 1000)
+    return TablesView(enabled, tuple(_merge(name, views, now_ms) for name, views in sorted(seen.items())))
 
 
-def _merge(name: str, views: list[tuple[str, IcebergTableInfo]]) -> TableRow:
+def _merge(name: str, views: list[tuple[str, IcebergTableInfo]], now_ms: int) -> TableRow:
     newest = max((info for _, info in views), key=lambda i: i.committed_at_ms)
     failing = [(host, info) for host, info in views if info.failures]
     error = "; ".join(f"{host}: {info.last_error}" if len(views) > 1 else info.last_error for host, info in failing)
+    ages = {host: max(now_ms - info.last_pass_at_ms, 0) for host, info in views if info.last_pass_at_ms > 0}
     return TableRow(
         table=name,
         snapshot_id=None if newest.snapshot_id == -1 else newest.snapshot_id,
@@ -85,8 +106,10 @@ def _merge(name: str, views: list[tuple[str, IcebergTableInfo]]) -> TableRow:
         failures=max(info.failures for _, info in views),
         failed_passes=sum(info.failed_passes for _, info in views),
         last_error=error,
-        passed=any(info.last_pass_at_ms > 0 for _, info in views),
+        passed=bool(ages),
         segment_stores=tuple(host for host, _ in views),
+        last_pass_age_ms=max(ages.values()) if ages else None,
+        stale=tuple(host for host, age in ages.items() if age > STALE_AFTER_MS),
     )
 
 
@@ -112,7 +135,8 @@ def _(view: TablesView) -> object:
                 "failures": r.failures,
                 "failed_passes": r.failed_passes,
                 "last_error": r.last_error,
-                "state": "failing" if r.failures else "ok" if r.passed else "waiting",
+                "state": r.state_word,
+                "last_pass_age_ms": r.last_pass_age_ms,
                 "segment_stores": list(r.segment_stores),
             }
             for r in view.tables
