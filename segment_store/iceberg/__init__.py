@@ -7,6 +7,8 @@ files, registered in place as they become final: no copy, segstore stays their o
 * :mod:`.names`: which stream and segment a segment name is.
 * :mod:`.stream_table`: the table's schema and data files (pyiceberg; blocking).
 * :mod:`.sync`: one table brought up to date with its chunk files in one commit, and its pins (blocking).
+* :mod:`.truncation`: the truncation boundary chunk as a trimmed copy (blocking).
+* :mod:`.cleanup`: a table directory's files no kept snapshot refers to, deleted wherever its FileIO reaches.
 * :mod:`.status`: what the maintainer knows of each table after a pass (snapshot, files, lag, failures).
 * :mod:`.maintainer`: the passes, on a worker thread, over the containers running here.
 

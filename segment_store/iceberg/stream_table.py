@@ -26,13 +26,12 @@ partition only for optional fields); the file columns are required, as in the fi
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -93,30 +92,6 @@ def file_path(location: str) -> str:
     if parts.scheme == "s3":  # s3://bucket/<key, percent-encoded>?endpoint_override=...: the key as in the bucket
         return f"s3://{parts.netloc}{urllib.parse.unquote(parts.path)}"
     return location
-
-
-def delete_unreferenced_files(directory_url: str, suffix: str, referenced: Callable[[], set[str]]) -> int:
-    """Delete the files ``*suffix`` directly in ``directory_url`` (a local path or ``file:`` URL; any other scheme:
-    nothing, object stores are a next step) whose names ``referenced()`` leaves out; ``referenced`` is called only
-    when there is such a file. Only on the table's committer thread. Returns how many were deleted."""
-    parts = urllib.parse.urlsplit(directory_url)
-    if parts.scheme not in ("", "file"):
-        return 0
-    try:
-        with os.scandir(urllib.request.url2pathname(parts.path)) as entries:
-            found = {entry.name: entry.path for entry in entries if entry.name.endswith(suffix)}
-    except FileNotFoundError:
-        return 0
-    if not found:
-        return 0
-    kept = referenced()
-    deleted = 0
-    for name, path in found.items():
-        if name not in kept:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-                deleted += 1
-    return deleted
 
 
 def open_catalog(config: IcebergConfig, file_io: Mapping[str, str] | None = None) -> Catalog:
@@ -231,7 +206,6 @@ __all__ = [
     "TABLE_PROPERTIES",
     "ChunkFile",
     "data_file",
-    "delete_unreferenced_files",
     "load_or_create",
     "open_catalog",
     "write_version_hint",

@@ -36,14 +36,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from segment_store.iceberg.cleanup import delete_unreferenced_files
 from segment_store.iceberg.config import IcebergConfig
-from segment_store.iceberg.stream_table import (
-    ChunkFile,
-    data_file,
-    delete_unreferenced_files,
-    load_or_create,
-    write_version_hint,
-)
+from segment_store.iceberg.stream_table import ChunkFile, data_file, load_or_create, write_version_hint
 from segment_store.iceberg.truncation import delete_unreferenced_copies, trimmed_location, write_trimmed
 from segment_store.storage.chunk_pins import ChunkPins
 
@@ -249,9 +244,9 @@ class TableSync:
 
 def delete_unreferenced_manifests(table: Table) -> int:
     """Delete the manifest lists and manifests under the table's metadata directory that no kept snapshot refers
-    to (expiry deletes none: they would pile up, several per commit). Only for a table on the local filesystem
-    (object stores: next step); only ``.avro`` files, and only while no commit of ours is under way (the worker
-    thread is the table's one committer). Returns how many were deleted."""
+    to (expiry deletes none: they would pile up, several per commit), wherever the table's FileIO can list
+    (:mod:`.cleanup`: a local directory, S3, ...); only ``.avro`` files, and only while no commit of ours is under
+    way (the worker thread is the table's one committer). Returns how many were deleted."""
 
     def referenced() -> set[str]:
         names: set[str] = set()
@@ -260,7 +255,7 @@ def delete_unreferenced_manifests(table: Table) -> int:
             names.update(os.path.basename(m.manifest_path) for m in snapshot.manifests(table.io))
         return names
 
-    return delete_unreferenced_files(table.metadata_location.rsplit("/", 1)[0], ".avro", referenced)
+    return delete_unreferenced_files(table.io, table.metadata_location.rsplit("/", 1)[0], ".avro", referenced)
 
 
 __all__ = ["PIN_ID", "SyncResult", "TableSync", "delete_unreferenced_manifests"]

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from segment_store.iceberg.stream_table import ChunkFile, delete_unreferenced_files
+from segment_store.iceberg.cleanup import delete_unreferenced_files
+from segment_store.iceberg.stream_table import ChunkFile
 from segstore_shared.chunk_format import META_LENGTH
 
 if TYPE_CHECKING:
@@ -68,8 +69,8 @@ def write_trimmed(table: Table, chunk: ChunkFile, location: str) -> None:
 
 
 def delete_unreferenced_copies(table: Table) -> int:
-    """Delete the trimmed copies under the table's location that no kept snapshot refers to (only for a table on the
-    local filesystem: object stores are a next step). Returns how many were deleted."""
+    """Delete the trimmed copies under the table's location that no kept snapshot refers to, wherever the table's
+    FileIO can list (:mod:`.cleanup`: a local directory, S3, ...). Returns how many were deleted."""
 
     def referenced() -> set[str]:
         names: set[str] = set()
@@ -79,7 +80,8 @@ def delete_unreferenced_copies(table: Table) -> int:
                     names.add(entry.data_file.file_path.rsplit("/", 1)[-1])
         return names
 
-    return delete_unreferenced_files(f"{table.location().rstrip('/')}/{TRUNCATED_DIR}", ".parquet", referenced)
+    directory = f"{table.location().rstrip('/')}/{TRUNCATED_DIR}"
+    return delete_unreferenced_files(table.io, directory, ".parquet", referenced)
 
 
 __all__ = ["TRUNCATED_DIR", "delete_unreferenced_copies", "trimmed_location", "write_trimmed"]
