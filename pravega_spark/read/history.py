@@ -24,6 +24,8 @@ Invariants:
 Options (keyword arguments, names as ``format("segstore")`` spells them; an unknown one fails naming it, with the
 closest known name): ``controller``, ``scope``, ``stream``, ``trustStore``, ``username``, ``password``,
 ``token``, ``controllerTimeoutMs``; ``pinTtlMs`` (how long a pin lives without renewal, default 120000);
+``linkDir`` (a directory every executor sees at the same path, for the links to filesystem chunk files;
+default: a temporary directory when Spark runs in local mode, else no links);
 for Tier-2 on S3, Spark's ``s3a`` file system (the ``hadoop-aws`` jar) and ``s3Endpoint``,
 ``s3AccessKeyId``, ``s3SecretAccessKey``, set on the session's Hadoop configuration. Without ``s3a`` on the
 classpath, S3 chunks are left to the Python source (which reads them itself, with pyarrow), logged once.
@@ -32,12 +34,15 @@ classpath, S3 chunks are left to the Python source (which reads them itself, wit
 from __future__ import annotations
 
 import difflib
-import functools
 import logging
+import os
+import shutil
+import tempfile
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from controller_client.model import qualified_segment_name
@@ -47,6 +52,7 @@ from pravega_spark.offsets import ReadState, head_cut, tail_cut
 from pravega_spark.options.common import Options, StreamTarget
 from pravega_spark.read.history_pins import DEFAULT_PIN_TTL_MS, HeldPins, list_chunk_files, pin_files
 from pravega_spark.read.history_plan import ChunkFile, HistoryFile, HistoryPlan, plan_history
+from pravega_spark.read.history_rows import PARQUET_SCHEMA, joined_rows, link_files, linked_rows
 from pravega_spark.read.planning import LiveCatalog
 from segment_store.client import ErrorMessageError
 
@@ -63,11 +69,9 @@ CONNECTION_OPTIONS = (
     "controllerTimeoutMs",
 )
 """Options passed on to the ``segstore`` source for the part above the storage length."""
-HISTORY_OPTIONS = (*CONNECTION_OPTIONS, "pinTtlMs", "s3Endpoint", "s3AccessKeyId", "s3SecretAccessKey")
+HISTORY_OPTIONS = (*CONNECTION_OPTIONS, "pinTtlMs", "linkDir", "s3Endpoint", "s3AccessKeyId", "s3SecretAccessKey")
 """Every option :func:`history` takes."""
 
-PARQUET_SCHEMA = "offset BIGINT, event BINARY, ingest_time_ms BIGINT, framed BOOLEAN"
-"""The chunk columns (:mod:`segstore_shared.chunk_format`), given to Spark so it reads no footer to infer them."""
 _S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 PLAN_ATTEMPTS = 3
 """Plans made when the segment store refuses to pin a listed chunk (compacted and collected in between)."""
@@ -84,6 +88,8 @@ class HistoryOptions:
     pin_ttl_ms: int
     s3: Mapping[str, str]
     """Hadoop ``fs.s3a.*`` settings from ``s3Endpoint``, ``s3AccessKeyId``, ``s3SecretAccessKey``."""
+    link_dir: str | None = None
+    """``linkDir``: where the links to local chunk files go (a directory every executor sees at that path)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> HistoryOptions:
@@ -119,7 +125,10 @@ class HistoryOptions:
             if name.lower() in values
         }
         passed = {k: v for k, v in given.items() if k.lower() in {n.lower() for n in CONNECTION_OPTIONS}}
-        return cls(target, passed, (timeout_ms or 30_000) / 1000.0, pin_ttl_ms, s3)
+        link_dir = values.get("linkdir")
+        if link_dir is not None and not os.path.isdir(link_dir):
+            raise SegstoreOptionError("linkDir", f"must be an existing directory, got {link_dir!r}")
+        return cls(target, passed, (timeout_ms or 30_000) / 1000.0, pin_ttl_ms, s3, link_dir)
 
 
 class _Listing(Mapping[int, Sequence[ChunkFile]]):
@@ -184,73 +193,20 @@ def _s3a_available(spark: Any, settings: Mapping[str, str]) -> bool:
     return True
 
 
-def _tier2_rows(spark: Any, files: Sequence[HistoryFile], scope: str, stream: str) -> Any:
-    """The kept rows of the chunk ``files`` in the source's columns: one Parquet scan per file, its segment id and
-    chunk start as literals (no per-row lookup of the file), unioned; then coalesced to the partitions Spark's own
-    scan of those files would have (a scan per file would otherwise make a task of every small chunk)."""
-    from pyspark.sql import functions as F
-
-    scans = []
-    for file in files:
-        offset = F.col("offset")
-        keep = F.col("framed") & (offset < F.lit(file.hi - file.chunk_start))
-        if file.lo > file.chunk_start:
-            keep = keep & (offset >= F.lit(file.lo - file.chunk_start))
-        scans.append(
-            spark.read.schema(PARQUET_SCHEMA)
-            .parquet(file.uri)
-            .where(keep)
-            .select(
-                F.col("event"),
-                F.lit(scope).alias("scope"),
-                F.lit(stream).alias("stream"),
-                F.lit(file.segment_id).cast("bigint").alias("segment_id"),
-                (offset + F.lit(file.chunk_start)).alias("offset"),
-                F.timestamp_millis(F.col("ingest_time_ms")).alias("timestamp"),
-            )
-        )
-    rows = functools.reduce(lambda left, right: left.union(right), scans)
-    return rows.coalesce(scan_partitions(spark, [file.hi - file.lo for file in files]))
-
-
-def scan_partitions(spark: Any, sizes: Sequence[int]) -> int:
-    """How many partitions Spark's own file scan makes of files of these ``sizes``, by the session's settings."""
-    conf = spark.conf
-    return file_partitions(
-        sizes,
-        max_bytes=spark_bytes(conf.get("spark.sql.files.maxPartitionBytes", "128m")),
-        open_cost=spark_bytes(conf.get("spark.sql.files.openCostInBytes", "4m")),
-        parallelism=spark.sparkContext.defaultParallelism,
-    )
-
-
-def file_partitions(sizes: Sequence[int], max_bytes: int, open_cost: int, parallelism: int) -> int:
-    """Spark's ``FilePartition`` rule, in count: each file costs its size plus ``open_cost``; a partition holds up to
-    ``min(max_bytes, max(open_cost, total / parallelism))``; at least one, at most one per file."""
-    total = sum(size + open_cost for size in sizes)
-    split = min(max_bytes, max(open_cost, total // max(1, parallelism)))
-    return max(1, min(len(sizes), -(-total // split)))
-
-
-def spark_bytes(text: str) -> int:
-    """A Spark size setting (``128m``, ``4194304``, ``1g``, ``64k``; bytes without a unit) in bytes."""
-    text = text.strip().lower().removesuffix("b")
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
-
-
 class History:
     """What :func:`history` returns: the DataFrame ``df``, the plan, and the pins holding its files.
 
     A context manager: leaving it releases the pins (:meth:`close`). ``df`` must be computed before that."""
 
-    def __init__(self, df: Any, plan: HistoryPlan, tail: ReadState, pins: HeldPins | None) -> None:
+    def __init__(
+        self, df: Any, plan: HistoryPlan, tail: ReadState, pins: HeldPins | None, links: Path | None = None
+    ) -> None:
         self.df = df
         self.plan = plan
         self.tail = tail
         self.pins = pins
+        self.links = links
+        """The directory of links to the chunk files Spark reads (None: the files are matched by path per row)."""
 
     @property
     def files(self) -> list[str]:
@@ -260,12 +216,22 @@ class History:
     def close(self) -> None:
         if self.pins is not None:
             self.pins.release()
+        if self.links is not None:
+            shutil.rmtree(self.links, ignore_errors=True)  # links only: the files they point to stay
 
     def __enter__(self) -> History:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _linkable(spark: Any, files: Sequence[HistoryFile], link_dir: str | None) -> bool:
+    """Whether the files are read through links (:mod:`.history_rows`): all local paths, and the executors see the
+    links (``linkDir`` given, or Spark in local mode: its executors are this process's JVM)."""
+    if any("://" in f.uri for f in files):
+        return False
+    return link_dir is not None or str(spark.conf.get("spark.master", "")).startswith("local")
 
 
 def history(spark: Any, **options: Any) -> History:
@@ -296,8 +262,16 @@ def history(spark: Any, **options: Any) -> History:
         raise
     if pins is None:
         connection.close()
+    links: Path | None = None
     try:
-        parts = [_tier2_rows(spark, plan.files, target.scope, target.stream)] if plan.files else []
+        parts = []
+        if plan.files:
+            if _linkable(spark, plan.files, parsed.link_dir):
+                links = Path(tempfile.mkdtemp(prefix="segstore-history-", dir=parsed.link_dir))
+                paths = link_files(links, plan.files)
+                parts.append(linked_rows(spark, links, paths, target.scope, target.stream))
+            else:
+                parts.append(joined_rows(spark, plan.files, target.scope, target.stream))
         if plan.frontier != tail or not parts:
             rest = spark.read.format("segstore").options(**parsed.passed)
             if plan.frontier != tail:
@@ -307,17 +281,10 @@ def history(spark: Any, **options: Any) -> History:
     except BaseException:
         if pins is not None:
             pins.release()
+        if links is not None:
+            shutil.rmtree(links, ignore_errors=True)
         raise
-    return History(df, plan, tail, pins)
+    return History(df, plan, tail, pins, links)
 
 
-__all__ = [
-    "HISTORY_OPTIONS",
-    "History",
-    "HistoryOptions",
-    "file_partitions",
-    "history",
-    "scan_partitions",
-    "spark_bytes",
-    "spark_path",
-]
+__all__ = ["HISTORY_OPTIONS", "PARQUET_SCHEMA", "History", "HistoryOptions", "history", "spark_path"]

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Mapping, Sequence
 import pytest
 
 from pravega_spark.offsets import ReadState
-from pravega_spark.read.history import file_partitions, spark_bytes
 from pravega_spark.read.history_plan import ChunkFile, HistoryFile, plan_history
 from pravega_spark.read.planning import SegmentState, plan_ranges
 
@@ -95,29 +94,3 @@ def test_chunks_that_do_not_hold_the_start_are_not_used() -> None:
     plan = plan_history(ReadState("s", "t", {1: 150, 4: 0}), TAIL, catalog, {1: _chunks(200, 300, segment=1)})
     assert plan.files == () and plan.frontier == ReadState("s", "t", {1: 150, 4: 0})
 
-
-MIB = 1 << 20
-
-
-@pytest.mark.parametrize(
-    ("sizes", "parallelism", "expected"),
-    [
-        ([4 * MIB] * 65, 2, 5),  # 65 chunks of 4 MiB: 520 MiB with open costs, in splits of 128 MiB
-        ([4 * MIB] * 3, 2, 2),  # 24 MiB over 2 cores: splits of 12 MiB
-        ([100] * 10, 8, 8),  # tiny files: each costs the open cost, 8 cores get 8 partitions
-        ([100], 4, 1),  # never more partitions than files
-        ([], 2, 1),
-    ],
-)
-def test_file_partitions_follow_sparks_rule(sizes: list[int], parallelism: int, expected: int) -> None:
-    assert file_partitions(sizes, max_bytes=128 * MIB, open_cost=4 * MIB, parallelism=parallelism) == expected
-
-
-def test_size_settings_read_as_spark_reads_them() -> None:
-    assert [spark_bytes(text) for text in ("128m", "4MB", "1g", "64k", "4194304")] == [
-        128 * MIB,
-        4 * MIB,
-        1 << 30,
-        64 << 10,
-        4 * MIB,
-    ]

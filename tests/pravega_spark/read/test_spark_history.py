@@ -25,6 +25,7 @@ from standalone_process import StandaloneProcess
 import pravega_spark
 from controller_client import StreamCut
 from controller_client.model import qualified_segment_name
+from pravega_spark.read.history_rows import joined_rows
 from segment_store.client import BlockingClient
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -126,6 +127,15 @@ def test_history_equals_the_plain_read_after_scale_transaction_and_truncation(sp
         columns = [(f.name, f.dataType.simpleString()) for f in read.df.schema.fields]
         rows = _rows(read.df)
         assert read.files  # (the tail is flushed by itself 10 s after it was written: both parts or one)
+        assert read.links is not None and read.links.is_dir()  # local mode: the files are read through links
+        # The other way to read the files (S3, Spark on other hosts): a join on each row's path, the same rows.
+        tier2 = _rows(joined_rows(spark, read.plan.files, "h", "mixed"))
+        rest = []
+        if read.plan.frontier != read.tail:
+            cut = {"startingOffsets": read.plan.frontier.to_json(), "endingOffsets": read.tail.to_json()}
+            rest = _rows(spark.read.format("segstore").options(**streams.options("h", "mixed"), **cut).load())
+        assert sorted(tier2 + rest) == rows and tier2
+    assert not read.links.exists()  # removed with the pins; the chunk files stay
     plain_df = spark.read.format("segstore").options(**streams.options("h", "mixed")).load()
     assert columns == [(f.name, f.dataType.simpleString()) for f in plain_df.schema.fields]
     assert rows == _rows(plain_df)
@@ -139,6 +149,8 @@ def test_history_options_are_checked(spark: Any, system: _System) -> None:
         pravega_spark.history(spark, pinTtlMz="5000", **options)
     with pytest.raises(ValueError, match="option 'pinTtlMs': must be at least 1000"):
         pravega_spark.history(spark, pinTtlMs="10", **options)
+    with pytest.raises(ValueError, match="option 'linkDir': must be an existing directory, got '/nonexistent/links'"):
+        pravega_spark.history(spark, linkDir="/nonexistent/links", **options)
 
 
 @pytest.mark.timeout(600)  # a segment store restart and a Spark read on a shared machine
