@@ -13,7 +13,10 @@ every run is in the JSON):
    once before);
 3. ``history + planning``: the same with ``pravega_spark.history`` called each time (listing the chunks, planning,
    pinning, releasing: the driver's round trips to the controller and the segment store);
-4. ``format("segstore")``: the Python data source over the same stream (its executors read the chunks with pyarrow).
+4. ``history, join by path``: the way history reads files it cannot link (S3, Spark on other hosts without
+   ``linkDir``): each row's file looked up by ``_metadata.file_path``
+   (:func:`~pravega_spark.read.history_rows.joined_rows`);
+5. ``format("segstore")``: the Python data source over the same stream (its executors read the chunks with pyarrow).
 
 ``rows/s`` = rows / wall time of the read; ``x parquet`` = that over case 1's. Target: history >= 0.9x parquet.
 Prints a table, writes JSON (default ``bench/results/spark_history.json``)::
@@ -45,6 +48,7 @@ from e2e_system import Standalone  # noqa: E402
 import pravega_spark  # noqa: E402
 from controller_client import BlockingStreamManager, ScalingPolicy, StreamConfiguration  # noqa: E402
 from pravega_spark.read.history import PARQUET_SCHEMA  # noqa: E402
+from pravega_spark.read.history_rows import joined_rows  # noqa: E402
 from segment_store.client import BlockingClient  # noqa: E402
 
 EVENT_BYTES = 100
@@ -118,6 +122,7 @@ def main() -> None:
             spark.read.schema(PARQUET_SCHEMA).parquet(*files).write.format("noop").mode("overwrite").save()
 
         held = pravega_spark.history(spark, **options)  # planned and pinned once: the read alone is timed
+        assert held.links is not None, "local mode: history reads through links"
 
         def history() -> None:
             held.df.write.format("noop").mode("overwrite").save()
@@ -126,6 +131,9 @@ def main() -> None:
             with pravega_spark.history(spark, **options) as read:
                 read.df.write.format("noop").mode("overwrite").save()
 
+        def joined() -> None:
+            joined_rows(spark, held.plan.files, SCOPE, STREAM).write.format("noop").mode("overwrite").save()
+
         def source() -> None:
             spark.read.format("segstore").options(**options).load().write.format("noop").mode("overwrite").save()
 
@@ -133,6 +141,7 @@ def main() -> None:
             ("parquet (same files)", parquet),
             ("history", history),
             ("history + planning", planned),
+            ("history, join by path", joined),
             ('format("segstore")', source),
         ]
         for _, make in cases:  # warm-up: JIT, Python workers, file system cache
