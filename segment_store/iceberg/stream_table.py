@@ -182,16 +182,28 @@ def data_file(table: Table, chunk: ChunkFile, location: str | None = None) -> Da
     return made
 
 
+def local_path(location: str) -> str | None:
+    """The local file ``location`` names as pyiceberg's FileIO opens it (a ``file://`` URI: its netloc and path
+    as spelt, no percent-decoding; a bare path: as it is, made absolute), or None for any other scheme."""
+    parts = urllib.parse.urlsplit(location)
+    if parts.scheme == "":
+        return os.path.abspath(location)
+    if parts.scheme == "file":
+        return parts.netloc + parts.path
+    return None
+
+
 def write_version_hint(table: Table) -> None:
     """``<table>/metadata/version-hint.text`` naming the current metadata file, so readers without the catalog
     (DuckDB ``iceberg_scan('<table dir>')``) find it. Written after the commit (a hint never names an uncommitted
-    version); atomically on a local filesystem."""
+    version); atomically on a local filesystem, next to the metadata file: pyiceberg writes a ``file://``
+    location under its path as spelt (``%20`` is a directory name's three characters, not a space), so the hint
+    does too (:func:`local_path`)."""
     location = table.metadata_location
     name = location.rsplit("/", 1)[1].removesuffix(".metadata.json")
     hint = location.rsplit("/", 1)[0] + "/version-hint.text"
-    parts = urllib.parse.urlsplit(hint)
-    if parts.scheme in ("", "file"):
-        path = urllib.request.url2pathname(parts.path)
+    path = local_path(hint)
+    if path is not None:
         temporary = f"{path}.tmp"
         with open(temporary, "w") as out:
             out.write(name)
@@ -207,6 +219,7 @@ __all__ = [
     "ChunkFile",
     "data_file",
     "load_or_create",
+    "local_path",
     "open_catalog",
     "write_version_hint",
 ]  # fmt: skip

@@ -13,7 +13,7 @@ import pytest
 from segment_store.iceberg.config import IcebergConfig
 from segment_store.iceberg.file_io import file_io_properties
 from segment_store.iceberg.names import stream_segment
-from segment_store.iceberg.stream_table import ChunkFile, file_path, open_catalog
+from segment_store.iceberg.stream_table import ChunkFile, file_path, local_path, open_catalog
 from segment_store.iceberg.sync import PIN_ID, TableSync
 from segment_store.protocol import encode_events
 from segment_store.storage.backends.filesystem import FsChunkStorage
@@ -89,6 +89,22 @@ def test_sync_with_new_chunks_appends_them_once(tmp_path: Path) -> None:
     assert sync.table is not None and len(sync.table.metadata.snapshots) == 2
     metadata = Path(sync.table.metadata_location.removeprefix("file://"))
     assert (metadata.parent / "version-hint.text").read_text() + ".metadata.json" == metadata.name
+
+
+def test_version_hint_with_a_space_in_the_data_dir_is_next_to_the_metadata_file(tmp_path: Path) -> None:
+    """The warehouse URI spells the space ``%20``; pyiceberg writes the metadata under that path as spelt (a
+    directory literally called ``a%20b``), and so must the hint (not under the decoded ``a b``)."""
+    data_dir = tmp_path / "a b"
+    chunks = Chunks(data_dir)
+    sync = make_sync(data_dir, chunks)
+    sync.sync(by_location(chunks.write([b"a"])), {0})
+    assert sync.table is not None
+    metadata = sync.table.metadata_location
+    assert "/a%20b/" in metadata
+    written = Path(metadata.removeprefix("file://"))  # as spelt: the directory is called a%20b
+    assert written.is_file() and (tmp_path / "a%20b").is_dir()
+    assert (written.parent / "version-hint.text").read_text() + ".metadata.json" == written.name
+    assert local_path(metadata) == str(written) and local_path("s3://bucket/x") is None
 
 
 def test_sync_with_format_1_chunk_leaves_it_out(tmp_path: Path) -> None:
