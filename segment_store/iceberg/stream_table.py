@@ -109,8 +109,11 @@ def open_catalog(config: IcebergConfig, file_io: Mapping[str, str] | None = None
     return SqlCatalog("segstore", uri=f"sqlite:///{home / 'catalog.db'}", warehouse=warehouse, **extra)
 
 
-def load_or_create(catalog: Catalog, scope: str, stream: str) -> Table:
-    """The stream's table, created (with its namespace) if missing."""
+def load_or_create(
+    catalog: Catalog, scope: str, stream: str, properties: Mapping[str, str] | None = None, location: str | None = None
+) -> Table:
+    """The stream's table, created (with its namespace) if missing: with ``properties`` besides
+    :data:`TABLE_PROPERTIES`, at ``location`` (None: the catalog's default for it)."""
     from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema
@@ -136,7 +139,13 @@ def load_or_create(catalog: Catalog, scope: str, stream: str) -> Table:
         *(PartitionField(i, 1000 + i, IdentityTransform(), n) for i, n in enumerate(schema.column_names[:4], 1))
     )
     catalog.create_namespace_if_not_exists(scope)
-    table = catalog.create_table(identifier, schema=schema, partition_spec=spec, properties=TABLE_PROPERTIES)
+    table = catalog.create_table(
+        identifier,
+        schema=schema,
+        location=location,
+        partition_spec=spec,
+        properties={**TABLE_PROPERTIES, **(properties or {})},
+    )
     created = table.schema()  # create_table assigns fresh field ids: map by the created ones
     mapping = [{"field-id": created.find_field(c).field_id, "names": [f]} for f, c in FILE_COLUMNS.items()]
     with table.transaction() as tx:
