@@ -224,10 +224,11 @@ class TableSync:
                     tx.set_properties({PROPERTY: str(incarnation)})
                 log.info("iceberg %s: the table records stream incarnation %s", self.name, incarnation)
             return table
+        self._hold_aside(label, containers)  # also when another store renamed it: the pins of the containers here
+        self._table = None
+        self._files, self._chunks, self._retired, self._skipped, self._commits = {}, {}, {}, set(), 0
         if not fresh:
-            self._table = None
             return self._own(self._load(incarnation), incarnation, True, containers)
-        self._hold_aside(label, containers)
         aside = set_aside(self.catalog, self.scope, self.stream, label)
         self._next_location = fresh_location(table.location(), incarnation)
         log.warning(
@@ -235,8 +236,6 @@ class TableSync:
             "stream incarnation %s gets a new table %s at %s",
             self.name, label, self.scope, aside, incarnation, self.name, self._next_location,
         )  # fmt: skip
-        self._table = None
-        self._files, self._chunks, self._retired, self._skipped, self._commits = {}, {}, {}, set(), 0
         return self._load(incarnation)
 
     def _hold_aside(self, label: str, containers: set[int]) -> None:

@@ -263,7 +263,8 @@ def test_file_io_properties_with_s3_tier2_are_its_endpoint_and_credentials() -> 
 
 def test_sync_of_a_later_incarnation_renames_the_table_aside_and_writes_a_new_one(tmp_path: Path) -> None:
     chunks = Chunks(tmp_path)
-    sync, other = make_sync(tmp_path, chunks), make_sync(tmp_path, chunks)  # other: a second store's view
+    elsewhere = Chunks(tmp_path / "other")  # a second segment store's pins
+    sync, other = make_sync(tmp_path, chunks), make_sync(tmp_path, elsewhere)
     old = chunks.write([b"old"])
     sync.sync(by_location(old), {0}, T0)
     other.sync(by_location(old), {0}, T0)
@@ -276,11 +277,10 @@ def test_sync_of_a_later_incarnation_renames_the_table_aside_and_writes_a_new_on
     aside = sync.catalog.load_table(("lake", f"clicks__deleted_{T0}"))
     assert aside.scan().to_arrow().column("event").to_pylist() == [b"old"]
     assert aside.location() != sync.table.location()
-    assert {(p.pin_id, p.segment): p.chunks for p in chunks.pins.live()} == {
-        (f"{PIN_ID}-deleted-{T0}", SEGMENT): {old.chunk},  # the old table's files stay held
-        (PIN_ID, SEGMENT): {new.chunk},
-    }
+    held = {(f"{PIN_ID}-deleted-{T0}", SEGMENT): {old.chunk}, (PIN_ID, SEGMENT): {new.chunk}}
+    assert {(p.pin_id, p.segment): p.chunks for p in chunks.pins.live()} == held  # the old table's files stay held
     assert other.sync(by_location(new), {0}, T0 + 60_000).added == 0  # re-reads the table: no second rename
+    assert {(p.pin_id, p.segment): p.chunks for p in elsewhere.pins.live()} == held  # its pins moved aside too
     assert sorted(n for _, n in sync.catalog.list_tables("lake")) == ["clicks", f"clicks__deleted_{T0}"]
 
 
