@@ -23,7 +23,11 @@ name, at a location of its own (:func:`fresh_location`: the two never share a me
 cleanup would delete the other's manifests). A catalog that cannot rename tables fails the table's passes with
 :class:`PredecessorTableError` until an operator drops or renames the old table. Not told apart: a stream
 deleted and created again within :data:`TOLERANCE_MS` of its previous creation, and any incarnation while none
-of its epoch-0 segments is seen (the table is written as before).
+of its epoch-0 segments is seen (the table is written as before). Told apart wrongly, once: an incarnation whose
+epoch-0 segments were created over :data:`TOLERANCE_MS` apart (segment stores' clocks that far apart, a stream
+creation the controller resumed after a failure) may have its own table set aside by the store seeing the later
+one; the fresh table then records that later time, which every store accepts (an older incarnation than the
+table's is never a predecessor's), and all the chunks are registered in it again.
 """
 
 from __future__ import annotations
