@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from segment_store.iceberg.config import IcebergConfig
+from segment_store.iceberg.incarnation import incarnation_of
 from segment_store.iceberg.names import stream_segment
 from segment_store.iceberg.status import TableStatus
 from segment_store.iceberg.stream_table import ChunkFile, file_path, open_catalog
@@ -69,12 +70,16 @@ class Snapshot:
 
     chunks: dict[TableKey, dict[str, ChunkFile]] = field(default_factory=dict)
     segments: dict[TableKey, set[int]] = field(default_factory=dict)
+    incarnations: dict[TableKey, int] = field(default_factory=dict)
+    """The stream's incarnation where known here (:mod:`.incarnation`)."""
 
 
 class TableMaintainer:
     """See the module docstring. ``sources()``: the storages of the containers running here now;
     ``location(chunk)``: the URI readers open a chunk file by (None: not reachable from outside, e.g. memory);
-    ``file_io``: pyiceberg FileIO properties for opening chunk files (S3 Tier-2: :mod:`.file_io`; secrets)."""
+    ``file_io``: pyiceberg FileIO properties for opening chunk files (S3 Tier-2: :mod:`.file_io`; secrets);
+    ``created_ms(segment)``: a segment's creation time (its ``CREATION_TIME`` attribute in its container's metadata,
+    epoch ms; None: unknown), on the event loop: the streams' incarnations (:mod:`.incarnation`)."""
 
     def __init__(
         self,
@@ -82,8 +87,10 @@ class TableMaintainer:
         sources: Callable[[], Iterable[ChunkSource]],
         location: Callable[[str], str | None],
         file_io: Mapping[str, str] | None = None,
+        created_ms: Callable[[str], int | None] = lambda _segment: None,
     ) -> None:
         self.config = config
+        self._created_ms = created_ms
         self._file_io = dict(file_io or {})
         self._sources = sources
         self._location = location
@@ -157,6 +164,10 @@ class TableMaintainer:
                 key = (where.scope, where.stream)
                 files = snapshot.chunks.setdefault(key, {})
                 snapshot.segments.setdefault(key, set()).add(where.segment_id)
+                if where.segment_id >> 32 == 0:  # epoch 0: created with the stream
+                    born = incarnation_of([self._created_ms(name), snapshot.incarnations.get(key)])
+                    if born is not None:
+                        snapshot.incarnations[key] = born
                 for chunk in layout.chunks:
                     uri = self._location(chunk.name)
                     if uri is None:
@@ -186,7 +197,7 @@ class TableMaintainer:
                 sync = self._syncs.get(key)
                 if sync is None:
                     sync = self._syncs[key] = TableSync(self._open_catalog(), *key, self.config, self._pins.get)
-                results.append(sync.sync(chunks, snapshot.segments[key]))
+                results.append(sync.sync(chunks, snapshot.segments[key], snapshot.incarnations.get(key)))
             except Exception as error:  # any catalog or IO failure: the table catches up on a later pass
                 delay = min(
                     max(2 * delay, self.config.commit_interval_ms / 1000), self.config.retry_max_delay_ms / 1000

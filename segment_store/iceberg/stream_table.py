@@ -109,8 +109,11 @@ def open_catalog(config: IcebergConfig, file_io: Mapping[str, str] | None = None
     return SqlCatalog("segstore", uri=f"sqlite:///{home / 'catalog.db'}", warehouse=warehouse, **extra)
 
 
-def load_or_create(catalog: Catalog, scope: str, stream: str) -> Table:
-    """The stream's table, created (with its namespace) if missing."""
+def load_or_create(
+    catalog: Catalog, scope: str, stream: str, properties: Mapping[str, str] | None = None, location: str | None = None
+) -> Table:
+    """The stream's table, created (with its namespace) if missing: with ``properties`` besides
+    :data:`TABLE_PROPERTIES`, at ``location`` (None: the catalog's default for it)."""
     from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema
@@ -136,7 +139,13 @@ def load_or_create(catalog: Catalog, scope: str, stream: str) -> Table:
         *(PartitionField(i, 1000 + i, IdentityTransform(), n) for i, n in enumerate(schema.column_names[:4], 1))
     )
     catalog.create_namespace_if_not_exists(scope)
-    table = catalog.create_table(identifier, schema=schema, partition_spec=spec, properties=TABLE_PROPERTIES)
+    table = catalog.create_table(
+        identifier,
+        schema=schema,
+        location=location,
+        partition_spec=spec,
+        properties={**TABLE_PROPERTIES, **(properties or {})},
+    )
     created = table.schema()  # create_table assigns fresh field ids: map by the created ones
     mapping = [{"field-id": created.find_field(c).field_id, "names": [f]} for f, c in FILE_COLUMNS.items()]
     with table.transaction() as tx:
@@ -182,16 +191,28 @@ def data_file(table: Table, chunk: ChunkFile, location: str | None = None) -> Da
     return made
 
 
+def local_path(location: str) -> str | None:
+    """The local file ``location`` names as pyiceberg's FileIO opens it (a ``file://`` URI: its netloc and path
+    as spelt, no percent-decoding; a bare path: as it is, made absolute), or None for any other scheme."""
+    parts = urllib.parse.urlsplit(location)
+    if parts.scheme == "":
+        return os.path.abspath(location)
+    if parts.scheme == "file":
+        return parts.netloc + parts.path
+    return None
+
+
 def write_version_hint(table: Table) -> None:
     """``<table>/metadata/version-hint.text`` naming the current metadata file, so readers without the catalog
     (DuckDB ``iceberg_scan('<table dir>')``) find it. Written after the commit (a hint never names an uncommitted
-    version); atomically on a local filesystem."""
+    version); atomically on a local filesystem, next to the metadata file: pyiceberg writes a ``file://``
+    location under its path as spelt (``%20`` is a directory name's three characters, not a space), so the hint
+    does too (:func:`local_path`)."""
     location = table.metadata_location
     name = location.rsplit("/", 1)[1].removesuffix(".metadata.json")
     hint = location.rsplit("/", 1)[0] + "/version-hint.text"
-    parts = urllib.parse.urlsplit(hint)
-    if parts.scheme in ("", "file"):
-        path = urllib.request.url2pathname(parts.path)
+    path = local_path(hint)
+    if path is not None:
         temporary = f"{path}.tmp"
         with open(temporary, "w") as out:
             out.write(name)
@@ -207,6 +228,7 @@ __all__ = [
     "ChunkFile",
     "data_file",
     "load_or_create",
+    "local_path",
     "open_catalog",
     "write_version_hint",
 ]  # fmt: skip

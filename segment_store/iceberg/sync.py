@@ -25,6 +25,10 @@ Invariants:
   file is deleted for it (segstore's chunk files stay segstore's); the manifest lists and manifests no kept
   snapshot refers to are (:func:`delete_unreferenced_manifests`), and so are the trimmed copies
   (:func:`~segment_store.iceberg.truncation.delete_unreferenced_copies`).
+* The table holds one incarnation of the stream (:mod:`.incarnation`): a table found to belong to a deleted
+  stream of the same name is renamed aside before anything is written, its pins moved to a pin id of its own
+  (``iceberg-deleted-<label>``, same expiry: held as long as they would have been, never replaced by the new
+  incarnation's pins on the same segment names), and a fresh table is created at a location of its own.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from typing import TYPE_CHECKING
 
 from segment_store.iceberg.cleanup import delete_unreferenced_files
 from segment_store.iceberg.config import IcebergConfig
+from segment_store.iceberg.incarnation import PROPERTY, fresh_location, predecessor, recorded, set_aside
+from segment_store.iceberg.names import stream_segment
 from segment_store.iceberg.stream_table import ChunkFile, data_file, load_or_create, write_version_hint
 from segment_store.iceberg.truncation import delete_unreferenced_copies, trimmed_location, write_trimmed
 from segment_store.storage.chunk_pins import ChunkPins
@@ -96,6 +102,8 @@ class TableSync:
     _skipped: set[str] = field(default_factory=set)
     _pinned: dict[tuple[int, str], _Pinned] = field(default_factory=dict)
     _commits: int = 0
+    _next_location: str | None = None
+    """Where to create the table if missing: next to a predecessor set aside by this run (None: the default)."""
 
     @property
     def name(self) -> str:
@@ -129,13 +137,21 @@ class TableSync:
             and location not in self._skipped
         ]
 
-    def sync(self, chunks: Mapping[str, ChunkFile], segment_ids: set[int]) -> SyncResult:
+    def sync(
+        self, chunks: Mapping[str, ChunkFile], segment_ids: set[int], incarnation: int | None = None
+    ) -> SyncResult:
         """Make the current snapshot hold exactly ``chunks`` (by location) for the segments ``segment_ids`` (see
-        the module docstring). Raises what the catalog and the file IO raise (nothing is then assumed to have
-        changed: the next pass re-reads the table)."""
+        the module docstring), in the table of the stream's ``incarnation`` (:mod:`.incarnation`; None: not known
+        here, the table is not checked). Raises what the catalog and the file IO raise (nothing is then assumed to
+        have changed: the next pass re-reads the table), and
+        :class:`~segment_store.iceberg.incarnation.PredecessorTableError`."""
         result = SyncResult(self.name)
         try:
-            table = self._load()
+            fresh = self._table is None
+            table = self._load(incarnation)
+            if incarnation is not None:
+                containers = {c.container_id for c in chunks.values()} | {cid for cid, _ in self._pinned}
+                table = self._own(table, incarnation, fresh, containers)
             added: list[tuple[ChunkFile, DataFile]] = []
             targets: set[str] = set()
             for location, chunk in chunks.items():
@@ -186,14 +202,55 @@ class TableSync:
         result.files = len(self._files)
         return result
 
-    def _load(self) -> Table:
+    def _load(self, incarnation: int | None) -> Table:
         if self._table is not None:
             return self._table
-        table = load_or_create(self.catalog, self.scope, self.stream)
+        properties = {PROPERTY: str(incarnation)} if incarnation is not None else {}
+        table = load_or_create(self.catalog, self.scope, self.stream, properties, self._next_location)
         self._files = {task.file.file_path: task.file for task in table.scan().plan_files()}
         self._chunks = {loc: c for loc, c in self._chunks.items() if loc in self._files}
         self._table = table
         return table
+
+    def _own(self, table: Table, incarnation: int, fresh: bool, containers: set[int]) -> Table:
+        """``table`` if it belongs to the stream's ``incarnation`` (recorded on a table that has none); else, the
+        fresh table created after setting ``table`` aside (:mod:`.incarnation`). ``fresh``: ``table`` was read from
+        the catalog this pass (a cached one is read again first: another segment store may have set it aside
+        already). ``containers``: where this stream's pins may be."""
+        label = predecessor(table, self._files.values(), incarnation)
+        if label is None:
+            if recorded(table) is None:
+                with table.transaction() as tx:
+                    tx.set_properties({PROPERTY: str(incarnation)})
+                log.info("iceberg %s: the table records stream incarnation %s", self.name, incarnation)
+            return table
+        self._hold_aside(label, containers)  # also when another store renamed it: the pins of the containers here
+        self._table = None
+        self._files, self._chunks, self._retired, self._skipped, self._commits = {}, {}, {}, set(), 0
+        if not fresh:
+            return self._own(self._load(incarnation), incarnation, True, containers)
+        aside = set_aside(self.catalog, self.scope, self.stream, label)
+        self._next_location = fresh_location(table.location(), incarnation)
+        log.warning(
+            "iceberg %s: the table belongs to a deleted stream of the same name (incarnation %s): renamed to %s.%s; "
+            "stream incarnation %s gets a new table %s at %s",
+            self.name, label, self.scope, aside, incarnation, self.name, self._next_location,
+        )  # fmt: skip
+        return self._load(incarnation)
+
+    def _hold_aside(self, label: str, containers: set[int]) -> None:
+        """Move this stream's pins to pin id ``iceberg-deleted-<label>``, expiring when they would have."""
+        now = self.wall_clock_ms()
+        for cid in sorted(containers):
+            pins = self.pins_of(cid)
+            for pin in pins.live() if pins is not None else []:
+                where = stream_segment(pin.segment)
+                if pin.pin_id != PIN_ID or where is None or (where.scope, where.stream) != (self.scope, self.stream):
+                    continue
+                assert pins is not None
+                pins.pin(f"{PIN_ID}-deleted-{label}", pin.segment, pin.chunks, max(pin.expires_at_ms - now, 1))
+                pins.release(PIN_ID, pin.segment)
+        self._pinned.clear()
 
     def _commit(self, table: Table, add: list[DataFile], remove: list[DataFile]) -> Table:
         with table.transaction() as tx:

@@ -49,6 +49,7 @@ from segment_store.tier1.config import Tier1Config
 from segment_store.tier1.log import DataLogCorruptedError, DurableDataLogFactory
 from segstore_shared.cluster.layout import ClusterError
 from segstore_shared.cluster.registration import HostRegistration
+from segstore_shared.contracts import CREATION_TIME, NULL_ATTRIBUTE_VALUE, ContainerNotOwnedError
 from segstore_shared.coordination.store import CoordinationStore
 from segstore_shared.loop_stalls import ACTIVITY, LoopStallRecorder, stall_route
 from segstore_shared.metrics_http import MetricsServer
@@ -252,6 +253,15 @@ class SegmentStoreService:
         running = set(self.registry.running)
         return [storage for cid, storage in self._chunked.items() if cid in running]
 
+    def _segment_created_ms(self, name: str) -> int | None:
+        """The creation time of segment ``name`` in its container running here (None: not here, or not recorded)."""
+        try:
+            segment = self.registry.for_segment(name).metadata.get_by_name(name)
+        except ContainerNotOwnedError:
+            return None
+        value = segment.attributes.get(CREATION_TIME) if segment is not None else None
+        return None if value is None or value == NULL_ATTRIBUTE_VALUE else value
+
     def _iceberg_statuses(self) -> list[TableStatus] | None:
         """The Iceberg tables' statuses (None: no ``--iceberg-tables``; [] until the maintainer's first pass)."""
         if self.config.iceberg is None:
@@ -292,6 +302,7 @@ class SegmentStoreService:
                     self._chunk_sources,
                     self.chunks.location,
                     file_io_properties(self.config.tier2),
+                    self._segment_created_ms,
                 )
                 await maintainer.start()
                 self.table_maintainer = maintainer

@@ -12,8 +12,9 @@ import pytest
 
 from segment_store.iceberg.config import IcebergConfig
 from segment_store.iceberg.file_io import file_io_properties
+from segment_store.iceberg.incarnation import PROPERTY, TOLERANCE_MS, PredecessorTableError
 from segment_store.iceberg.names import stream_segment
-from segment_store.iceberg.stream_table import ChunkFile, file_path, open_catalog
+from segment_store.iceberg.stream_table import ChunkFile, file_path, local_path, open_catalog
 from segment_store.iceberg.sync import PIN_ID, TableSync
 from segment_store.protocol import encode_events
 from segment_store.storage.backends.filesystem import FsChunkStorage
@@ -89,6 +90,22 @@ def test_sync_with_new_chunks_appends_them_once(tmp_path: Path) -> None:
     assert sync.table is not None and len(sync.table.metadata.snapshots) == 2
     metadata = Path(sync.table.metadata_location.removeprefix("file://"))
     assert (metadata.parent / "version-hint.text").read_text() + ".metadata.json" == metadata.name
+
+
+def test_version_hint_with_a_space_in_the_data_dir_is_next_to_the_metadata_file(tmp_path: Path) -> None:
+    """The warehouse URI spells the space ``%20``; pyiceberg writes the metadata under that path as spelt (a
+    directory literally called ``a%20b``), and so must the hint (not under the decoded ``a b``)."""
+    data_dir = tmp_path / "a b"
+    chunks = Chunks(data_dir)
+    sync = make_sync(data_dir, chunks)
+    sync.sync(by_location(chunks.write([b"a"])), {0})
+    assert sync.table is not None
+    metadata = sync.table.metadata_location
+    assert "/a%20b/" in metadata
+    written = Path(metadata.removeprefix("file://"))  # as spelt: the directory is called a%20b
+    assert written.is_file() and (tmp_path / "a%20b").is_dir()
+    assert (written.parent / "version-hint.text").read_text() + ".metadata.json" == written.name
+    assert local_path(metadata) == str(written) and local_path("s3://bucket/x") is None
 
 
 def test_sync_with_format_1_chunk_leaves_it_out(tmp_path: Path) -> None:
@@ -242,3 +259,63 @@ def test_file_io_properties_with_s3_tier2_are_its_endpoint_and_credentials() -> 
     assert file_io_properties(tier2) == {"s3.endpoint": "http://h:1", "s3.access-key-id": "k",
                                          "s3.secret-access-key": "s"}  # fmt: skip
     assert file_io_properties(Tier2Config()) == {}
+
+
+def test_sync_of_a_later_incarnation_renames_the_table_aside_and_writes_a_new_one(tmp_path: Path) -> None:
+    chunks = Chunks(tmp_path)
+    elsewhere = Chunks(tmp_path / "other")  # a second segment store's pins
+    sync, other = make_sync(tmp_path, chunks), make_sync(tmp_path, elsewhere)
+    old = chunks.write([b"old"])
+    sync.sync(by_location(old), {0}, T0)
+    other.sync(by_location(old), {0}, T0)
+    assert sync.table is not None and sync.table.properties[PROPERTY] == str(T0)
+    assert sync.sync(by_location(old), {0}, T0 + TOLERANCE_MS).added == 0  # the same incarnation: nothing changes
+    new = chunks.write([b"new"])
+    result = sync.sync(by_location(new), {0}, T0 + 60_000)
+    assert (result.added, result.removed, result.files) == (1, 0, 1)
+    assert events_of(sync) == [b"new"] and sync.table.properties[PROPERTY] == str(T0 + 60_000)
+    aside = sync.catalog.load_table(("lake", f"clicks__deleted_{T0}"))
+    assert aside.scan().to_arrow().column("event").to_pylist() == [b"old"]
+    assert aside.location() != sync.table.location()
+    held = {(f"{PIN_ID}-deleted-{T0}", SEGMENT): {old.chunk}, (PIN_ID, SEGMENT): {new.chunk}}
+    assert {(p.pin_id, p.segment): p.chunks for p in chunks.pins.live()} == held  # the old table's files stay held
+    assert other.sync(by_location(new), {0}, T0 + 60_000).added == 0  # re-reads the table: no second rename
+    assert {(p.pin_id, p.segment): p.chunks for p in elsewhere.pins.live()} == held  # its pins moved aside too
+    assert sorted(n for _, n in sync.catalog.list_tables("lake")) == ["clicks", f"clicks__deleted_{T0}"]
+
+
+def test_sync_of_a_table_without_incarnation_records_it_or_sets_it_aside_by_its_events(tmp_path: Path) -> None:
+    chunks = Chunks(tmp_path)
+    sync = make_sync(tmp_path, chunks)
+    first = chunks.write([b"a"])  # ingested at T0
+    sync.sync(by_location(first), {0})  # incarnation unknown: not recorded
+    assert sync.table is not None and PROPERTY not in sync.table.properties
+    sync.sync(by_location(first), {0}, T0 - 10)  # its events are not older than the stream: its table
+    assert sync.table.properties[PROPERTY] == str(T0 - 10)
+    sync.catalog.load_table(("lake", "clicks")).transaction().remove_properties(PROPERTY).commit_transaction()
+    restarted = make_sync(tmp_path, chunks)
+    later = chunks.write([b"b"])
+    restarted.sync(by_location(later), {0}, T0 + 60_000)  # every event older than the stream: a predecessor's
+    assert events_of(restarted) == [b"b"]
+    names = [n for _, n in sync.catalog.list_tables("lake") if n.startswith("clicks__deleted_")]
+    assert len(names) == 1
+
+
+def test_sync_of_a_later_incarnation_with_a_catalog_that_cannot_rename_fails_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    chunks = Chunks(tmp_path)
+    sync = make_sync(tmp_path, chunks)
+    old = chunks.write([b"old"])
+    sync.sync(by_location(old), {0}, T0)
+
+    def cannot_rename(*_: object) -> None:
+        raise NotImplementedError
+
+    sync.catalog.rename_table = cannot_rename  # type: ignore[method-assign]
+    new = chunks.write([b"new"])
+    for _ in range(2):  # retried: the same error each pass
+        with pytest.raises(PredecessorTableError, match="belongs to a deleted stream of the same name: drop or"):
+            sync.sync(by_location(new), {0}, T0 + 60_000)
+    table = sync.catalog.load_table(("lake", "clicks"))
+    assert table.scan().to_arrow().column("event").to_pylist() == [b"old"]
