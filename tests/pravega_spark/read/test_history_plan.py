@@ -93,4 +93,3 @@ def test_chunks_that_do_not_hold_the_start_are_not_used() -> None:
     catalog = Catalog(start_1=150)
     plan = plan_history(ReadState("s", "t", {1: 150, 4: 0}), TAIL, catalog, {1: _chunks(200, 300, segment=1)})
     assert plan.files == () and plan.frontier == ReadState("s", "t", {1: 150, 4: 0})
-
