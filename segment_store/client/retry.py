@@ -68,6 +68,15 @@ class RetryPolicy:
             yield min(delay, self.max_delay_ms) * jitter / 1000.0
             delay *= self.multiplier
 
+    def delay_s(self, attempt: int) -> float:
+        """The pause (seconds) before attempt number ``attempt`` (1: none; 2: the first retry), as :meth:`delays_s`
+        gives it; attempts past ``max_attempts`` get the longest."""
+        if attempt <= 1:
+            return 0.0
+        delay = min(self.initial_delay_ms * self.multiplier ** min(attempt - 2, 64), self.max_delay_ms)
+        jitter = 1.0 + self.jitter_fraction * (2.0 * self.random() - 1.0)
+        return delay * jitter / 1000.0
+
     async def call(
         self,
         fn: Callable[[], Awaitable[_T]],

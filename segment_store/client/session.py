@@ -4,8 +4,10 @@ A session is one writer id on one segment. It sends ``SetupAppend`` on a pooled 
 from ``AppendSetup`` the last event number the segment stored for that writer; from then on the
 connection routes the writer's acks and failures to it (``ReplyListener``). When the connection is lost,
 or the server answers ``WrongHost`` or ``InvalidEventNumber`` (a deduplication race after a reconnect),
-the session detaches and sets up again with backoff (``WriterConfig.retry``), on a new connection if the
-old one died; the subclass then drops what the server says it has and resends the rest in order.
+the session detaches and sets up again with backoff (``WriterConfig.retry``: the first reconnect without an
+acknowledgement since the last one at once, each further one after the policy's pause for that attempt), on a
+new connection if the old one died; the subclass then drops what the server says it has and resends the rest in
+order.
 A failure that repeating cannot fix (``SegmentIsSealed``, ``NoSuchSegment``, a rejected token, an
 exhausted retry budget) fails the session for good: :attr:`AppendSession.failure` holds the error and
 every pending write fails with it.
@@ -152,8 +154,12 @@ class AppendSession:
         _log.debug("writer %s set up on %s, last event %d", self.writer_id, self.segment, reply.last_event_number)
         self._on_setup(reply.last_event_number)
 
-    async def _setup_with_retry(self) -> None:
+    async def _setup_with_retry(self, pause_s: float = 0.0) -> None:
         try:
+            if pause_s > 0:
+                await self.config.retry.sleep(pause_s)
+                if self._state is not SessionState.SETTING_UP:
+                    return  # closed or failed meanwhile
             await self.config.retry.call(self._setup_once, self._setup_retriable)
         except asyncio.CancelledError:
             raise
@@ -180,8 +186,13 @@ class AppendSession:
         if self._reconnects_without_progress > self.config.retry.max_attempts:
             self._fail(cause)
             return
+        # The first reconnect without progress goes at once (a lost server: fail over fast); each further one waits
+        # the retry policy's backoff, so the budget spans seconds, not a burst: a server that accepts the setup and
+        # then refuses the resent appends (InvalidEventNumber while appends of the previous connection are still
+        # in flight) would otherwise use it up in a fraction of a second and fail the writer.
+        pause = self.config.retry.delay_s(self._reconnects_without_progress)
         _log.info("writer %s on %s reconnects after %r", self.writer_id, self.segment, cause)
-        self._setup_task = asyncio.get_running_loop().create_task(self._setup_with_retry())
+        self._setup_task = asyncio.get_running_loop().create_task(self._setup_with_retry(pause))
 
     def _progress(self) -> None:
         """The server acknowledged something: reset the budget of reconnects without progress."""

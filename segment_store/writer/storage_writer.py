@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from segment_store.logs.memory_log import InMemoryOperationLog
-from segment_store.logs.operations import MapSegmentOperation, Operation, SegmentOperation
+from segment_store.logs.operations import MapSegmentOperation, MergeOperation, Operation, SegmentOperation
 from segment_store.metadata import ContainerMetadata, SegmentMetadata
 from segment_store.storage.segment_storage import SegmentStorage
 from segment_store.writer.aggregator import SegmentAggregator, SegmentTarget, StorageWriterCorruptedError
@@ -159,12 +159,16 @@ class StorageWriter:
 
         Sets every segment's ``storage_length``/``sealed_in_storage`` from Tier-2 (a checkpoint
         may predate flushes), and finishes deletions and merges whose operations Tier-1 no
-        longer holds (their metadata outlived them in a checkpoint). A deleted or merged segment
+        longer holds (their metadata outlived them in a checkpoint); the source of a merge Tier-1 still holds stays
+        for it to be replayed. A deleted or merged segment
         whose name was created again later (both replayed) is not compared with Tier-2: Tier-2's
         segment of that name is the newer one's (see ``ContainerMetadata.has_newer_namesake``).
         """
         replayed = self._log.read_now(-1, len(self._log))
         pending_ids = {op.segment_id for op in replayed if isinstance(op, SegmentOperation)}
+        # A merge still in the log needs its source, even when Tier-1 no longer holds any operation of the source
+        # itself (sealed and flushed before a truncation, merged after it): the merge is replayed from its metadata.
+        pending_ids |= {op.source_id for op in replayed if isinstance(op, MergeOperation)}
         pending_names = {op.name for op in replayed if isinstance(op, MapSegmentOperation)}
         for segment in list(self.metadata.segments()):
             if not segment.live and segment.segment_id not in pending_ids:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
+from collections.abc import Callable
 
 import pytest
 from client_fakes import FakeNetwork, FakeStore
@@ -16,6 +18,7 @@ from segment_store.client import (
     ConnectionConfig,
     ConnectionLostError,
     ConnectionPool,
+    InvalidEventNumberError,
     NoSuchSegmentError,
     RetryPolicy,
     SegmentClient,
@@ -395,6 +398,43 @@ async def test_invalid_event_number_reply_sets_up_again() -> None:
     assert writer.setups == 2
     await writer.append(b"2")
     assert store.events(SEGMENT) == [b"1", b"2"]
+
+
+async def _until(condition: Callable[[], bool], what: str) -> None:
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"not reached: {what}")
+
+
+async def test_repeated_invalid_event_numbers_back_off_between_reconnects_then_fail_past_the_budget() -> None:
+    """A server that accepts every setup and refuses the resent appends (``InvalidEventNumber`` while appends of
+    the previous connection are still in flight; seen in the self-test: 40 reconnects in 0.4 s failed a writer):
+    the first reconnect goes at once, each further one after the policy's growing pause, so the budget spans the
+    backoff, not a burst; past ``max_attempts`` reconnects without progress the writer fails."""
+    pauses: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        await asyncio.sleep(0)
+
+    store = FakeStore()
+    store.create(SEGMENT)
+    network = FakeNetwork(store)
+    retry = RetryPolicy(max_attempts=4, initial_delay_ms=10, max_delay_ms=40, jitter_fraction=0, sleep=sleep)
+    config = ClientConfig(connection=ConnectionConfig(keepalive_interval_ms=0), writer=WriterConfig(retry=retry))
+    client = SegmentClient(("fake", 1), config, ConnectionPool(config.connection, config.pool, network.connect))
+    writer = client.writer(SEGMENT)
+    await writer.open()
+    for setups in range(2, 6):
+        network.peers[-1].reply(InvalidEventNumber(writer.writer_id, writer._request_id, "", 1))
+        await _until(functools.partial(lambda n: writer.setups == n, setups), f"setup {setups}")
+    assert pauses == [0.01, 0.02, 0.04]  # none before the first reconnect
+    network.peers[-1].reply(InvalidEventNumber(writer.writer_id, writer._request_id, "", 1))
+    await _until(lambda: writer.state is SessionState.FAILED, "the writer fails")
+    assert isinstance(writer.failure, InvalidEventNumberError)
+    await client.close()
 
 
 async def test_sealed_segment_fails_pending_writes_with_typed_error() -> None:

@@ -135,6 +135,36 @@ async def test_merge_replayed_after_crash_is_not_applied_twice(env: ContainerEnv
     assert not await c2.storage.exists(txn)
 
 
+async def test_merge_whose_source_operations_tier1_no_longer_holds_is_replayed_after_a_crash(
+    env: ContainerEnv,
+) -> None:
+    """A transaction written, sealed and flushed; Tier-1 truncated past its operations; then merged, and the
+    container crashes before the merge reaches Tier-2. Recovery replays the merge, so the source's metadata must
+    stay for it (the self-test's crash loop: recovery dropped it as "merged, none of its operations left", and the
+    replayed merge then failed the container at every restart: SegmentNotExistsError)."""
+    c = await env.start()
+    parent, txn = "p/s/0.#epoch.0", "p/s/0.#epoch.0#transaction." + "0d" * 16
+    await c.create_segment(parent)
+    await c.create_segment(txn)
+    head = await fill(c, parent, 3, "p")
+    tail = await fill(c, txn, 3, "t")
+    await c.seal(txn)
+    await c.flush_to_storage()
+    await c.durable_log.checkpoint()
+    await c.append(parent, block("mark"))  # an operation after the checkpoint for the writer to move past
+    head += block("mark")
+    await c.flush_to_storage()
+    env.chunks.inject(journal_object, ops=["write_chunk"])  # the merge cannot reach Tier-2
+    await c.merge(parent, txn)
+    await crash(c)
+    env.chunks.clear()
+    c2 = await env.start()
+    await asyncio.wait_for(c2.flush_to_storage(), 10)
+    assert c2.state is ContainerState.RUNNING
+    await assert_tier2_exact(c2, parent, head + tail)
+    assert not await c2.storage.exists(txn)
+
+
 async def test_transaction_merged_before_its_flush_is_written_to_tier2_once_at_its_merge_time() -> None:
     """Its merge flushes it: its rows are written with the merge time at once, and the concat has nothing to
     rewrite (one chunk write for it, not two: Spark's exactly-once sink writes every micro-batch this way)."""
