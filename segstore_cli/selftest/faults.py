@@ -12,8 +12,8 @@ of a controller, a ZooKeeper kill -9 and restart (with the ensemble: all of it, 
 ``srvr``), a NATS node kill, a NATS node SIGSTOP for 2-8 s and a NATS node power loss (killed, its store rolled
 back to a copy taken 2-8 s before while it ran, restarted: Raft repairs it) (JetStream Tier-1), and operations a
 user does: scale a stream up or down, truncate it at a cut the verifier has read, a Tier-2 outage (the S3 server
-frozen for 2-15 s) and a full Tier-2 disk for 2-15 s (chunk writes fail with ENOSPC; writes must go on in Tier-1
-and nothing be lost once space is back).
+frozen for 2-15 s) and a full Tier-2 disk for 11-18 s, longer than the flush age (chunk writes fail with ENOSPC;
+writes must go on in Tier-1 and nothing be lost once space is back).
 
 Sabotage (never drawn unless asked for; the run must fail): ``lose_data`` truncates a stream at its tail (the
 verifier must count the events lost), ``nats_quorum_rollback`` rolls back a majority of the NATS nodes (the segment
@@ -40,6 +40,7 @@ from itertools import permutations
 from controller_client.controller.api import ControllerClient
 from controller_client.errors import ScalePreconditionFailedError
 from controller_client.stream_manager import StreamManager
+from segment_store.writer.config import WriterConfig
 from segstore_cli.selftest.cluster import SESSION_TIMEOUT_MS, SelftestCluster
 from segstore_cli.selftest.fault_kinds import SABOTAGE, WEIGHTS, fault_possible
 from segstore_cli.selftest.overlap import OverlapRule, claims_of, pick_fault
@@ -285,7 +286,10 @@ class FaultSchedule:
         return f"SABOTAGE: NATS nodes {majority} lost power, their stores rolled back {age_s:.1f}s"
 
     async def _tier2_disk_full(self, rng: random.Random) -> str:
-        full_s = rng.uniform(2.0, 15.0)
+        """Tier-2 refuses writes (ENOSPC) for longer than the storage writer's flush age, so every segment store
+        with data tries to flush into the full disk (a shorter fault may see no write at all: nothing tested)."""
+        age_s = WriterConfig().flush_max_age_s
+        full_s = rng.uniform(age_s + 1.0, age_s + 8.0)
         self.cluster.fill_tier2()
         await asyncio.sleep(full_s)
         self.cluster.free_tier2()
