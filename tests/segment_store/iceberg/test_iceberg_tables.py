@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from iceberg_readers import catalog, duckdb_connection, poll, rows_by_position
+from iceberg_readers import catalog, duckdb_connection, duckdb_events, poll, rows_by_position
 from spark_fixtures import Streams
 from standalone_process import StandaloneProcess
 
@@ -66,16 +66,7 @@ def table_rows_unlocked(database: sqlite3.Connection, standalone: StandaloneProc
 
 def duckdb_rows(standalone: StandaloneProcess, scope: str, stream: str) -> list[tuple[int, int, bytes]]:
     """``(segment_id, offset, event)`` of the table's events as DuckDB's ``iceberg_scan`` of the table dir gives."""
-    location = catalog(standalone.data_dir).load_table((scope, stream)).location()
-    got = (
-        duckdb_connection()
-        .execute(
-            f"""SELECT segment_id, chunk_start + chunk_offset AS "offset", event FROM iceberg_scan('{location}')
-            WHERE framed ORDER BY segment_id, "offset" """
-        )
-        .fetchall()
-    )
-    return [(s, o, bytes(e)) for s, o, e in got]
+    return duckdb_events(catalog(standalone.data_dir).load_table((scope, stream)).location())
 
 
 def write(streams: Streams, scope: str, stream: str, count: int, tag: str) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from iceberg_readers import catalog, duckdb_connection, poll, rows_by_position
+from iceberg_readers import catalog, duckdb_events, poll, rows_by_position
 from spark_fixtures import Streams
 from standalone_process import StandaloneProcess
 
@@ -38,16 +38,7 @@ def pyiceberg_rows(data_dir: Path, name: str) -> Rows:
 
 
 def duckdb_rows(data_dir: Path, name: str) -> Rows:
-    location = catalog(data_dir).load_table(("shop", name)).location()
-    got = (
-        duckdb_connection()
-        .execute(
-            f"""SELECT segment_id, chunk_start + chunk_offset AS "offset", event FROM iceberg_scan('{location}')
-            WHERE framed ORDER BY segment_id, "offset" """
-        )
-        .fetchall()
-    )
-    return [(s, o, bytes(e)) for s, o, e in got]
+    return duckdb_events(catalog(data_dir).load_table(("shop", name)).location())
 
 
 def holds(data_dir: Path, name: str, expected: Rows) -> bool:
