@@ -83,9 +83,7 @@ class _State(enum.Enum):
 class _Append:
     data: bytes
     future: asyncio.Future[LogAddress]
-    accepted_at: float
-    """Loop time it was accepted, moved later by the time the log then spent fencing again (which does not count
-    toward ``ack_timeout_s``)."""
+    accepted_at: float  # loop time; moved later by the time spent fencing again (not counted in ack_timeout_s)
     address: LogAddress | None = None
     stored: bool = False
     error: JetStreamError | None = None
@@ -440,7 +438,7 @@ class JetStreamLog:
         found = sum(record.count for record in run)
         self._epoch, self._fence_seq, self._last_seq, self._next_index = epoch, fence, fence, 0
         ended = loop.time()
-        for item in self._outstanding:  # the re-fence's wait (a leader election) is not the append's wait
+        for item in self._outstanding:  # the re-fence's wait (a leader election) is not the append's
             item.accepted_at += ended - max(item.accepted_at, started)
         self._published.clear()
         self._queue = deque(item for item in self._outstanding if not item.stored)
@@ -456,9 +454,8 @@ class JetStreamLog:
 
     async def _watch_loop(self) -> None:
         """Fence again when the oldest unacknowledged entry waits ``refence_after_s`` for an answer; fail the log
-        when it waited ``ack_timeout_s`` since it was appended, not counting the time spent fencing again: a
-        re-fence waits out a leader election, bounded by its own steps (``stream_ready_timeout_s`` for the stream
-        to answer and take the fence, ``request_timeout_s`` per read), and fails the log itself when one fails."""
+        when it waited ``ack_timeout_s`` since it was appended, not counting re-fences (bounded by their own steps:
+        ``stream_ready_timeout_s``, ``request_timeout_s``; a step that fails fails the log)."""
         loop = asyncio.get_running_loop()
         timeout, suspect = self._config.ack_timeout_s, self._config.refence_after_s
         while self._state in (_State.OPEN, _State.REFENCING):
@@ -468,12 +465,9 @@ class JetStreamLog:
             if self._state is _State.OPEN and waited > suspect:
                 self._begin_refence(JetStreamUnavailableError(f"no answer from JetStream within {suspect}s"))
             if self._state is _State.OPEN and head is not None and now - head.accepted_at > timeout:
-                self._fail(
-                    DataLogNotAvailableError(
-                        f"log {self.name}: no acknowledgement from JetStream within {timeout}s (connected to "
-                        f"{self._client.connected_url}); NATS or the quorum of stream {self._stream} is unavailable"
-                    )
-                )
+                why = f"(connected to {self._client.connected_url}); NATS or the quorum of stream {self._stream}"
+                self._fail(DataLogNotAvailableError(f"log {self.name}: no acknowledgement from JetStream within "
+                                                    f"{timeout}s {why} is unavailable"))  # fmt: skip
                 return
             await asyncio.sleep(min(0.25, suspect / 4))
 
