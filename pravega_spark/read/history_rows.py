@@ -50,10 +50,9 @@ def link_files(directory: Path, files: Sequence[HistoryFile]) -> list[str]:
 
 def linked_rows(spark: Any, directory: Path, links: Sequence[str], scope: str, stream: str) -> Any:
     """The kept rows of the files ``links`` point to (made by :func:`link_files` under ``directory``)."""
-    from pyspark.sql import functions as F
 
     rows = spark.read.schema(LINKED_SCHEMA).option("basePath", str(directory)).parquet(*links)
-    return _kept(rows, scope, stream, F.col("chunk_start"), F.col("lo"), F.col("hi"), F.col("segment_id"))
+    return _kept(rows, scope, stream)
 
 
 def joined_rows(spark: Any, files: Sequence[HistoryFile], scope: str, stream: str) -> Any:
@@ -69,18 +68,20 @@ def joined_rows(spark: Any, files: Sequence[HistoryFile], scope: str, stream: st
         .select("offset", "event", "ingest_time_ms", "framed", F.col("_metadata.file_path").alias("file_path"))
         .join(F.broadcast(table), "file_path")
     )
-    return _kept(rows, scope, stream, F.col("chunk_start"), F.col("lo"), F.col("hi"), F.col("segment_id"))
+    return _kept(rows, scope, stream)
 
 
-def _kept(rows: Any, scope: str, stream: str, chunk_start: Any, lo: Any, hi: Any, segment_id: Any) -> Any:
+def _kept(rows: Any, scope: str, stream: str) -> Any:
+    """``rows`` (chunk columns with ``segment_id``, ``chunk_start``, ``lo``, ``hi``) in the source's columns: the
+    framed ones within ``[lo, hi)``, ``offset`` absolute."""
     from pyspark.sql import functions as F
 
-    absolute = chunk_start + F.col("offset")
-    return rows.where(F.col("framed") & (absolute >= lo) & (absolute < hi)).select(
+    absolute = F.col("chunk_start") + F.col("offset")
+    return rows.where(F.col("framed") & (absolute >= F.col("lo")) & (absolute < F.col("hi"))).select(
         F.col("event"),
         F.lit(scope).alias("scope"),
         F.lit(stream).alias("stream"),
-        segment_id.alias("segment_id"),
+        F.col("segment_id"),
         absolute.alias("offset"),
         F.timestamp_millis(F.col("ingest_time_ms")).alias("timestamp"),
     )
