@@ -62,15 +62,12 @@ class RetryPolicy:
 
     def delays_s(self) -> Iterator[float]:
         """The pauses (seconds) before the second, third, ... attempt: ``max_attempts - 1`` of them."""
-        delay = self.initial_delay_ms
-        for _ in range(self.max_attempts - 1):
-            jitter = 1.0 + self.jitter_fraction * (2.0 * self.random() - 1.0)
-            yield min(delay, self.max_delay_ms) * jitter / 1000.0
-            delay *= self.multiplier
+        for attempt in range(2, self.max_attempts + 1):
+            yield self.delay_s(attempt)
 
     def delay_s(self, attempt: int) -> float:
-        """The pause (seconds) before attempt number ``attempt`` (1: none; 2: the first retry), as :meth:`delays_s`
-        gives it; attempts past ``max_attempts`` get the longest."""
+        """The pause (seconds) before attempt number ``attempt`` (1: none; 2: the first retry): ``initial_delay_ms *
+        multiplier**(attempt - 2)``, capped at ``max_delay_ms``, with jitter."""
         if attempt <= 1:
             return 0.0
         delay = min(self.initial_delay_ms * self.multiplier ** min(attempt - 2, 64), self.max_delay_ms)
