@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
@@ -161,11 +162,22 @@ def log_tail(path: Path, lines: int = 30) -> str:
     return "<no log>"
 
 
+_HANDED_OUT: deque[int] = deque(maxlen=512)
+"""The ports :func:`free_port` returned last in this process: the one piece of module state here, because the
+kernel may give a just-closed port to the very next ``bind(0)``, and two calls for one command line then collide."""
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    """A TCP port that was free on ``host`` a moment ago and that this process was not given among its last 512
+    calls (two calls in a row never return the same port, which the kernel alone does not promise)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.append(port)
+            return port
+    raise RuntimeError(f"no free port on {host} that this process was not given already")
 
 
 def port_is_free(host: str, port: int) -> bool:

@@ -103,3 +103,11 @@ def test_kill_is_a_crash(tmp_path: Path) -> None:
     assert process is not None
     server.kill()
     assert process.returncode == -9 and server.pid is None
+
+
+def test_free_port_never_hands_out_the_same_port_twice_in_a_row() -> None:
+    # The kernel may give a just-closed port to the next bind(0): CI once started a standalone with the same
+    # port for --controller-port and --segmentstore-port.
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+    assert all(port_is_free("127.0.0.1", port) for port in ports[-3:])
