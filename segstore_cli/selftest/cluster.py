@@ -123,7 +123,7 @@ class Child:
             log.write(f"==== start {self.starts + 1}\n".encode())
             log.flush()
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "segstore_cli", *self.args, "--log-level", "warning", "--log-file", "-",
+                sys.executable, "-m", "segstore_cli", *self.args, "--log-level", "info", "--log-file", "-",
                 stdout=asyncio.subprocess.PIPE, stderr=log, stdin=asyncio.subprocess.DEVNULL,
                 start_new_session=True, env=die_with_parent_env(self.env),
             )  # fmt: skip

@@ -25,6 +25,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from rich.console import Console
 from rich.live import Live
@@ -38,6 +39,7 @@ from segstore_cli.selftest.cluster import ClusterError, SelftestCluster
 from segstore_cli.selftest.detections import RollbackDetected, RollbackWatch
 from segstore_cli.selftest.fault_kinds import ALL_FAULTS, NATS_FAULTS, SABOTAGE, WEIGHTS, fault_possible
 from segstore_cli.selftest.faults import FaultSchedule
+from segstore_cli.selftest.stuck import innermost, log_pending
 from segstore_cli.selftest.verifier import Verifier
 from segstore_cli.selftest.workload import LoadStats, PlainWriter, StallMeter, TailReader, TxnWriter
 
@@ -46,6 +48,7 @@ PLAIN, TXNS = "plain", "txns"
 DRAIN_TIMEOUT_S = 180.0
 TAIL_CATCH_UP_S = 60.0
 FINAL_CHECK_TIMEOUT_S = 300.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,8 +217,8 @@ class Selftest:
         try:
             async with asyncio.TaskGroup() as group:
                 stalls.start(loop.time())
-                loads = [group.create_task(w.run(stop_load)) for w in writers]
-                loads.append(group.create_task(txn_writer.run(stop_load)))
+                loads = [group.create_task(w.run(stop_load), name=f"writer {w.name}") for w in writers]
+                loads.append(group.create_task(txn_writer.run(stop_load), name="transaction writer"))
                 checks = [group.create_task(tail.run(stop_checks)), group.create_task(verifier.run(stop_checks))]
                 fault_task = group.create_task(faults.run(stop_faults))
                 group.create_task(rollbacks.run(stop_checks))
@@ -234,12 +237,7 @@ class Selftest:
                     refresh("draining")
                     stalls.stop(loop.time())
                     stop_load.set()
-                    try:
-                        async with asyncio.timeout(DRAIN_TIMEOUT_S):
-                            await _unless_refused(rollbacks, asyncio.gather(*loads))
-                            await _unless_refused(rollbacks, txn_writer.resolve(DRAIN_TIMEOUT_S))
-                    except TimeoutError as exc:
-                        raise StuckOrFailed(f"the writers did not drain within {DRAIN_TIMEOUT_S:.0f} s") from exc
+                    await self._drain(writers, txn_writer, loads, rollbacks)
                     await self._tail_caught_up(tail, writers)
                     stop_checks.set()
                     await asyncio.gather(*checks)
@@ -270,6 +268,42 @@ class Selftest:
             self.report.load = self.stats
             self.report.verifier_rounds = verifier.rounds
             self.report.examples = self.checker.examples
+
+    async def _drain(
+        self,
+        writers: list[PlainWriter],
+        txn_writer: TxnWriter,
+        loads: list[asyncio.Task[None]],
+        rollbacks: RollbackWatch,
+    ) -> None:
+        """The writers flush and close, then every transaction is resolved, within ``DRAIN_TIMEOUT_S``. When they
+        do not, the failure names each writer still running, the line it waits at and its last error, and the
+        selftest log holds the await chain of every pending task (:mod:`stuck`)."""
+        started = time.monotonic()
+        _, pending = await _unless_refused(rollbacks, asyncio.wait(loads, timeout=DRAIN_TIMEOUT_S))
+        if pending:
+            log_pending("the drain", asyncio.all_tasks())
+            errors = [*(writer.last_error for writer in writers), txn_writer.last_error]
+            stuck = [
+                f"{task.get_name()} at {innermost(task)} (last error {error!r})"
+                for task, error in zip(loads, errors, strict=True)
+                if task in pending
+            ]
+            raise StuckOrFailed(
+                f"the writers did not drain within {DRAIN_TIMEOUT_S:.0f} s: {'; '.join(stuck)} (every pending "
+                "task's await chain is in logs/selftest.log)"
+            )
+        for task in loads:
+            task.result()
+        left_s = max(DRAIN_TIMEOUT_S - (time.monotonic() - started), 1.0)
+        try:
+            async with asyncio.timeout(left_s + 30.0):  # resolve's own deadline comes first, with its message
+                await _unless_refused(rollbacks, txn_writer.resolve(left_s))
+        except TimeoutError as exc:
+            log_pending("the transactions' resolution", asyncio.all_tasks())
+            raise StuckOrFailed(
+                f"the transactions did not resolve within {DRAIN_TIMEOUT_S:.0f} s of the drain: {exc or 'timed out'}"
+            ) from exc
 
     async def _tail_caught_up(self, tail: TailReader, writers: list[PlainWriter]) -> None:
         """The reader following the tail reads the last acknowledged event of every writer (within a deadline)."""
@@ -314,7 +348,7 @@ class Selftest:
             yield refresh
 
 
-async def _unless_refused(rollbacks: RollbackWatch, work: Awaitable[object]) -> None:
+async def _unless_refused(rollbacks: RollbackWatch, work: Awaitable[T]) -> T:
     """Await ``work``, unless a segment store refuses a rolled-back Tier-1 log meanwhile (the writers of its
     container would wait for ever): then :class:`RollbackDetected`."""
     task = asyncio.ensure_future(work)
@@ -327,7 +361,7 @@ async def _unless_refused(rollbacks: RollbackWatch, work: Awaitable[object]) -> 
             task.cancel()
     if not task.done() or task.cancelled():
         raise rollbacks.error()
-    task.result()
+    return task.result()
 
 
 def _log_to(path: Path) -> logging.Handler:
