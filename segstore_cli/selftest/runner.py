@@ -176,6 +176,8 @@ class Selftest:
                 self.report.failure = "; ".join(str(e) for e in _leaves(known))
             else:
                 self.report.failure = "".join(traceback.format_exception(exc)).strip()
+        except asyncio.CancelledError:  # Ctrl-C (asyncio.run cancels this task): report what was measured so far
+            self.report.failure = "interrupted (Ctrl-C): the report covers the run up to then"
         finally:
             self.report.duration_s = round(time.monotonic() - started, 1)
             await cluster.stop()
@@ -331,7 +333,7 @@ class Selftest:
                 f"faults {sum(faults.injected.values())}" + (f" (now: {faults.current})" if faults.current else ""),
                 f"acked {c.acked:,}", f"verified {c.read:,} (+{c.read_txn:,} txn)",
                 f"tail read {s.tail_read:,}", f"rounds {verifier.rounds}",
-                f"violations [{'red' if c.violations() else 'green'}]{c.violations()}[/]",
+                f"violations [{'red' if c.violations() else 'green'}]{c.violations()}[/]" + _kinds(c),
             ])  # fmt: skip
 
         if self.console.is_terminal:
@@ -346,6 +348,12 @@ class Selftest:
                     self.console.print(line(phase), soft_wrap=True)
 
             yield refresh
+
+
+def _kinds(counts: Counts) -> str:
+    """`` (lost 3, duplicated 1)``: the kinds of violation seen so far, for the progress line (empty: none)."""
+    seen = [f"{name.replace('_', ' ')} {n:,}" for name in counts.VIOLATIONS if (n := getattr(counts, name))]
+    return f" ({', '.join(seen)})" if seen else ""
 
 
 async def _unless_refused(rollbacks: RollbackWatch, work: Awaitable[T]) -> T:

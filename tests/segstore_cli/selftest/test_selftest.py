@@ -4,10 +4,15 @@ that rolls back a majority of the NATS servers (as a detected rollback: the prod
 
 from __future__ import annotations
 
+import json
+import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from selftest_run import run_selftest
+from selftest_run import REPO_ROOT, run_selftest
 
 from segstore_cli.main import main
 
@@ -41,6 +46,7 @@ def test_a_run_that_loses_acknowledged_events_fails(tmp_path: Path) -> None:
     assert process.returncode == 1, summary  # the sabotage must be seen
     assert not report["ok"] and report["counts"]["lost"] > 0, summary
     assert "FAILED" in process.stdout and "was acknowledged and is not in the stream" in process.stdout
+    assert re.search(r"violations \d+ \(lost \d+", process.stdout), process.stdout  # the kind, while it runs
 
 
 @pytest.mark.slow
@@ -65,3 +71,29 @@ def test_a_run_whose_nats_majority_is_rolled_back_fails_as_detected_not_lost(tmp
 def test_an_unknown_fault_is_refused_by_name(capfd: pytest.CaptureFixture[str]) -> None:
     assert main(["selftest", "--faults", "kill_segmentstore,kill_everything"]) == 2
     assert "faults: unknown kill_everything" in capfd.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ctrl_c_ends_the_run_with_the_report_of_what_was_measured(tmp_path: Path) -> None:
+    """An overnight run stopped by hand still says what it found: the report (printed and written) covers the run
+    up to the interrupt, which is its failure."""
+    report = tmp_path / "report.json"
+    command = [sys.executable, "-m", "segstore_cli", "selftest", "--data-dir", str(tmp_path / "cluster"), "--report",
+               str(report), "--duration", "120", "--tier2", "fs", "--faults", "kill_controller"]  # fmt: skip
+    with subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as run:
+        assert run.stdout is not None
+        seen = []
+        for line in run.stdout:  # the progress line every 10 s, once the faults began
+            seen.append(line)
+            if line.startswith("10/120 s"):
+                break
+        else:
+            raise AssertionError("".join(seen))
+        run.send_signal(signal.SIGINT)
+        rest = run.stdout.read()
+        assert run.wait(timeout=120) == 1, "".join(seen) + rest
+    written = json.loads(report.read_text())
+    assert written["failure"] == "interrupted (Ctrl-C): the report covers the run up to then", written
+    assert written["counts"]["acked"] > 0 and not written["ok"], written
+    assert "segstore selftest: FAILED" in rest and "interrupted (Ctrl-C)" in rest, rest
