@@ -5,6 +5,9 @@ Invariants checked (each breach is counted and described; every count must end a
 - **lost**: a plain event acknowledged at time ``t`` is read in the first verification round whose end cut
   was taken after ``t`` (the verifier reads consecutive stream cuts, each taken after the acknowledgements it
   must cover); a committed transaction's events are all read by the end.
+- **late** (instead of lost, once it is read after all): an event acknowledged before a tail cut was asked for
+  was beyond that cut and read in a later round: nothing was lost, but the tail cut was stale (it did not
+  include an acknowledged write), which breaks a reader's "everything written so far" as surely.
 - **duplicated**: no event is read twice (the verifier's rounds partition the stream).
 - **reordered**: per writer (or transaction) and routing key, events are read in the order they were written.
 - **corrupted**: every event read decodes to exactly the bytes its writer wrote (see ``events``); a
@@ -47,8 +50,9 @@ class Counts:
     corrupted: int = 0
     aborted_visible: int = 0
     partial_txns: int = 0
+    late: int = 0
 
-    VIOLATIONS = ("lost", "duplicated", "reordered", "corrupted", "aborted_visible", "partial_txns")
+    VIOLATIONS = ("lost", "duplicated", "reordered", "corrupted", "aborted_visible", "partial_txns", "late")
 
     def violations(self) -> int:
         return sum(getattr(self, name) for name in self.VIOLATIONS)
@@ -125,6 +129,8 @@ class Checker:
         self.examples: list[str] = []
         self._order = SequenceTracker()
         self._unread_acks: dict[EventId, float] = {}
+        self._missed: dict[EventId, str] = {}
+        """Events counted lost, by the end cut of the round that missed them (:meth:`_read` makes them late)."""
         self._txns: dict[str, _Txn] = {}
 
     def _violation(self, kind: str, text: str, n: int = 1) -> None:
@@ -164,18 +170,19 @@ class Checker:
         """A reader following the tail read an event twice, out of order, or corrupt."""
         self._violation(kind, text)
 
-    def verified(self, round_events: Iterable[bytes], through: float | None) -> None:
-        """One verification round: the events between two consecutive stream cuts, the second taken at time
-        ``through``; every plain event acknowledged before ``through`` has now been read (None: a stream of
-        transactions only, nothing to check)."""
+    def verified(self, round_events: Iterable[bytes], through: float | None, cut: str = "") -> None:
+        """One verification round: the events between two consecutive stream cuts, the second (``cut``, for the
+        report) taken at time ``through``; every plain event acknowledged before ``through`` has now been read
+        (None: a stream of transactions only, nothing to check)."""
         for data in round_events:
             self._read(data)
         if through is None:
             return
-        late = [e for e, at in self._unread_acks.items() if at <= through]
-        for event in late:
+        missing = [e for e, at in self._unread_acks.items() if at <= through]
+        for event in missing:
             del self._unread_acks[event]
-            self._violation("lost", f"{event} was acknowledged and is not in the stream")
+            self._missed[event] = cut
+            self._violation("lost", f"{event} was acknowledged and is not in the stream (up to the tail cut {cut})")
 
     def _read(self, data: bytes) -> None:
         try:
@@ -194,6 +201,12 @@ class Checker:
         else:
             self.counts.read += 1
             self._unread_acks.pop(event, None)
+            cut = self._missed.pop(event, None)
+            if cut is not None:  # counted lost by an earlier round: it was there, beyond that round's cut
+                self.counts.lost -= 1
+                self._violation(
+                    "late", f"{event} was acknowledged before the tail cut {cut} was taken, but is after it"
+                )
         breach = self._order.read(event)
         if breach is not None:
             self._violation(breach, f"{event} was read {'again' if breach == 'duplicated' else 'out of order'}")

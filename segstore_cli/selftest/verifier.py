@@ -65,7 +65,7 @@ class Verifier:
                 self.last_error = exc
                 await asyncio.sleep(1.0)
                 continue
-            self.checker.verified(events, through if plain else None)
+            self.checker.verified(events, through if plain else None, _describe(cut))
             self._last[stream] = cut
             self._verified[stream].append(cut)
             return
@@ -81,3 +81,9 @@ class Verifier:
         """A cut verified at least one round ago (None before there is one)."""
         cuts = self._verified[stream]
         return cuts[-2] if len(cuts) >= 2 else None
+
+
+def _describe(cut: StreamCut) -> str:
+    """``{segment id: offset}`` with segment ids as ``number.#epoch.e`` (as segment names spell them)."""
+    positions = (f"{sid & 0xFFFFFFFF}.#epoch.{sid >> 32}: {offset}" for sid, offset in cut.positions.items())
+    return "{" + ", ".join(positions) + "}"

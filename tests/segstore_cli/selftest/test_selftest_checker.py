@@ -63,6 +63,20 @@ def test_an_acknowledged_event_missing_after_a_later_cut_is_lost() -> None:
     assert violations(checker) == {"lost": 1}
 
 
+def test_an_event_a_stale_cut_left_out_and_a_later_round_read_is_late_not_lost() -> None:
+    """Acknowledged before the round's tail cut was asked for, yet beyond it (a stale cut): counted lost by that
+    round, then late once a later round reads it: nothing was lost, the cut was wrong."""
+    checker = Checker()
+    checker.acked(plain(1), at=1.0)
+    checker.verified([], through=2.0, cut="{0.#epoch.0: 1200}")
+    assert violations(checker) == {"lost": 1}
+    checker.verified([encode(plain(1))], through=3.0)
+    assert violations(checker) == {"late": 1}
+    assert checker.examples[-1] == (
+        f"late: {plain(1)} was acknowledged before the tail cut {{0.#epoch.0: 1200}} was taken, but is after it"
+    )
+
+
 def test_an_event_read_before_its_acknowledgement_is_not_lost() -> None:
     checker = Checker()
     checker.verified([encode(plain(1))], through=1.0)
