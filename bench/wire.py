@@ -52,7 +52,9 @@ embedded ZooKeeper's JVM (a child of the server);
 high value was disturbed and should be repeated);
 ``srv peak MB``/``cli peak MB`` are the peak RSS (``VmHWM``) of the server and of this client process so far;
 ``disk wr MB/s`` is what the server process wrote towards the disk (``/proc/<pid>/io``
-write_bytes: Tier-1 ledgers and Tier-2 chunks, each fsync'd, so about twice the data).
+write_bytes: Tier-1 ledgers and Tier-2 chunks, each fsync'd, so about twice the data). After the 10 KB
+``write_many`` case the disk alone writes the same bytes with the same fsyncs (``bench/disk_limit.py``): the
+segment data rate this disk allows, and the share of it the case reached.
 MB = 10^6 bytes of segment data (frame headers included).
 
 ``--profile`` runs one writer case (``--profile-api``, default ``write_many``) for each of
@@ -92,6 +94,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import MB, filesystem_of, mb_per_s, table
+from disk_limit import DiskProbe, disk_alone
 from profiles import cprofile_top, py_spy, pyspy_top, report_profile
 from wire_common import FRAME_HEADER, batches_of, check_length, drain, new_segment, payloads
 from wire_latency import case_latency, idle_memory
@@ -110,6 +113,7 @@ RESULTS = REPO / "bench" / "results"
 TARGETS = {
     "events_per_s_100B": 1_000_000,
     "mb_per_s_10KB": 350,
+    "of_disk_limit_10KB": 0.8,
     "p99_ms_at_100k": 10,
 }
 
@@ -157,6 +161,7 @@ async def case_write(
         "mb_per_s": mb_per_s(count * (size + FRAME_HEADER), elapsed),
         "avg_block_kib": round(count * (size + FRAME_HEADER) / max(1, blocks) / 1024, 1),
         "drain_s": await drain(client),
+        "segment_bytes": total * (size + FRAME_HEADER),
     }
 
 
@@ -330,7 +335,13 @@ async def run_cases(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 rows = []
                 for size, per_batch in ((100, args.batch), (10_000, BLOCK_BYTES // (10_000 + FRAME_HEADER))):
                     for api in ("write_many", "write"):
+                        measure_disk = size == 10_000 and api == "write_many" and not server.in_memory
+                        probe = DiskProbe(server) if measure_disk else None
                         rows.append(await case_write(client, server, size, api, per_batch, args.seconds))
+                        if probe is not None:  # the disk's limit (bench/disk_limit.py)
+                            pattern = await asyncio.to_thread(probe.pattern, rows[-1]["segment_bytes"])
+                            rows[-1].update(await asyncio.to_thread(disk_alone, root / "disk-alone", pattern))
+                            rows[-1]["of_limit"] = round(rows[-1]["mb_per_s"] / rows[-1]["limit_mb_per_s"], 2)
                         print(f"  write {size} B {api}: {rows[-1]['events_per_s']:,} events/s", flush=True)
                 results["write"] = rows
             if "latency" in only:
@@ -362,6 +373,8 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
             check(f"events/s, 100 B, {r['api']}", r["events_per_s"], TARGETS["events_per_s_100B"])
         else:
             check(f"MB/s, 10 KB, {r['api']}", r["mb_per_s"], TARGETS["mb_per_s_10KB"])
+        if "of_limit" in r:
+            check(f"10 KB {r['api']}: share of the disk's limit", r["of_limit"], TARGETS["of_disk_limit_10KB"])
     for r in results.get("latency", []):
         if r["offered_events_per_s"] == 100_000:
             check("p99 ms at 100,000 events/s", r["p99_ms"], TARGETS["p99_ms_at_100k"], higher_is_better=False)
@@ -379,6 +392,14 @@ def report(results: dict[str, Any]) -> None:
              ("cpu_other", "cpu other"), ("disk_write_mb_per_s", "disk wr MB/s"), ("drain_s", "drain s"),
              ("srv_peak_rss_mb", "srv peak MB"), ("cli_peak_rss_mb", "cli peak MB")],
         )  # fmt: skip
+        for row in (r for r in results["write"] if "limit_mb_per_s" in r):
+            print(
+                f"{row['event_bytes']:,} B {row['api']}: the disk alone, same bytes and fsyncs (Tier-1 "
+                f"{row['tier1_fsyncs']:,} x {row['tier1_kib_per_fsync']} KiB, Tier-2 {row['tier2_fsyncs']:,} x "
+                f"{row['tier2_kib_per_fsync']} KiB), wrote {row['disk_alone_mb_per_s']} MB/s; segstore writes "
+                f"{row['disk_bytes_per_byte']} B to disk per B of data, so the disk's limit is {row['limit_mb_per_s']} "
+                f"MB/s of data: {row['mb_per_s']} MB/s is {row['of_limit']} of it"
+            )
     if "latency" in results:
         table(
             "2. latency of 100 B events, open loop, from scheduled time to ack (ms)",

@@ -124,5 +124,6 @@ process: acknowledged entries lie before ``F`` in ``e``'s run or after it in ``e
 The cost is the stream's leader election plus three round trips, instead of a container
 restart; ``ack_timeout_s`` still bounds an append's wait while the log is open (the
 re-fence's own steps are bounded by ``stream_ready_timeout_s`` and ``request_timeout_s``,
-and a step that fails fails the log).
+a step that fails fails the log, and ``refence_timeout_s`` bounds the whole re-fence,
+whatever step hangs).
 """

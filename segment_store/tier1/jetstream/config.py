@@ -75,6 +75,10 @@ class JetStreamLogConfig:
     acknowledged and the others published again, instead of failing the log. Losing a NATS server then costs
     writers the stream's leader election, not a container restart. Below ``ack_timeout_s``, which bounds how long
     an append may wait while the log is open."""
+    refence_timeout_s: float = 60.0
+    """A re-fence not finished within this fails the log (the container restarts on a new log instance, as without
+    re-fencing): its steps have bounds of their own, this one holds whatever step hangs (a coordination call that
+    is never answered), so an append never waits for ever."""
     request_timeout_s: float = 5.0
     """One JetStream API request (stream info, fence publish, a read batch, purge)."""
     stream_ready_timeout_s: float = 30.0
@@ -110,7 +114,7 @@ class JetStreamLogConfig:
         if not 0 < self.max_append_length_bytes <= 63 * MIB:
             raise ValueError("max_append_length_bytes: must be positive and at most 63 MiB (NATS max_payload)")
         for key in ("ack_timeout_s", "request_timeout_s", "stream_ready_timeout_s", "connect_timeout_s",
-                    "coordination_timeout_s"):  # fmt: skip
+                    "coordination_timeout_s", "refence_timeout_s"):  # fmt: skip
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key}: must be positive")
         if not 0 < self.refence_after_s < self.ack_timeout_s:

@@ -107,14 +107,9 @@ class JetStreamLog:
         self._stream = config.stream_name(name)
         self._subject = config.subject(name)
         self._owner = f"{machine_identity()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-        self._keeper = MetadataKeeper(
-            store,
-            f"{config.metadata_root}/{name}",
-            self._owner,
-            JetStreamLogMetadata,
-            timeout_s=config.coordination_timeout_s,
-            retry_delay_s=config.coordination_retry_delay_s,
-        )
+        self._keeper = MetadataKeeper(store, f"{config.metadata_root}/{name}", self._owner, JetStreamLogMetadata,
+                                      timeout_s=config.coordination_timeout_s,
+                                      retry_delay_s=config.coordination_retry_delay_s)  # fmt: skip
         self._state = _State.NEW
         self._failure: DurableDataLogError | None = None
         self._epoch = 0
@@ -133,7 +128,7 @@ class JetStreamLog:
         self._tasks: list[asyncio.Task[None]] = []
         self._send_task: asyncio.Task[None] | None = None
         self._refencing: asyncio.Task[None] | None = None
-        self._progress_at = 0.0  # loop time of the last re-fence: the head's wait for an answer counts from here
+        self._progress_at = 0.0  # loop time the last re-fence began, then ended (an OPEN head's wait counts from it)
         self.refences = 0
         """How many times this instance fenced its log again in place (for tools and tests)."""
 
@@ -388,6 +383,7 @@ class JetStreamLog:
         if self._state is not _State.OPEN:
             return
         self._state = _State.REFENCING
+        self._progress_at = asyncio.get_running_loop().time()
         self._work.set()
         _log.info("log %s: fencing again at epoch %d: %s", self.name, self._epoch + 1, cause)
         self._refencing = asyncio.create_task(self._refence(), name=f"tier1-refence-{self.name}")
@@ -454,8 +450,8 @@ class JetStreamLog:
 
     async def _watch_loop(self) -> None:
         """Fence again when the oldest unacknowledged entry waits ``refence_after_s`` for an answer; fail the log
-        when it waited ``ack_timeout_s`` since it was appended, not counting re-fences (bounded by their own steps:
-        ``stream_ready_timeout_s``, ``request_timeout_s``; a step that fails fails the log)."""
+        when it waited ``ack_timeout_s`` since it was appended, not counting re-fences (each bounded as a whole by
+        ``refence_timeout_s``, whatever step hangs; a step that fails fails the log)."""
         loop = asyncio.get_running_loop()
         timeout, suspect = self._config.ack_timeout_s, self._config.refence_after_s
         while self._state in (_State.OPEN, _State.REFENCING):
@@ -464,11 +460,14 @@ class JetStreamLog:
             waited = now - max(head.accepted_at, self._progress_at) if head is not None else 0.0
             if self._state is _State.OPEN and waited > suspect:
                 self._begin_refence(JetStreamUnavailableError(f"no answer from JetStream within {suspect}s"))
+            why = ""
             if self._state is _State.OPEN and head is not None and now - head.accepted_at > timeout:
-                why = f"(connected to {self._client.connected_url}); NATS or the quorum of stream {self._stream}"
-                self._fail(DataLogNotAvailableError(f"log {self.name}: no acknowledgement from JetStream within "
-                                                    f"{timeout}s {why} is unavailable"))  # fmt: skip
-                return
+                why = (f"no acknowledgement from JetStream within {timeout}s (connected to {self._client.connected_url}"
+                       f"); NATS or the quorum of stream {self._stream} is unavailable")  # fmt: skip
+            elif self._state is _State.REFENCING and now - self._progress_at > self._config.refence_timeout_s:
+                why = f"fencing again did not finish within {self._config.refence_timeout_s}s"
+            if why:
+                return self._fail(DataLogNotAvailableError(f"log {self.name}: {why}"))
             await asyncio.sleep(min(0.25, suspect / 4))
 
     def _fail(self, error: DurableDataLogError) -> None:

@@ -16,8 +16,8 @@ import pytest
 from segment_store.tier1.jetstream.config import JetStreamLogConfig
 from segment_store.tier1.jetstream.factory import JetStreamLogFactory
 from segment_store.tier1.jetstream.nats_server import NatsCluster
-from segment_store.tier1.log import LogAddress
-from segstore_shared.coordination.memory_store import MemoryCoordinationServer
+from segment_store.tier1.log import DataLogNotAvailableError, LogAddress
+from segstore_shared.coordination.memory_store import MemoryCoordinationServer, MemoryCoordinationStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -155,3 +155,58 @@ def test_killing_the_stream_leader_costs_writers_the_election(tmp_path: Path) ->
         assert await read_all(factory) == [payload for _, payload in acked]
 
     run_on_cluster(tmp_path, 3, "leaderloss", body, 220)
+
+
+class UnansweredStore:
+    """A coordination store whose metadata updates, once ``hang`` is set, are never answered (not even with an
+    error: a ZooKeeper request lost without the session noticing); everything else is the memory store's."""
+
+    def __init__(self, store: MemoryCoordinationStore) -> None:
+        self._store = store
+        self.hang = asyncio.Event()
+        self.never = asyncio.Event()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def compare_and_set(self, path: str, data: bytes, expected_version: int) -> int:
+        if self.hang.is_set():
+            await self.never.wait()
+        return await self._store.compare_and_set(path, data, expected_version)
+
+
+@pytest.mark.timeout(120)
+def test_a_refence_that_hangs_fails_the_log_within_its_timeout(tmp_path: Path) -> None:
+    """The server stops (SIGSTOP), so the owner fences again; the re-fence's metadata update is never answered.
+    After ``refence_timeout_s`` the log fails with a clear error and the waiting append gets it (its container then
+    restarts on a new log instance), instead of waiting for ever."""
+
+    async def body(cluster: NatsCluster) -> None:
+        store = UnansweredStore(MemoryCoordinationServer().connect())
+        config = JetStreamLogConfig(servers=tuple(cluster.urls), replicas=1, refence_after_s=0.5,
+                                    ack_timeout_s=5.0, refence_timeout_s=2.0)  # fmt: skip
+        factory = JetStreamLogFactory(config, store)  # type: ignore[arg-type]
+        await factory.initialize()
+        log = factory.create_log(0)
+        await log.initialize(timeout=30)
+        await log.append(b"before")
+        store.hang.set()
+        pid = cluster.nodes[0].pid
+        assert pid is not None
+        loop = asyncio.get_running_loop()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            started = loop.time()
+            with pytest.raises(
+                DataLogNotAvailableError, match=r"log container-0: fencing again did not finish within 2\.0s"
+            ):
+                await log.append(b"during")
+            waited = loop.time() - started
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert log.refences == 0 and 2.0 <= waited < 10.0, waited
+        store.never.set()
+        await log.close()
+        await factory.close()
+
+    run_on_cluster(tmp_path, 1, "unanswered", body, 100)
