@@ -15,9 +15,12 @@ Invariants:
   balancer may already have moved its containers): every container is stopped, and nothing is started
   until the store is connected again; then the assignment is read afresh and applied. kazoo hears of an
   expiry only once it reaches ZooKeeper again, so a store cut off ZooKeeper for longer than
-  ``disconnected_limit_s`` (its session timeout: ZooKeeper expires a session it has not heard from that
-  long) stops its containers then, as Curator does, instead of serving containers moved elsewhere (their
-  readers would wait for data that never comes) for as long as the cut lasts.
+  ``disconnected_limit_s`` after kazoo reported the link SUSPENDED stops its containers then, instead of
+  serving containers moved elsewhere for as long as the cut lasts. The service passes
+  :func:`~segstore_shared.coordination.store.suspended_limit_s` (a third of the session timeout: kazoo
+  notices a silent link up to two thirds of it late), so a store stops no later than ZooKeeper may expire its
+  session: no stale answers (a segment's length without the appends its new owner took since, a tail cut that
+  leaves acknowledged events out) overlap the new owner.
 - **Restarts.** :meth:`ContainerAssignmentFollower.should_run` says whether a container is assigned
   here now; the container registry consults it before restarting a failed container.
 - **Container count.** :meth:`start` raises :class:`ContainerCountMismatchError` when the cluster's

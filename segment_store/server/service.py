@@ -50,7 +50,7 @@ from segment_store.tier1.log import DataLogCorruptedError, DurableDataLogFactory
 from segstore_shared.cluster.layout import ClusterError
 from segstore_shared.cluster.registration import HostRegistration
 from segstore_shared.contracts import CREATION_TIME, NULL_ATTRIBUTE_VALUE, ContainerNotOwnedError
-from segstore_shared.coordination.store import CoordinationStore
+from segstore_shared.coordination.store import CoordinationStore, suspended_limit_s
 from segstore_shared.loop_stalls import ACTIVITY, LoopStallRecorder, stall_route
 from segstore_shared.metrics_http import MetricsServer
 from segstore_shared.ports import PortInUseError, is_address_in_use
@@ -414,7 +414,7 @@ class SegmentStoreService:
             self.registry,
             registration.host_id,
             self.config.container_count,
-            disconnected_limit_s=self.config.zookeeper_session_timeout_ms / 1000,
+            disconnected_limit_s=suspended_limit_s(self.config.zookeeper_session_timeout_ms / 1000),
         )
         await follower.start()  # raises ContainerCountMismatchError before we announce ourselves
         self.follower = follower

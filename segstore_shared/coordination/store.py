@@ -220,3 +220,12 @@ class CoordinationStore(Protocol):
     async def close(self) -> None:
         """End the session (its ephemeral nodes go away); idempotent."""
         ...
+
+
+def suspended_limit_s(session_timeout_s: float) -> float:
+    """How long after the client reports SUSPENDED its session may still be alive, at most: ZooKeeper expires a
+    session ``session_timeout_s`` after it last heard from the client, and kazoo notices a silent link up to its
+    read timeout (2/3 of the session timeout) after the last packet it got. A process that holds something only
+    while its session lives (a segment store its containers) lets go this long after SUSPENDED, not a whole
+    session timeout later: then it never acts past a possible expiry (a new owner starts only after one)."""
+    return session_timeout_s / 3
