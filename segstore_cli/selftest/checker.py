@@ -204,6 +204,7 @@ class Checker:
             cut = self._missed.pop(event, None)
             if cut is not None:  # counted lost by an earlier round: it was there, beyond that round's cut
                 self.counts.lost -= 1
+                self.examples = [e for e in self.examples if not e.startswith(f"lost: {event} ")]  # not lost: late
                 self._violation(
                     "late", f"{event} was acknowledged before the tail cut {cut} was taken, but is after it"
                 )
