@@ -206,8 +206,8 @@ class ContainerAssignmentFollower:
         if self._session_live and not self._stopping:
             self._session_live = False
             self._losses += 1
-            log.warning("%s: no ZooKeeper for %.1f s (the session timeout): stopping every container until reconnected",
-                        self.host_id, self._disconnected_limit_s)  # fmt: skip
+            log.warning("%s: no ZooKeeper for %.1f s (its session may expire by now): stopping every container until "
+                        "reconnected", self.host_id, self._disconnected_limit_s)  # fmt: skip
             self._kick()
 
     def _kick(self) -> None:

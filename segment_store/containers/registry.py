@@ -1,7 +1,8 @@
 """The containers one segment store process runs, and the routing of segment names to them.
 
 Which containers a process runs comes from outside (a static list in standalone mode,
-the controller's assignment through ZooKeeper in a cluster). A container that fails
+the controller's assignment through ZooKeeper in a cluster; there, no container answers while the ZooKeeper session
+may have expired: :attr:`ContainerRegistry.refusal`). A container that fails
 (Tier-1 or Tier-2 trouble it cannot ride out) is restarted here: a new instance
 recovers from Tier-1 and fences the failed one. Requests for a container that is not
 running here raise :class:`ContainerNotOwnedError` (the wire server answers
@@ -66,6 +67,10 @@ class ContainerRegistry:
         self._metrics = metrics
         self._ids: dict[str, int] = {}  # container_of per segment name (a hash: every append asks)
         self._sweeper: asyncio.Task[None] | None = None
+        self.refusal: Callable[[], str | None] = lambda: None
+        """Why no container here may answer now (None: they may). In a cluster the ZooKeeper session's lease
+        (:class:`~segstore_shared.coordination.session_lease.SessionLease`): a process frozen past its session
+        answers nothing for its containers (``WrongHost``: ask the controller) until ZooKeeper answers it again."""
         self.memory_releases = 0
         """Times freed memory was returned to the OS after an idle sweep (tests, logs)."""
 
@@ -82,6 +87,8 @@ class ContainerRegistry:
     def get(self, container_id: int) -> SegmentContainer:
         container = self._containers.get(container_id)
         if container is None or container.state is not ContainerState.RUNNING:
+            raise ContainerNotOwnedError(container_id)
+        if self.refusal() is not None:
             raise ContainerNotOwnedError(container_id)
         return container
 

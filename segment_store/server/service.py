@@ -50,6 +50,7 @@ from segment_store.tier1.log import DataLogCorruptedError, DurableDataLogFactory
 from segstore_shared.cluster.layout import ClusterError
 from segstore_shared.cluster.registration import HostRegistration
 from segstore_shared.contracts import CREATION_TIME, NULL_ATTRIBUTE_VALUE, ContainerNotOwnedError
+from segstore_shared.coordination.session_lease import SessionLease
 from segstore_shared.coordination.store import CoordinationStore, suspended_limit_s
 from segstore_shared.loop_stalls import ACTIVITY, LoopStallRecorder, stall_route
 from segstore_shared.metrics_http import MetricsServer
@@ -153,6 +154,8 @@ class SegmentStoreService:
             metrics=metrics,
         )
         self.follower: ContainerAssignmentFollower | None = None
+        self.lease: SessionLease | None = None
+        """In a cluster: whether the ZooKeeper session surely lives (the registry refuses requests otherwise)."""
         """Cluster mode: follows the controller's container assignment (None otherwise)."""
         self.registration: HostRegistration | None = None
         """Cluster mode: this process's registration node (None otherwise)."""
@@ -407,6 +410,10 @@ class SegmentStoreService:
     async def _join_cluster(self) -> None:
         """Follow the assignment (after checking the container count), then register so it can name us."""
         assert self._coordination is not None
+        lease = SessionLease(self._coordination, self.config.zookeeper_session_timeout_ms / 1000)
+        await lease.start()  # no container answers a request once the session may have expired (a frozen process)
+        self.lease = lease
+        self.registry.refusal = lease.refusal
         host, port = self.advertised_endpoint
         registration = HostRegistration(self._coordination, host, port)
         follower = ContainerAssignmentFollower(
@@ -495,6 +502,8 @@ class SegmentStoreService:
         await self.encoder.close()
         if self.registration is not None:
             await self.registration.stop()
+        if self.lease is not None:
+            await self.lease.stop()
         await self._data_logs.close()
         if self._coordination is not None:
             await self._coordination.close()
