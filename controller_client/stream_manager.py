@@ -18,6 +18,7 @@ Use from one event loop; see :mod:`controller_client.blocking.streams` for threa
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 import uuid
@@ -68,6 +69,8 @@ from segstore_shared.auth.tls import TrustConfig
 from segstore_shared.deadline import DEFAULT_UNREACHABLE_TIMEOUT_S
 
 _T = TypeVar("_T")
+TAIL_CUT_SCALE_WAIT_S = 10.0
+"""How long :meth:`StreamManager.tail_cut` waits for a scale it finds half done (seals made, epoch not yet moved)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,16 +350,31 @@ class StreamManager:
         return StreamCut(scope, stream, positions)
 
     async def tail_cut(self, scope: str, stream: str) -> StreamCut:
-        """The current segments at their current lengths. Raises StreamNotFoundError; a sealed stream has
-        no current segments, so its tail is the end of the segments it was sealed with."""
-        segments = await self.current_segments(scope, stream)
-        if not segments:  # sealed: its last epoch's segments at their ends
-            cut = await self._controller_call(lambda: self.controller.get_segments_at_time(scope, stream, 2**63 - 1))
-            ids = list(cut.positions)
-        else:
+        """The current segments at their current lengths: every event acknowledged before the call is before it.
+        Raises StreamNotFoundError; a sealed stream has no current segments, so its tail is the end of the segments
+        it was sealed with.
+
+        A current segment found sealed is the middle of a scale: its successors exist and take appends (writers
+        follow the seal at once) before the controller makes their epoch current, so a cut of the sealed segments
+        would leave those acknowledged appends out. The cut is then asked again (the epoch moves milliseconds
+        after the seals) for up to ``TAIL_CUT_SCALE_WAIT_S``; a scale stuck longer gets the sealed segments'
+        ends."""
+        deadline = asyncio.get_running_loop().time() + TAIL_CUT_SCALE_WAIT_S
+        pause_s = 0.01
+        while True:
+            segments = await self.current_segments(scope, stream)
+            if not segments:  # sealed: its last epoch's segments at their ends
+                cut = await self._controller_call(
+                    lambda: self.controller.get_segments_at_time(scope, stream, 2**63 - 1)
+                )
+                infos = [await self.segment_info(scope, stream, sid) for sid in cut.positions]
+                return StreamCut(scope, stream, dict(zip(cut.positions, (i.write_offset for i in infos), strict=True)))
             ids = [s.segment_id for s in segments]
-        positions = {sid: (await self.segment_info(scope, stream, sid)).write_offset for sid in ids}
-        return StreamCut(scope, stream, positions)
+            infos = [await self.segment_info(scope, stream, sid) for sid in ids]
+            if not any(info.sealed for info in infos) or asyncio.get_running_loop().time() >= deadline:
+                return StreamCut(scope, stream, dict(zip(ids, (i.write_offset for i in infos), strict=True)))
+            await asyncio.sleep(pause_s)
+            pause_s = min(2 * pause_s, 0.5)
 
     async def cut_at_time(self, scope: str, stream: str, timestamp_ms: int) -> StreamCut:
         """Per segment live at ``timestamp_ms`` (epoch ms), the first event ingested at or after it (the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import inspect
 import uuid
@@ -22,6 +24,7 @@ from controller_client.model import (
     transaction_segment_name,
 )
 from controller_client.stream_manager import ControllerResolver, StreamManager
+from segment_store.client import SegmentIsSealedError, SegmentStatus
 
 pytestmark = pytest.mark.integration
 
@@ -85,6 +88,43 @@ async def test_head_and_tail_cuts_and_truncation(manager: StreamManager) -> None
     await manager.seal_stream(SCOPE, "cuts")
     assert await manager.current_segments(SCOPE, "cuts") == []
     assert await manager.tail_cut(SCOPE, "cuts") == tail  # sealed: the last segments at their ends
+
+
+async def test_a_tail_cut_taken_in_the_middle_of_a_scale_is_of_its_new_epoch(
+    manager: StreamManager, controller: FakeController
+) -> None:
+    """A scale seals its segments before the controller makes their successors current; writers follow the seal
+    into the successors at once, so a cut of the sealed segments would leave their acknowledged events out (the
+    self-test saw 15 events acknowledged before a tail cut and missing from it). A cut asked then waits for the
+    new epoch."""
+    await manager.create_scope(SCOPE)
+    await manager.create_stream(SCOPE, "midscale", StreamConfiguration(ScalingPolicy.fixed(1)))
+    [old] = await manager.current_segments(SCOPE, "midscale")
+    async with await manager.create_writer(SCOPE, "midscale") as writer:
+        for i in range(10):
+            await writer.write_event(b"before %d" % i, f"k{i}")
+    await manager.client.seal_segment(qualified_segment_name(SCOPE, "midscale", old.segment_id))  # the seal only
+    saw_sealed = asyncio.Event()
+    segment_info = manager.segment_info
+
+    async def watched(scope: str, stream: str, sid: int) -> SegmentStatus:
+        info = await segment_info(scope, stream, sid)
+        if info.sealed:
+            saw_sealed.set()
+        return info
+
+    manager.segment_info = watched  # type: ignore[method-assign]
+    cut = asyncio.create_task(manager.tail_cut(SCOPE, "midscale"))
+    await saw_sealed.wait()  # it found the current segment sealed (and, on the old rule, returned that cut)
+    seal = controller.client.seal_segment
+
+    async def seal_again(name: str) -> None:  # the fake's scale seals too: sealed already, as a retried seal finds it
+        with contextlib.suppress(SegmentIsSealedError):
+            await seal(name)
+
+    controller.client.seal_segment = seal_again  # type: ignore[method-assign]
+    successors = await controller.scale(SCOPE, "midscale", [old.segment_id], [(0.0, 0.5), (0.5, 1.0)])
+    assert set((await cut).positions) == {s.segment_id for s in successors}
 
 
 async def test_manager_resolves_endpoints_through_the_controller_once_per_segment(
