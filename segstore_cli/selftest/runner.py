@@ -126,6 +126,8 @@ class Report:
     crashes: list[str] = field(default_factory=list)
     failure: str | None = None
     data_dir: str = ""
+    interrupted: bool = False
+    """Ended by Ctrl-C: :func:`run_selftest` prints and writes the report, then raises KeyboardInterrupt (exit 130)."""
 
     @property
     def ok(self) -> bool:
@@ -178,6 +180,7 @@ class Selftest:
                 self.report.failure = "".join(traceback.format_exception(exc)).strip()
         except asyncio.CancelledError:  # Ctrl-C (asyncio.run cancels this task): report what was measured so far
             self.report.failure = "interrupted (Ctrl-C): the report covers the run up to then"
+            self.report.interrupted = True
         finally:
             self.report.duration_s = round(time.monotonic() - started, 1)
             await cluster.stop()
@@ -471,6 +474,8 @@ def run_selftest(config: SelftestConfig, console: Console | None = None) -> Repo
             )
     print_report(report, console)
     _write_report(report, config)
+    if report.interrupted:
+        raise KeyboardInterrupt  # after the report: the command still ends as an interrupted one (exit 130)
     return report
 
 
