@@ -363,16 +363,17 @@ class StreamManager:
         pause_s = 0.01
         while True:
             segments = await self.current_segments(scope, stream)
-            if not segments:  # sealed: its last epoch's segments at their ends
+            if segments:
+                ids = [s.segment_id for s in segments]
+            else:  # sealed: its last epoch's segments at their ends
                 cut = await self._controller_call(
                     lambda: self.controller.get_segments_at_time(scope, stream, 2**63 - 1)
                 )
-                infos = [await self.segment_info(scope, stream, sid) for sid in cut.positions]
-                return StreamCut(scope, stream, dict(zip(cut.positions, (i.write_offset for i in infos), strict=True)))
-            ids = [s.segment_id for s in segments]
+                ids = list(cut.positions)
             infos = [await self.segment_info(scope, stream, sid) for sid in ids]
-            if not any(info.sealed for info in infos) or asyncio.get_running_loop().time() >= deadline:
-                return StreamCut(scope, stream, dict(zip(ids, (i.write_offset for i in infos), strict=True)))
+            mid_scale = segments and any(info.sealed for info in infos)
+            if not mid_scale or asyncio.get_running_loop().time() >= deadline:
+                return StreamCut(scope, stream, {sid: info.write_offset for sid, info in zip(ids, infos, strict=True)})
             await asyncio.sleep(pause_s)
             pause_s = min(2 * pause_s, 0.5)
 
