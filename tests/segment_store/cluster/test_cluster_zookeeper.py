@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from cluster_env import wait_until
 from container_env import ContainerEnv
-from kazoo.client import KazooClient
+from coordination_env import expire_zookeeper_session
 from tcp_proxy import FreezableProxy
 
 from controller.cluster.cluster_manager import ClusterManager
@@ -20,13 +20,6 @@ from segstore_shared.coordination.kazoo_store import KazooCoordinationStore
 from segstore_shared.coordination.store import suspended_limit_s
 
 pytestmark = pytest.mark.integration
-
-
-def expire_session(store: KazooCoordinationStore, hosts: str) -> None:
-    other = KazooClient(hosts=hosts, client_id=store.client.client_id, timeout=5)
-    other.start(timeout=15)
-    other.stop()
-    other.close()
 
 
 async def test_segment_store_with_expired_session_stops_reregisters_and_resumes(zk_chroot: str) -> None:
@@ -54,7 +47,7 @@ async def test_segment_store_with_expired_session_stops_reregisters_and_resumes(
         first = HostInfo.decode((await controller_store.get(registration.path)).data)
         assert first == registration.info
 
-        await asyncio.to_thread(expire_session, store, zk_chroot)
+        await asyncio.to_thread(expire_zookeeper_session, store, zk_chroot)
         await wait_until(lambda: sorted(stopped) == [0, 1, 2, 3], timeout_s=20, what="containers stopped on expiry")
         await wait_until(lambda: registration.registrations == 2, timeout_s=20, what="registered again")
         assert HostInfo.decode((await controller_store.get(registration.path)).data) == registration.info
