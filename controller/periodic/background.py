@@ -16,7 +16,8 @@ at that moment:
 
 ``runs`` counts what ran per (kind, scope, stream), and each run is logged at DEBUG on this module's logger:
 that is how a test sees which controller did a stream's work. A failure of one stream's work is logged and
-does not stop the loop (the next round tries again).
+does not stop the loop (the next round tries again); a round still running after ``SLOW_WARNING_S`` logs where
+it waits.
 
 Part of :mod:`controller.periodic`: imports the bucket scope (:mod:`controller.cluster.buckets`) and the package's
 :class:`~controller.periodic.PeriodicCore`, never :mod:`controller.core` nor the rounds it runs.
@@ -33,8 +34,12 @@ from collections.abc import Awaitable, Callable
 
 from controller.cluster.buckets import WorkScope
 from controller.periodic import PeriodicCore, PerStream
+from segstore_shared.stuck import warn_if_slow
 
 log = logging.getLogger(__name__)
+
+SLOW_WARNING_S = 30.0
+"""A round running this long logs where it waits (again each as long): a hang names its line."""
 
 
 class BackgroundWork:
@@ -57,7 +62,7 @@ class BackgroundWork:
             ("watermark", config.watermark_period_s, lambda: self.for_owned("watermark", self._core.watermark)),
         ]
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._every(period, work), name=name) for name, period, work in loops]
+        self._tasks = [loop.create_task(self._every(name, period, work), name=name) for name, period, work in loops]
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -67,13 +72,14 @@ class BackgroundWork:
                 await task
         self._tasks.clear()
 
-    async def _every(self, period_s: float, work: Callable[[], Awaitable[object]]) -> None:
+    async def _every(self, name: str, period_s: float, work: Callable[[], Awaitable[object]]) -> None:
         while True:
             await asyncio.sleep(period_s)
             try:
-                await work()
+                async with warn_if_slow(f"background work {name}", SLOW_WARNING_S, log):
+                    await work()
             except Exception:
-                log.exception("background work %s failed", getattr(work, "__name__", work))
+                log.exception("background work %s failed", name)
 
     async def for_owned(self, kind: str, work: PerStream, only: frozenset[int] | None = None) -> None:
         """Run ``work`` on every stream this controller owns now (of the buckets ``only``, if given)."""

@@ -20,7 +20,8 @@ lease timeouts (seed 003, "Transaction Manager").
   transaction it finds.
 
 Every step is idempotent, and :meth:`TxnWorkflows.resume` finishes committing and aborting transactions
-a previous controller left.
+a previous controller left (the owner of the stream's bucket resumes it every ``txn_scan_period_s``, so a
+transaction marked for commit through a controller that died next is committed too).
 """
 
 from __future__ import annotations
@@ -45,8 +46,12 @@ from controller.metadata import errors as md
 from controller.segment_ops import SegmentStoreOps
 from controller.workflows.streams import StreamLocks, wall_clock_ms
 from controller_client.model import SegmentRange, TxnState, segment_id
+from segstore_shared.stuck import warn_if_slow
 
 log = logging.getLogger(__name__)
+
+SLOW_WARNING_S = 30.0
+"""A committer pass running this long logs where it waits (again each as long): a hang names its line."""
 
 TxnKey = tuple[str, str, uuid.UUID]
 
@@ -79,7 +84,9 @@ class TxnWorkflows:
         self._leases: dict[TxnKey, int] = {}
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._aborts: set[asyncio.Task[None]] = set()
+        self._wanted: set[tuple[str, str]] = set()
         self.retry_delay_s = 0.5
+        self.slow_warning_s = SLOW_WARNING_S
 
     def _check_lease(self, lease_ms: int) -> int:
         lease = lease_ms or self._config.txn_default_lease_ms
@@ -146,8 +153,11 @@ class TxnWorkflows:
         self.schedule_commits(scope, stream)
 
     def schedule_commits(self, scope: str, stream: str) -> None:
-        """Make sure a committer runs for the stream (it drains every committing transaction)."""
+        """Make sure a committer makes one more pass over the stream after this call (it drains every committing
+        transaction): a transaction marked for commit before this call is seen by that pass, even when a pass
+        was just ending (its check for work came before the mark)."""
         key = (scope, stream)
+        self._wanted.add(key)
         task = self._tasks.get(key)
         if task is None or task.done():
             self._tasks[key] = asyncio.get_running_loop().create_task(
@@ -155,14 +165,17 @@ class TxnWorkflows:
             )
 
     async def _committer(self, scope: str, stream: str) -> None:
-        while True:
+        key = (scope, stream)
+        while key in self._wanted:
+            self._wanted.discard(key)  # a call from now on asks for another pass
             try:
-                await self.process_commits(scope, stream)
-                return
+                async with warn_if_slow(f"committing transactions of {scope}/{stream}", self.slow_warning_s, log):
+                    await self.process_commits(scope, stream)
             except (md.StreamNotFoundError, md.ScopeNotFoundError):
                 return
             except Exception:
                 log.exception("committing transactions of %s/%s failed; retrying", scope, stream)
+                self._wanted.add(key)
                 await asyncio.sleep(self.retry_delay_s)
 
     async def wait_committed(self, scope: str, stream: str) -> None:

@@ -39,9 +39,9 @@ from segstore_cli.selftest.cluster import ClusterError, SelftestCluster
 from segstore_cli.selftest.detections import RollbackDetected, RollbackWatch
 from segstore_cli.selftest.fault_kinds import ALL_FAULTS, NATS_FAULTS, SABOTAGE, WEIGHTS, fault_possible
 from segstore_cli.selftest.faults import FaultSchedule
-from segstore_cli.selftest.stuck import innermost, log_pending
 from segstore_cli.selftest.verifier import Verifier
 from segstore_cli.selftest.workload import LoadStats, PlainWriter, StallMeter, TailReader, TxnWriter
+from segstore_shared.stuck import innermost, log_pending
 
 SCOPE = "selftest"
 PLAIN, TXNS = "plain", "txns"

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import random
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 
@@ -211,14 +212,17 @@ class TxnWriter:
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline_s
         waiting = set(self.checker.unresolved_txns()) | set(self.checker.committed_txns())
+        last: dict[str, str] = {}  # what the controller last said of each, for the failure
         while waiting:
             for name in list(waiting):
                 try:
                     state = await self.manager.controller.check_transaction_state(
                         self.scope, self.stream, self.txns[name]
                     )
-                except EXPECTED:
+                except EXPECTED as exc:
+                    last[name] = type(exc).__name__
                     continue
+                last[name] = state.name
                 if state is TxnState.COMMITTED:
                     self.checker.txn_ended(name, TxnOutcome.COMMITTED)
                     waiting.discard(name)
@@ -226,7 +230,11 @@ class TxnWriter:
                     self.checker.txn_ended(name, TxnOutcome.ABORTED)
                     waiting.discard(name)
             if waiting and loop.time() > end:
-                raise TimeoutError(f"{len(waiting)} transactions still not committed or aborted: {sorted(waiting)[:3]}")
+                states = Counter(last.get(name, "not asked") for name in waiting)
+                said = ", ".join(f"{state} {count}" for state, count in sorted(states.items()))
+                raise TimeoutError(
+                    f"{len(waiting)} transactions still not committed or aborted ({said}): {sorted(waiting)[:3]}"
+                )
             if waiting:
                 await asyncio.sleep(0.5)
 

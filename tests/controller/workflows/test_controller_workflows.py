@@ -211,6 +211,64 @@ async def test_commit_interrupted_midway_is_finished_by_the_next_controller(env:
         assert await read_events(env.client, name("st", r.segment_id)) == [b"x"]
 
 
+async def test_a_commit_marked_while_the_committer_ends_its_pass_is_still_committed(env: ControllerEnv) -> None:
+    """The committer found nothing to commit and is ending its pass when a transaction is marked for commit:
+    the commit asks for another pass (before, it saw the committer running, and the transaction stayed
+    COMMITTING until something else woke a committer)."""
+    core = env.core()
+    await core.create_scope("s")
+    await core.create_stream("s", "st", StreamConfiguration(ScalingPolicy.fixed(1)))
+    txn, segments = await core.create_transaction("s", "st", 60_000)
+    await _txn_write(env, "st", txn, segments, [b"late"])
+    checked, release = asyncio.Event(), asyncio.Event()
+    find_batch = core.store.start_committing_transactions
+
+    async def find_then_hold(scope: str, stream: str):  # type: ignore[no-untyped-def]
+        found = await find_batch(scope, stream)
+        if not checked.is_set():  # the first pass: it found nothing and holds before it ends
+            checked.set()
+            await release.wait()
+        return found
+
+    core.store.start_committing_transactions = find_then_hold  # type: ignore[method-assign]
+    core.txns.schedule_commits("s", "st")
+    await checked.wait()
+    await core.commit_transaction("s", "st", txn)
+    release.set()
+    await core.txns.wait_committed("s", "st")
+
+    assert await core.transaction_state("s", "st", txn) == TxnState.COMMITTED
+    assert await read_events(env.client, name("st", segments[0].segment_id)) == [b"late"]
+
+
+async def test_a_commit_pass_that_hangs_logs_where_it_waits(
+    env: ControllerEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    core = env.core()
+    await core.create_scope("s")
+    await core.create_stream("s", "st", StreamConfiguration(ScalingPolicy.fixed(1)))
+    txn, _ = await core.create_transaction("s", "st", 60_000)
+    hang = asyncio.Event()
+    merge = core.txns._ops.commit_txn_segment
+
+    async def hanging_merge(*args):  # type: ignore[no-untyped-def]
+        await hang.wait()
+        await merge(*args)
+
+    core.txns._ops.commit_txn_segment = hanging_merge  # type: ignore[method-assign]
+    core.txns.slow_warning_s = 0.2
+    with caplog.at_level(logging.WARNING, logger="controller.workflows.transactions"):
+        await core.commit_transaction("s", "st", txn)
+        while not any("still running" in r.getMessage() for r in caplog.records):
+            await asyncio.sleep(0.05)
+        hang.set()
+        await core.txns.wait_committed("s", "st")
+    warning = next(r.getMessage() for r in caplog.records if "still running" in r.getMessage())
+    assert warning.startswith("committing transactions of s/st still running after 0 s; it waits at:")
+    assert "in hanging_merge" in warning and "in process_commits" in warning
+    assert await core.transaction_state("s", "st", txn) == TxnState.COMMITTED
+
+
 async def test_transaction_whose_lease_expires_is_aborted(env: ControllerEnv) -> None:
     core = env.core()
     await core.create_scope("s")

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from segstore_cli.selftest import runner
 from segstore_cli.selftest.detections import RollbackWatch
-from segstore_cli.selftest.stuck import await_chain, innermost, log_pending
+from segstore_shared.stuck import await_chain, innermost, log_pending
 
 
 async def flush(acks: asyncio.Event) -> None:
@@ -46,7 +46,7 @@ async def test_pending_tasks_are_logged_with_their_chains_and_done_ones_are_not(
     done = asyncio.create_task(asyncio.sleep(0), name="writer w2")
     await asyncio.sleep(0)
     await done
-    with caplog.at_level(logging.WARNING, logger="segstore_cli.selftest.stuck"):
+    with caplog.at_level(logging.WARNING, logger="segstore_shared.stuck"):
         log_pending("the drain", [stuck, done])
     text = caplog.text
     assert "the drain: 1 task(s) still pending" in text

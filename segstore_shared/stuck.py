@@ -1,5 +1,6 @@
 """What a stuck task is waiting for: the chain of awaits of a suspended task, innermost last, for a failure that
-says where the drain hangs (``the writers did not drain``), not only that it does.
+says where it hangs (the self-test's ``the writers did not drain``, a controller's transaction commit that does
+not end), not only that it does.
 
 ``Task.get_stack`` gives a suspended coroutine's outermost frame only (Python 3.11); :func:`await_chain` follows
 ``cr_await`` from the task's coroutine down to the future it waits on, so the log names the line in the client
@@ -9,20 +10,24 @@ library (a flush waiting for acknowledgements, a session waiting to reconnect, a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from types import CoroutineType, FrameType
 from typing import Any
 
 _log = logging.getLogger(__name__)
 MAX_DEPTH = 40
+MAX_GATHER_DEPTH = 3
+MAX_GATHERED = 3
 _ASYNCIO = os.path.dirname(asyncio.__file__) + os.sep
 
 
-def await_chain(task: asyncio.Task[Any]) -> list[str]:
+def await_chain(task: asyncio.Task[Any], depth: int = 0) -> list[str]:
     """``file:line in function`` of each coroutine ``task`` is suspended in, outermost first, then what the
-    innermost one awaits (a future, a task, an event's waiter)."""
+    innermost one awaits (a future, a task, an event's waiter); under a gather, the chains of its first
+    pending tasks (``depth`` counts the gathers above, for the recursion)."""
     chain: list[str] = []
     awaited: object = task.get_coro()
     for _ in range(MAX_DEPTH):
@@ -35,7 +40,20 @@ def await_chain(task: asyncio.Task[Any]) -> list[str]:
         # What the task itself waits on names the future (a task, a gather); ``cr_await`` holds only its iterator.
         waited = getattr(task, "_fut_waiter", None) or awaited
         chain.append(f"awaits {_short(waited)}")
+        if depth < MAX_GATHER_DEPTH:
+            chain.extend(_gathered(waited, depth))
     return chain
+
+
+def _gathered(waited: object, depth: int) -> list[str]:
+    """The await chains of the first pending tasks of a gather (each indented under the gather)."""
+    children = getattr(waited, "_children", None) or ()
+    pending = [c for c in children if isinstance(c, asyncio.Task) and not c.done()][:MAX_GATHERED]
+    lines: list[str] = []
+    for child in pending:
+        lines.append(f"  gathered {child.get_name()}:")
+        lines.extend("    " + line for line in await_chain(child, depth + 1))
+    return lines
 
 
 def _frame_of(awaitable: object) -> FrameType | None:
@@ -63,3 +81,29 @@ def log_pending(what: str, tasks: Iterable[asyncio.Task[Any]]) -> None:
     _log.warning("%s: %d task(s) still pending", what, len(pending))
     for task in pending:
         _log.warning("task %s waits at:\n  %s", task.get_name(), "\n  ".join(await_chain(task)))
+
+
+@contextlib.asynccontextmanager
+async def warn_if_slow(what: str, after_s: float, log: logging.Logger) -> AsyncIterator[None]:
+    """Run the body in the current task; each ``after_s`` it is still running, log (WARNING, on ``log``) how long
+    it has run and the await chain of the task (where it waits), so a hang names its line in the log."""
+    task = asyncio.current_task()
+    assert task is not None, "warn_if_slow runs in a task"
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+
+    async def watch() -> None:
+        while True:
+            await asyncio.sleep(after_s)
+            log.warning(
+                "%s still running after %.0f s; it waits at:\n  %s", what, loop.time() - began,
+                "\n  ".join(await_chain(task)),
+            )  # fmt: skip
+
+    watcher = loop.create_task(watch(), name=f"watch {what}")
+    try:
+        yield
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
