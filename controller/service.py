@@ -157,7 +157,8 @@ class ControllerService:
         while pending:
             for container_id in sorted(pending):
                 try:
-                    await asyncio.wait_for(self.segments.get_segment_info(probes[container_id]), 5.0)
+                    async with asyncio.timeout(5.0):
+                        await self.segments.get_segment_info(probes[container_id])
                     pending.discard(container_id)
                 except NoSuchSegmentError:  # answered by the owner: it serves
                     pending.discard(container_id)

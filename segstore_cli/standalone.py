@@ -419,7 +419,8 @@ class Standalone:
         if process is not None and process.returncode is None:
             process.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(process.wait(), 30.0)
+                async with asyncio.timeout(30.0):
+                    await process.wait()
             except TimeoutError:
                 process.kill()
                 await process.wait()

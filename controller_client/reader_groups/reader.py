@@ -242,7 +242,8 @@ class EventStreamReader:
                         return None
                     wait = min(wait, deadline - now)
                 try:
-                    item = await asyncio.wait_for(self._queue.get(), max(0.0, wait))
+                    async with asyncio.timeout(max(0.0, wait)):  # (not wait_for: it may swallow a cancel, 3.11)
+                        item = await self._queue.get()
                 except TimeoutError:
                     continue
             held, payload = item

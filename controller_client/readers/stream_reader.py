@@ -169,7 +169,8 @@ class StreamReader:
             if deadline is None:
                 item = await self._queue.get()
             else:  # only the wait is bounded: a successor lookup under way is never cut short
-                item = await asyncio.wait_for(self._queue.get(), max(0.0, deadline - loop.time()))
+                async with asyncio.timeout_at(deadline):  # (not wait_for: it may swallow a cancel, Python 3.11)
+                    item = await self._queue.get()
             if isinstance(item, StreamEvent):
                 return item
             if isinstance(item, _Failed):

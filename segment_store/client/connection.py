@@ -389,7 +389,8 @@ class Connection(asyncio.Protocol):
             if self._write_paused:
                 await self.drain()
             try:
-                reply = await asyncio.wait_for(future, timeout_s) if timeout_s is not None else await future
+                async with asyncio.timeout(timeout_s):  # None: no limit
+                    reply = await future
             except TimeoutError:
                 raise RequestTimeoutError(
                     f"no reply to {type(command).__name__} (request {request_id}) within {timeout_s} s"

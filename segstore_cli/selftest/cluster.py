@@ -131,7 +131,8 @@ class Child:
         self.paused = False
         assert self.process.stdout is not None
         try:
-            line = await asyncio.wait_for(self.process.stdout.readline(), READY_TIMEOUT_S)
+            async with asyncio.timeout(READY_TIMEOUT_S):
+                line = await self.process.stdout.readline()
         except TimeoutError:
             line = b""
         if b"ready" not in line:
@@ -169,7 +170,8 @@ class Child:
         with contextlib.suppress(ProcessLookupError):
             process.terminate()
         try:
-            await asyncio.wait_for(process.wait(), grace_s)
+            async with asyncio.timeout(grace_s):
+                await process.wait()
         except TimeoutError:
             await self.kill()
         self.process = None

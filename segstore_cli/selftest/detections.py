@@ -76,4 +76,5 @@ class RollbackWatch:
                 self.found.set()
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), interval_s)
+                async with asyncio.timeout(interval_s):
+                    await stop.wait()

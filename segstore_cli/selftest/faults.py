@@ -111,7 +111,8 @@ class FaultSchedule:
         async with asyncio.TaskGroup() as group:
             while not stop.is_set():
                 try:
-                    await asyncio.wait_for(stop.wait(), self.rng.uniform(*self.gap_s))
+                    async with asyncio.timeout(self.rng.uniform(*self.gap_s)):
+                        await stop.wait()
                     break
                 except TimeoutError:
                     pass

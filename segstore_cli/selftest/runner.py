@@ -48,6 +48,7 @@ PLAIN, TXNS = "plain", "txns"
 DRAIN_TIMEOUT_S = 180.0
 TAIL_CATCH_UP_S = 60.0
 FINAL_CHECK_TIMEOUT_S = 300.0
+CANCEL_WARNING_S = 10.0
 T = TypeVar("T")
 
 
@@ -227,13 +228,12 @@ class Selftest:
                 checks = [group.create_task(tail.run(stop_checks)), group.create_task(verifier.run(stop_checks))]
                 fault_task = group.create_task(faults.run(stop_faults))
                 group.create_task(rollbacks.run(stop_checks))
-                with self._progress(faults, verifier, faults.started) as refresh:
+                with self._progress(faults, verifier, faults.started) as refresh, _logged_if_slow_to_cancel():
                     while time.monotonic() - faults.started < cfg.duration_s and not fault_task.done():
                         refresh()
                         if rollbacks.found.is_set():
                             break
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(asyncio.shield(fault_task), 1.0)
+                        await asyncio.wait({fault_task}, timeout=1.0)
                     stop_faults.set()
                     await fault_task
                     await cluster.heal()
@@ -351,6 +351,25 @@ class Selftest:
                     self.console.print(line(phase), soft_wrap=True)
 
             yield refresh
+
+
+@contextlib.contextmanager
+def _logged_if_slow_to_cancel() -> Iterator[None]:
+    """When Ctrl-C cancels the body, the tasks it started must end before the report: if that takes more than
+    ``CANCEL_WARNING_S``, log the await chain of every pending task (and again each as long)."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        loop = asyncio.get_running_loop()
+
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(CANCEL_WARNING_S)
+                log_pending("the interrupted run's tasks", asyncio.all_tasks())
+
+        watcher = loop.create_task(watch(), name="watch the interrupted run")
+        loop.call_later(CANCEL_WARNING_S * 20, watcher.cancel)  # it ends by itself too (a run that ends drops it)
+        raise
 
 
 def _kinds(counts: Counts) -> str:

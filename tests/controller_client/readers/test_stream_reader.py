@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 
 import pytest
@@ -229,3 +230,27 @@ async def test_reader_in_tail_mode_is_bounded_by_its_buffer(manager: StreamManag
     rest = [await reader.next_event(timeout_s=5) for _ in range(499)]
     await reader.close()
     assert [e.data for e in [first, *rest] if e is not None] == [b"%d" % i for i in range(500)]
+
+
+async def test_a_reader_waiting_with_a_timeout_ends_when_cancelled_as_an_event_arrives() -> None:
+    """A task that reads with a timeout, in a loop, is cancelled in the loop turn after an event reached its wait:
+    the cancel ends it. (``asyncio.wait_for`` on Python 3.11 returned the event instead and lost the cancel: the
+    self-test's tail reader, looping until told to stop, then never ended and Ctrl-C hung the run.)"""
+    reader = StreamReader(None, None, "s", "st")  # type: ignore[arg-type]  # no segment is read: events are put
+    reader._started = True
+    reader._active[0] = asyncio.get_running_loop().create_future()  # type: ignore[assignment]  # one segment open
+    read: list[bytes] = []
+
+    async def follow() -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                read.append((await reader.next_event(timeout_s=5.0)).data)  # type: ignore[union-attr]
+
+    task = asyncio.create_task(follow())
+    await asyncio.sleep(0)  # it waits for an event
+    reader._queue.put_nowait(StreamEvent(0, 0, b"x"))
+    await asyncio.sleep(0)  # the queue's getter took the event; the reading task has not resumed yet
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        async with asyncio.timeout(5.0):
+            await task
