@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,3 +56,10 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
     return value
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Set process ``pid``'s peak RSS (``VmHWM``) back to its RSS now (Linux ``clear_refs`` 5), so that the next
+    :func:`rss_mb` gives the peak of what ran since; a process that is gone or not ours keeps its peak."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/clear_refs").write_text("5")

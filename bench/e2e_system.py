@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchlib import reset_peak_rss
+
 from controller_client import ControllerClientConfig
 from segment_store.client import ClientConfig, ConnectionConfig, SegmentClient
 from segment_store.client.tokens import SignedTokens
@@ -255,10 +257,13 @@ def peak_rss_mb(pid: int) -> float:
 
 
 class Meter:
-    """Wall time and the CPU time of every process of the run over a span, and their peak RSS at its end."""
+    """Wall time and the CPU time of every process of the run over a span, and their peak RSS within it (each
+    process's peak is reset when the span begins)."""
 
     def __init__(self, system: Standalone) -> None:
         self.system = system
+        for pid in (os.getpid(), system.pid, system.segmentstore_pid, system.zookeeper_pid):
+            reset_peak_rss(pid)
         self.start = self._sample()
 
     def _sample(self) -> dict[str, float]:

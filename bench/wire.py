@@ -50,7 +50,8 @@ Tier-1 writes and fsyncs, Parquet encoding, Tier-2 writes, kazoo), the client pr
 embedded ZooKeeper's JVM (a child of the server);
 ``cpu other`` is everything else on the machine (kernel threads, other programs: a run with a
 high value was disturbed and should be repeated);
-``srv peak MB``/``cli peak MB`` are the peak RSS (``VmHWM``) of the server and of this client process so far;
+``srv peak MB``/``cli peak MB`` are the peak RSS (``VmHWM``) of the server and of this client process within the
+case (each process's peak is reset when the case begins, ``/proc/<pid>/clear_refs``);
 ``disk wr MB/s`` is what the server process wrote towards the disk (``/proc/<pid>/io``
 write_bytes: Tier-1 ledgers and Tier-2 chunks, each fsync'd, so about twice the data). After the 10 KB
 ``write_many`` case the disk alone writes the same bytes with the same fsyncs (``bench/disk_limit.py``): the

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib import mb_per_s
+from benchlib import mb_per_s, reset_peak_rss
 from wire_stalls import rss_mb
 
 from segstore_shared.coordination.zookeeper_server import free_port
@@ -186,10 +186,13 @@ def _machine_busy_s() -> float:
 
 
 class Meter:
-    """Wall time, the CPU time of both processes and the server's disk writes over a span."""
+    """Wall time, the CPU time of both processes and the server's disk writes over a span, and the peak RSS of
+    the server, its encoder workers and this client within it (each peak is reset when the span begins)."""
 
     def __init__(self, server: ServerProcess) -> None:
         self._server = server
+        for pid in (server.pid, os.getpid(), *server.helpers()):
+            reset_peak_rss(pid)
         self.wall = time.perf_counter()
         self.client = time.process_time()
         self.srv = server.cpu_s()

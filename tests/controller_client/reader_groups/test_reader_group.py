@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from types import SimpleNamespace
 
 import pytest
 from fake_controller import FakeController
@@ -282,3 +283,26 @@ async def test_a_subscriber_group_checkpoints_itself_silently_and_publishes_each
     assert all(name.startswith("segstore-auto-") for name in names) and len(names) >= 2
     offsets = [sum(cut.positions.values()) for cut in published]
     assert offsets == sorted(offsets), "published positions never go back"
+
+
+async def test_a_reader_waiting_with_a_timeout_ends_when_cancelled_as_an_item_arrives(manager: StreamManager) -> None:
+    """A task reading in a loop is cancelled in the loop turn after an item reached its wait: the cancel ends it
+    (``asyncio.wait_for`` on Python 3.11 returned the item and lost the cancel; the loop then read on for ever)."""
+    await _stream(manager, 1)
+    quiet = GroupReaderConfig(refresh_interval_s=60.0, reader_timeout_s=None)
+    reader = await (await _group(manager)).create_reader("r", quiet)
+
+    async def follow() -> None:
+        while True:
+            await reader.next_event(timeout_s=5.0)
+
+    task = asyncio.create_task(follow())
+    while not reader._queue._getters:  # type: ignore[attr-defined]  # past its first refresh: it waits on its queue
+        await asyncio.sleep(0.001)
+    reader._queue.put_nowait((SimpleNamespace(active=False), None))  # type: ignore[arg-type]  # an item of no use
+    await asyncio.sleep(0)  # the queue's getter took it; the reading task has not resumed yet
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        async with asyncio.timeout(10.0):
+            await task
+    await reader.close()
