@@ -208,7 +208,9 @@ class TxnWriter:
 
     async def resolve(self, deadline_s: float) -> None:
         """Ask the controller how every transaction with an unknown outcome ended (an open one is aborted by its
-        lease running out), and wait until every committed one is merged (COMMITTED, not COMMITTING)."""
+        lease running out), and wait until every committed one is merged (COMMITTED, not COMMITTING). One the
+        controller no longer knows (UNKNOWN: it forgets outcomes ``completed_txn_ttl_s`` after they completed) is
+        resolved: :meth:`Checker.finish` then checks that the final reads hold all of its events or none."""
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline_s
         waiting = set(self.checker.unresolved_txns()) | set(self.checker.committed_txns())
@@ -229,6 +231,8 @@ class TxnWriter:
                 elif state is TxnState.ABORTED:
                     self.checker.txn_ended(name, TxnOutcome.ABORTED)
                     waiting.discard(name)
+                elif state is TxnState.UNKNOWN:  # completed longer ago than the controller keeps outcomes
+                    waiting.discard(name)  # (completed_txn_ttl_s, an hour): the final reads show it whole or absent
             if waiting and loop.time() > end:
                 states = Counter(last.get(name, "not asked") for name in waiting)
                 said = ", ".join(f"{state} {count}" for state, count in sorted(states.items()))
