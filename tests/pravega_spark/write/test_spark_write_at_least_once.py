@@ -197,6 +197,12 @@ async def test_write_across_a_scale_moves_what_was_not_stored_to_the_successors(
     try:
         for batch in batches[:12]:
             await writer.write(batch.column("event"), batch.column("routing_key"))
+        # some of them stored before the seal (the rest may still be on their way: moved to the successors)
+        first = qualified_segment_name(SCOPE, stream, only.segment_id)
+        deadline = time.monotonic() + 60
+        while (await manager.client.get_segment_info(first)).write_offset == 0:
+            assert time.monotonic() < deadline, "nothing reached the segment"
+            await asyncio.sleep(0.02)
         controller = manager.controller
         started = await controller.scale(SCOPE, stream, [only.segment_id], [(0.0, 0.5), (0.5, 1.0)], 0)
         deadline = time.monotonic() + 60
