@@ -21,6 +21,10 @@ Invariants:
   notices a silent link up to two thirds of it late), so a store stops no later than ZooKeeper may expire its
   session: no stale answers (a segment's length without the appends its new owner took since, a tail cut that
   leaves acknowledged events out) overlap the new owner.
+- **A move waits for the old owner.** A container is started only while this host holds its owner node
+  (:class:`~segment_store.cluster.claims.ContainerClaims`), and the node is released only after the container
+  stopped here. A container whose node another host holds is *waiting*: it starts when that node goes (the old
+  owner stopped it, or its session ended), and the assignment counts as applied only then.
 - **Restarts.** :meth:`ContainerAssignmentFollower.should_run` says whether a container is assigned
   here now; the container registry consults it before restarting a failed container.
 - **Container count.** :meth:`start` raises :class:`ContainerCountMismatchError` when the cluster's
@@ -32,9 +36,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 from typing import Protocol
 
+from segment_store.cluster.claims import ContainerClaims
 from segstore_shared.cluster.layout import (
     ASSIGNMENT_PATH,
     AssignmentFormatError,
@@ -51,6 +57,12 @@ from segstore_shared.coordination.store import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class _Applied(enum.Enum):
+    DONE = "done"
+    WAITING = "waiting for another host to release a container"
+    FAILED = "failed"
 
 
 class ContainerRunner(Protocol):
@@ -82,13 +94,16 @@ class ContainerAssignmentFollower:
         retry_delay_s: float = 0.5,
         max_retry_delay_s: float = 10.0,
         disconnected_limit_s: float | None = None,
+        token: str | None = None,
     ) -> None:
         """``disconnected_limit_s``: stop every container after this long without ZooKeeper (module docstring;
-        None: only when the session is reported lost)."""
+        None: only when the session is reported lost). ``token``: unique to this process (its owner nodes')."""
         self.host_id = host_id
         self.container_count = container_count
         self._store = store
         self._runner = runner
+        self._claims = ContainerClaims(store, host_id, token)
+        self._waiting: dict[int, str] = {}  # assigned here, its owner node held by this other host
         self._retry_delay_s = retry_delay_s
         self._max_retry_delay_s = max_retry_delay_s
         self._target: frozenset[int] = frozenset()  # assigned here by the latest assignment seen
@@ -122,6 +137,11 @@ class ContainerAssignmentFollower:
         """Containers this follower started and has not stopped."""
         return frozenset(self._running)
 
+    @property
+    def waiting(self) -> dict[int, str]:
+        """Containers assigned here whose owner node another host still holds -> that host (module docstring)."""
+        return dict(self._waiting)
+
     def should_run(self, container_id: int) -> bool:
         """Whether ``container_id`` is assigned here now and the session is sound (for restarts)."""
         return self._session_live and self._losses == self._losses_handled and container_id in self._target
@@ -134,6 +154,7 @@ class ContainerAssignmentFollower:
             current = await self._store.get(ASSIGNMENT_PATH)
             ContainerAssignment.decode(current.data).check_container_count(self.container_count)
         self._handles.append(await self._store.add_session_listener(self._on_session))
+        await self._claims.watch(self._on_owners_changed)
         self._handles.append(await self._store.watch_data(ASSIGNMENT_PATH, self._on_assignment))
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"assignment follower {self.host_id}")
 
@@ -143,6 +164,7 @@ class ContainerAssignmentFollower:
         for handle in self._handles:
             handle.cancel()
         self._handles.clear()
+        self._claims.stop_watching()
         if self._retry is not None:
             self._retry.cancel()
         self._stop_cut_off_timer()
@@ -188,12 +210,17 @@ class ContainerAssignmentFollower:
         if state is SessionState.LOST:
             self._session_live = False
             self._losses += 1
+            self._claims.forget()
             log.warning("%s: ZooKeeper session lost: stopping every container until reconnected", self.host_id)
         elif state is SessionState.CONNECTED and not self._session_live:
             self._session_live = True
             self._refresh = True
             log.info("%s: ZooKeeper session re-established: following the assignment again", self.host_id)
         self._kick()
+
+    def _on_owners_changed(self) -> None:
+        if self._waiting:
+            self._kick()
 
     def _stop_cut_off_timer(self) -> None:
         if self._cut_off is not None:
@@ -234,11 +261,15 @@ class ContainerAssignmentFollower:
                 self._retry_later(delay)
                 continue
             version = self._mapping_version
-            if await self._apply():
+            outcome = await self._apply()
+            if outcome is _Applied.DONE:
                 delay = self._retry_delay_s
                 if not self._wake.is_set():
                     self.applied_version = version
                     self._idle.set()
+            elif outcome is _Applied.WAITING:  # woken when an owner node goes; the retry only backs the watch up
+                delay = self._retry_delay_s
+                self._retry_later(self._max_retry_delay_s)
             elif not self._interrupted():
                 self._retry_later(delay)
                 delay = min(delay * 2, self._max_retry_delay_s)
@@ -264,20 +295,25 @@ class ContainerAssignmentFollower:
             self._on_assignment(node)
         return True
 
-    async def _apply(self) -> bool:
-        """Stop what is no longer assigned, then start what is newly assigned; False if a start failed."""
+    async def _apply(self) -> _Applied:
+        """Stop what is no longer assigned and release its owner node, then claim and start what is newly
+        assigned: FAILED if a step failed (retried with backoff), WAITING if another host still holds a node."""
         # A container that failed while not assigned here was dropped by the registry, not restarted: if it
         # is assigned here again, it must be started again.
         self._running = {container_id for container_id in self._running if self._runner.holds(container_id)}
         for container_id in sorted(self._running - self._target):
             if self._interrupted():
-                return False
+                return _Applied.FAILED
             await self._stop(container_id)
-        ok = True
+        ok = await self._release_unassigned()
+        self._waiting = {c: holder for c, holder in self._waiting.items() if c in self._target}
         for container_id in sorted(self._target - self._running):
             if self._interrupted():
-                return False
+                return _Applied.FAILED
             if container_id not in self._target:  # taken away while we were starting another one
+                continue
+            if not await self._claimed(container_id):
+                ok = ok and container_id in self._waiting
                 continue
             try:
                 await self._runner.start_container(container_id)
@@ -288,6 +324,36 @@ class ContainerAssignmentFollower:
             self._running.add(container_id)
             log.info("%s: container %d started (assignment version %s)", self.host_id, container_id,
                      self._mapping_version)  # fmt: skip
+        if not ok:
+            return _Applied.FAILED
+        return _Applied.WAITING if self._waiting else _Applied.DONE
+
+    async def _claimed(self, container_id: int) -> bool:
+        """Whether this host holds the container's owner node now (claiming it if free)."""
+        try:
+            holder = await self._claims.claim(container_id)
+        except CoordinationError as exc:
+            log.info("%s: cannot claim container %d yet: %r", self.host_id, container_id, exc)
+            return False
+        if holder is None:
+            if self._waiting.pop(container_id, None) is not None:
+                log.info("%s: container %d released by its previous owner", self.host_id, container_id)
+            return True
+        if self._waiting.get(container_id) != holder:
+            log.info("%s: container %d is assigned here but %s still runs it: starting it once that host stopped "
+                     "it or its ZooKeeper session ended", self.host_id, container_id, holder)  # fmt: skip
+        self._waiting[container_id] = holder
+        return False
+
+    async def _release_unassigned(self) -> bool:
+        """Release the owner nodes of containers neither assigned nor running here; False if one failed."""
+        ok = True
+        for container_id in sorted(self._claims.held - self._target - self._running):
+            try:
+                await self._claims.release(container_id)
+            except CoordinationError as exc:
+                log.info("%s: cannot release container %d yet: %r", self.host_id, container_id, exc)
+                ok = False
         return ok
 
     async def _stop(self, container_id: int) -> None:

@@ -422,6 +422,7 @@ class SegmentStoreService:
             registration.host_id,
             self.config.container_count,
             disconnected_limit_s=suspended_limit_s(self.config.zookeeper_session_timeout_ms / 1000),
+            token=registration.info.token,
         )
         await follower.start()  # raises ContainerCountMismatchError before we announce ourselves
         self.follower = follower

@@ -6,6 +6,9 @@ Layout (all under the coordination store's root, a chroot per cluster):
   (:class:`~segstore_shared.cluster.registration.HostRegistration`), data :class:`HostInfo` as JSON.
 - ``/cluster/container-assignment`` - the mapping written by the leader controller's balancer, JSON
   ``{"version": 1, "container_count": N, "assignment": {"host:port": [ids...]}}`` (:class:`ContainerAssignment`).
+- ``/cluster/container-owners/<id>`` - one *ephemeral* node per container, held by the segment store that runs it
+  (:class:`~segment_store.cluster.claims.ContainerClaims`), data ``{"host": "host:port", "token": ...}``: the
+  assignment says where a container should run, this node where it may run now (a move waits for the old owner).
 - ``/cluster/controller-leader`` - the ephemeral node of the elected controller.
 
 The number of containers is fixed for the life of a cluster's data (it decides where every segment
@@ -26,6 +29,7 @@ CLUSTER_ROOT = "/cluster"
 SEGMENT_STORES_PATH = "/cluster/segmentstores"
 ASSIGNMENT_PATH = "/cluster/container-assignment"
 LEADER_PATH = "/cluster/controller-leader"
+CONTAINER_OWNERS_PATH = "/cluster/container-owners"
 FORMAT_VERSION = 1
 
 
@@ -64,6 +68,11 @@ def host_id(host: str, port: int) -> str:
     if not 0 < port < 65536:
         raise ValueError(f"port must be within 1..65535, not {port}")
     return f"{host}:{port}"
+
+
+def owner_path(container_id: int) -> str:
+    """The owner node of a container (see the module docstring)."""
+    return f"{CONTAINER_OWNERS_PATH}/{container_id}"
 
 
 def parse_host_id(value: str) -> tuple[str, int]:
