@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 from pathlib import Path
 
 from controller.config import ControllerConfig
@@ -23,6 +22,7 @@ from segstore_cli.arguments import (
     setup_logging,
     warn_ip_literal,
 )
+from segstore_cli.stopping import Stopping
 from segstore_shared.ports import PortClaim, PortInUseError
 
 LOG_FILE = "segstore-controller.log"
@@ -94,12 +94,9 @@ async def _serve(
 ) -> int:
     from controller.service import ControllerService
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stopping = Stopping("controller")
     try:
-        service = await ControllerService.start(config, metrics_port, metrics_host)
+        service = await stopping.started(ControllerService.start(config, metrics_port, metrics_host))
     except PortInUseError as error:  # taken since the check
         return port_in_use("controller", claims, error)
     host, port = service.endpoint
@@ -109,6 +106,5 @@ async def _serve(
         tls += ", metrics on http://{}:{}/metrics".format(*service.metrics_endpoint)
     tls += f", log {log_file}" if log_file is not None else ""
     print(f"segstore controller ready on {host}:{port} ({service.uri}, zookeeper {config.zookeeper}{tls})", flush=True)
-    await stop.wait()
-    await service.stop()
+    await stopping.stop(service.stop())
     return 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +32,7 @@ from segstore_cli.arguments import (
     setup_logging,
     warn_ip_literal,
 )
+from segstore_cli.stopping import Stopping
 from segstore_shared import event_loop
 from segstore_shared.event_loop import EventLoopUnavailableError, loop_name
 from segstore_shared.ports import PortClaim, PortInUseError
@@ -130,13 +130,10 @@ async def _serve(args: argparse.Namespace) -> int:
         PortClaim("--metrics-port", args.metrics_host, args.metrics_port or 0),
     ]
     check_ports(COMMAND, claims)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stopping = Stopping(COMMAND)
     with contextlib.ExitStack() as stack:
         try:
-            started = await _start(args, settings, stack)
+            started = await stopping.started(_start(args, settings, stack))
         except PortInUseError as error:  # taken since the check
             return port_in_use(COMMAND, claims, error)
         if started is None:
@@ -147,8 +144,7 @@ async def _serve(args: argparse.Namespace) -> int:
         ports = {"--port": service.endpoint[1], **({"--metrics-port": metrics[1]} if metrics else {})}
         report_status({"state": "serving", "ports": ports})
         print(_ready_line(args, settings, service, config), flush=True)
-        await stop.wait()
-        await service.stop()
+        await stopping.stop(service.stop())
     return 0
 
 
