@@ -17,10 +17,10 @@ The owner node ``/cluster/container-owners/<id>`` closes that. Invariants:
   (:class:`~segstore_shared.coordination.session_lease.SessionLease`, and the assignment follower's
   ``disconnected_limit_s``): at no moment do two hosts answer for one container.
 - **A node is this process's own** when its data is this process's (host id and a token unique per process).
-  A node naming this host id with another token was left by an earlier process on this endpoint (``kill -9`` and
-  a quick restart: its session lingers); this process listens on that endpoint now, so the earlier one no longer
-  does, and the node is taken over at once instead of waiting for the session to expire. A node of another host is
-  never deleted.
+  A node naming this host id with another token was left by an earlier process with this id (``kill -9`` and a
+  quick restart: its session lingers): it is taken over at once instead of waiting for that session to expire, as
+  the assignment follower starts the host's containers at once anyway (two live processes with one host id are a
+  misconfiguration nothing here can tell apart). A node of another host is never deleted.
 - **Sessions.** The nodes go with this process's session: after a session loss :meth:`ContainerClaims.forget` is
   called and nothing is held. A claim whose outcome was unknown (ZooKeeper unavailable) is settled by the next
   :meth:`claim`, which finds the node its own.
