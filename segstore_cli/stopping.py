@@ -9,7 +9,8 @@
 - **A second signal** exits at once (1).
 
 The process ends through ``os._exit`` in all but a clean stop: threads blocked on an unreachable server (kazoo's)
-would otherwise keep the interpreter from exiting. Logs are flushed first.
+would otherwise keep the interpreter from exiting. What the command started itself (its ``before_exit``: an
+embedded ZooKeeper) is stopped and the logs are flushed first.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import NoReturn, TypeVar
 
 T = TypeVar("T")
@@ -34,9 +35,14 @@ log = logging.getLogger(__name__)
 class Stopping:
     """The stop signals of one server command; create and use on its event loop (see the module docstring)."""
 
-    def __init__(self, command: str, bound_s: float = STOP_BOUND_S) -> None:
+    def __init__(
+        self, command: str, bound_s: float = STOP_BOUND_S, before_exit: Callable[[], object] | None = None
+    ) -> None:
+        """``before_exit``: run before an exit that skips the clean stop (it stops the command's own children, e.g. an
+        embedded ZooKeeper, which would otherwise outlive the process)."""
         self.command = command
         self.bound_s = bound_s
+        self._before_exit = before_exit
         self.requested = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -82,5 +88,10 @@ class Stopping:
             why = f"{why}: exiting without waiting further"
         log.log(logging.ERROR if code else logging.INFO, "%s", why)
         print(f"segstore {self.command}: {why}", file=sys.stderr, flush=True)
+        if self._before_exit is not None:
+            try:
+                self._before_exit()
+            except Exception:  # logged: the exit goes on (its children may outlive it, as before this existed)
+                log.exception("stopping what this process started")
         logging.shutdown()
         os._exit(code)

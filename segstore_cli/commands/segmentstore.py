@@ -130,8 +130,8 @@ async def _serve(args: argparse.Namespace) -> int:
         PortClaim("--metrics-port", args.metrics_host, args.metrics_port or 0),
     ]
     check_ports(COMMAND, claims)
-    stopping = Stopping(COMMAND)
     with contextlib.ExitStack() as stack:
+        stopping = Stopping(COMMAND, before_exit=stack.close)  # an embedded ZooKeeper goes with the process
         try:
             started = await stopping.started(_start(args, settings, stack))
         except PortInUseError as error:  # taken since the check

@@ -82,3 +82,38 @@ def test_a_second_signal_ends_the_process_at_once() -> None:
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=30)
     assert (process.returncode, err) == (1, "segstore test: SIGTERM again: exiting without waiting further\n")
+
+
+def java_children(pid: int) -> list[int]:
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(c) for c in children if Path(f"/proc/{c}/comm").read_text().strip() == "java"]
+
+
+def test_a_segment_store_told_to_stop_while_it_starts_takes_its_embedded_zookeeper_along(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "segstore_cli", "segmentstore", "--data-dir", str(tmp_path / "data"), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (zookeeper := java_children(process.pid)):  # the embedded ZooKeeper, started first
+        assert process.poll() is None and time.monotonic() < deadline, "no embedded ZooKeeper started"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    if "ready" in out:  # the start won the race: a clean stop, which stops the ZooKeeper too
+        assert (process.returncode, err) == (0, ""), err
+    else:
+        assert (process.returncode, err) == (0, "segstore segmentstore: stopped before it was ready\n")
+    deadline = time.monotonic() + 10
+    while alive(zookeeper[0]):
+        assert time.monotonic() < deadline, "the embedded ZooKeeper outlived the segment store"
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
