@@ -65,9 +65,8 @@ class ContainerClaims:
 
     async def watch(self, on_change: Callable[[], None]) -> None:
         """Call ``on_change`` whenever an owner node appears or goes (a claim this process waits for may be free)."""
-        if not await self._store.exists(CONTAINER_OWNERS_PATH):
-            with contextlib.suppress(NodeExistsError):
-                await self._store.create(CONTAINER_OWNERS_PATH, b"", make_parents=True)
+        with contextlib.suppress(NodeExistsError):  # the directory, once per cluster
+            await self._store.create(CONTAINER_OWNERS_PATH, b"", make_parents=True)
         self._watch = await self._store.watch_children(CONTAINER_OWNERS_PATH, lambda _names: on_change())
 
     def stop_watching(self) -> None:
