@@ -6,7 +6,9 @@ import-linter contracts in ``pyproject.toml`` check that).
 
 Inside, from the top (contracts ``cli-layers`` and ``cli-commands``):
 
-* ``main`` - the top parser, built from the subcommands, and the dispatch (``__main__`` runs it);
+* ``entry`` - the entry point (``__main__`` and the installed script run it): process-wide settings that must
+  precede every import, then ``main``;
+* ``main`` - the top parser, built from the subcommands, and the dispatch;
 * ``commands`` - one module per subcommand (its flags and its run function), independent of each other;
 * ``arguments`` - the flags several subcommands share and the reading of them;
   ``standalone`` - the supervisor of ``segstore standalone``; ``demo`` - the job of ``segstore demo``;

@@ -2,6 +2,6 @@
 
 import sys
 
-from segstore_cli.main import main
+from segstore_cli.entry import main
 
 sys.exit(main())

@@ -9,6 +9,12 @@ pyarrow's memory pool (mimalloc or jemalloc) keeps freed pages cached for later 
 It is a blocking call that may take milliseconds on a large heap and, for glibc, holds each malloc arena's lock
 while it walks it: call it in a worker thread, and only when the process is quiet (the container registry calls it
 after an idle sweep of the read cache). ctypes releases the GIL during the C call.
+
+:func:`arrow_on_system_allocator` (called by a server process's entry point, before pyarrow loads) makes pyarrow
+allocate with the C library's ``malloc`` instead of its bundled mimalloc, so that ``malloc_trim`` returns its freed
+memory too: mimalloc kept ~60 MB resident after ``release_unused()`` once the read cache was evicted (a segment
+store idle after 10 KB events: 235 MB with mimalloc, 171 MB with the system allocator), and the append and
+Parquet throughput of ``bench/wire.py`` did not change measurably.
 """
 
 from __future__ import annotations
@@ -37,6 +43,21 @@ def _malloc_trim() -> Callable[[int], int] | None:
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return trim
+
+
+ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
+"""pyarrow reads it once, when it loads: ``system``, ``mimalloc`` or ``jemalloc``."""
+
+
+def arrow_on_system_allocator() -> str:
+    """Make pyarrow's default memory pool the C library's allocator in this process and the processes it starts,
+    unless the user chose one (``ARROW_DEFAULT_MEMORY_POOL`` set). Process-wide: for entry points, not libraries.
+    Returns the pool pyarrow uses (or will use when it loads)."""
+    chosen = os.environ.setdefault(ARROW_POOL_VARIABLE, "system")
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is not None and chosen == "system":  # loaded already: it read the variable before we set it
+        pyarrow.set_memory_pool(pyarrow.system_memory_pool())
+    return chosen
 
 
 def release_memory() -> dict[str, float]:

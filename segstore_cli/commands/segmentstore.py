@@ -35,6 +35,7 @@ from segstore_cli.arguments import (
 from segstore_cli.stopping import Stopping
 from segstore_shared import event_loop
 from segstore_shared.event_loop import EventLoopUnavailableError, loop_name
+from segstore_shared.memory_release import arrow_on_system_allocator
 from segstore_shared.ports import PortClaim, PortInUseError
 from segstore_shared.processes import report_status
 
@@ -98,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     check_data_dir(COMMAND, data_dir)
     args.log_file = log_file_of(args, data_dir / LOG_FILE)
     setup_logging(COMMAND, args.log_level, args.log_file)
+    arrow_on_system_allocator()  # done by segstore_cli.entry already, unless main() was called in-process
     try:
         return event_loop.run(_serve(args), args.event_loop)
     except EventLoopUnavailableError as error:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -103,3 +104,17 @@ def test_standalone_refuses_a_cache_idle_eviction_that_is_not_seconds(
         main(["standalone", "--cache-idle-evict-s", value])
     assert exit_info.value.code == 2
     assert "--cache-idle-evict-s: must be a number of seconds" in capsys.readouterr().err
+
+
+def test_every_segstore_process_allocates_arrow_memory_with_malloc_so_that_an_idle_server_shrinks() -> None:
+    # the entry point chooses the allocator before the commands load pyarrow (pyarrow reads it once, at load), so
+    # pyarrow's own C++ allocations go through malloc too and malloc_trim returns them (segstore_shared.memory_release)
+    script = (
+        "import contextlib, os, sys\nfrom segstore_cli.entry import main\nsys.argv = ['segstore', '--help']\n"
+        "with contextlib.suppress(SystemExit):\n    main()\n"
+        "import pyarrow\nprint(os.environ['ARROW_DEFAULT_MEMORY_POOL'], pyarrow.default_memory_pool().backend_name)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "system system"
