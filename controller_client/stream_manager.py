@@ -370,7 +370,7 @@ class StreamManager:
                     lambda: self.controller.get_segments_at_time(scope, stream, 2**63 - 1)
                 )
                 ids = list(cut.positions)
-            infos = [await self.segment_info(scope, stream, sid) for sid in ids]
+            infos = await asyncio.gather(*(self.segment_info(scope, stream, sid) for sid in ids))  # at once
             mid_scale = segments and any(info.sealed for info in infos)
             if not mid_scale or asyncio.get_running_loop().time() >= deadline:
                 return StreamCut(scope, stream, {sid: info.write_offset for sid, info in zip(ids, infos, strict=True)})

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from controller_client.controller.api import ControllerClient, ControllerClientConfig
@@ -169,11 +169,23 @@ class StreamConnection:
 
     def segment_status(self, scope: str, stream: str, segment_id: int) -> SegmentStatus | None:
         """The segment store's view of a segment; None if the segment no longer exists (truncated away)."""
-        try:
-            status = self.run(self.manager.segment_info(scope, stream, segment_id))
-        except NoSuchSegmentError:
-            return None
-        return status if status.exists and not status.deleted else None
+        return self.segment_statuses(scope, stream, [segment_id])[segment_id]
+
+    def segment_statuses(self, scope: str, stream: str, segment_ids: Iterable[int]) -> dict[int, SegmentStatus | None]:
+        """:meth:`segment_status` of each segment, asked all at once (one round trip's time, not one per segment)."""
+
+        async def status(segment_id: int) -> SegmentStatus | None:
+            try:
+                found = await self.manager.segment_info(scope, stream, segment_id)
+            except NoSuchSegmentError:
+                return None
+            return found if found.exists and not found.deleted else None
+
+        async def all_of(ids: list[int]) -> list[SegmentStatus | None]:
+            return list(await asyncio.gather(*(status(i) for i in ids)))
+
+        ids = list(dict.fromkeys(segment_ids))
+        return dict(zip(ids, self.run(all_of(ids)), strict=True))
 
     def successors(self, scope: str, stream: str, segment_id: int) -> dict[int, list[int]]:
         """Successor id -> predecessor ids (empty while the segment is open, or when the stream is sealed)."""

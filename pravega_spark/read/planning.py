@@ -94,11 +94,18 @@ class LiveCatalog:
 
     def status(self, segment_id: int) -> SegmentState | None:
         if segment_id not in self._statuses:
-            found = self.connection.segment_status(self.scope, self.stream, segment_id)
+            self.prefetch([segment_id])
+        return self._statuses[segment_id]
+
+    def prefetch(self, segment_ids: Iterable[int]) -> None:
+        """Fetch the statuses of ``segment_ids`` not known yet, all at once (a walk asks them one at a time)."""
+        missing = [s for s in segment_ids if s not in self._statuses]
+        if not missing:
+            return
+        for segment_id, found in self.connection.segment_statuses(self.scope, self.stream, missing).items():
             self._statuses[segment_id] = (
                 None if found is None else SegmentState(found.start_offset, found.write_offset, found.sealed)
             )
-        return self._statuses[segment_id]
 
     def successors(self, segment_id: int) -> Mapping[int, Sequence[int]]:
         cached = self._successors.get(segment_id)

@@ -35,7 +35,7 @@ from pravega_spark.offsets import (
 from pravega_spark.options.common import Options, StreamTarget
 from pravega_spark.options.read import Position, ReadOptions, metadata_mode, watermark_column
 from pravega_spark.options.stream_creation import ensure_stream
-from pravega_spark.read.admission import Admission
+from pravega_spark.read.admission import Admission, Limits
 from pravega_spark.read.partition_reader import ARROW_SCHEMA, PackedPartition, SegmentRangePartition, read_partition
 from pravega_spark.read.planning import LiveCatalog, ReadRange, forget_successors, plan_ranges
 from pravega_spark.read.pushdown import Pushed, prune_in
@@ -342,11 +342,15 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._subscription: Subscription | None = None
         self._watermarks = WatermarkCache()  # for watermarkColumn: the watermarks read so far
         self._admission = Admission(options)
+        self._planned: tuple[dict[str, Any], LiveCatalog] | None = None  # latestOffset's start and catalog
+        self._tail: ReadState | None = None  # latestOffset's end when it read everything: the tail then
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_connection"] = None
         state["_subscription"] = None
+        state["_planned"] = None
+        state["_tail"] = None
         return state
 
     def _connect(self) -> StreamConnection:
@@ -364,9 +368,12 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._connection = connection
         return self._connection
 
-    def _catalog(self) -> LiveCatalog:
+    def _catalog(self, state: ReadState) -> LiveCatalog:
+        """A catalog of the stream now, with the statuses of ``state``'s segments asked all at once."""
         target = self.options.target
-        return LiveCatalog(self._connect(), target.scope, target.stream, self._successors)
+        catalog = LiveCatalog(self._connect(), target.scope, target.stream, self._successors)
+        catalog.prefetch(state.positions)
+        return catalog
 
     def _state(self, offset: dict[str, Any]) -> ReadState:
         target = self.options.target
@@ -390,15 +397,23 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if is_initial(start):  # the first micro-batch: look the start up; that batch reads nothing
             return resolve_position(self._connect(), self.options, Position.from_initial_offset(start)).to_offset()
         cap = None if self._target is None else self._target.positions
-        end = self._admission.next_end(
-            self._state(start), self._catalog(), limit, cap=cap, available_now=self._target is not None
-        )
+        state = self._state(start)
+        catalog = self._catalog(state)
+        available_now = self._target is not None
+        end = self._admission.next_end(state, catalog, limit, cap=cap, available_now=available_now)
+        self._planned = (start, catalog)  # partitions(start, end) plans with the statuses the end came from
+        unlimited = cap is None and self._admission.limits(limit, available_now) == Limits()
+        self._tail = end if unlimited else None  # everything available: the end is the tail (reportLatestOffset)
         return start if end is None else end.to_offset()  # None: minEventsPerTrigger waits
 
     def reportLatestOffset(self) -> dict[str, Any]:
         """The stream's tail cut now, as an offset: Spark calls it after each ``latestOffset`` and shows it in the
         micro-batch's progress (``lastProgress["sources"][0]["latestOffset"]``);
-        :func:`pravega_spark.read.lag.lag_bytes` subtracts the batch's ``endOffset`` from it."""
+        :func:`pravega_spark.read.lag.lag_bytes` subtracts the batch's ``endOffset`` from it. When ``latestOffset``
+        read up to everything available (no read limit), that end is the tail: no second look-up."""
+        tail, self._tail = self._tail, None
+        if tail is not None:
+            return tail.to_offset()
         target = self.options.target
         return ReadState.from_stream_cut(tail_cut(self._connect(), target.scope, target.stream)).to_offset()
 
@@ -410,7 +425,9 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if is_initial(start):
             self._state(end)  # the looked-up start: nothing before it is read
             return []
-        catalog, first = self._catalog(), self._state(start)
+        first = self._state(start)
+        planned, self._planned = self._planned, None
+        catalog = planned[1] if planned is not None and planned[0] == start else self._catalog(first)
         forget_successors(self._successors, first.positions)  # of segments finished: never asked again
         ranges = plan_ranges(first, self._state(end), catalog, fail_on_data_loss=self.options.fail_on_data_loss)
         connection = self._connect()

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from spark_fixtures import Streams
 
 from pravega_spark.errors import SegstoreOptionError
@@ -87,5 +87,35 @@ def test_a_missing_stream_fails_at_the_initial_offset_naming_the_option(streams:
     try:
         with pytest.raises(SegstoreOptionError, match="option 'stream': stream driver/never-created does not exist"):
             reader.initialOffset()
+    finally:
+        reader.stop()
+
+
+def test_a_micro_batch_reports_the_tail_its_latest_offset_saw_and_plans_with_the_same_statuses(
+    streams: Streams,
+) -> None:
+    # Spark's order per micro-batch: latestOffset, reportLatestOffset (the progress's "latestOffset"), then
+    # partitions; a writer goes on meanwhile, and the stream scales between two batches
+    streams.create("driver", "report", segments=2)
+    reader = _reader(streams, "driver", "report", startingOffsets="earliest")
+    try:
+        start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+        for batch in range(2):
+            streams.write("driver", "report", _events(f"in-{batch}", 30))
+            end = reader.latestOffset(start, ReadAllAvailable())
+            tail = streams.tail("driver", "report").positions
+            streams.write("driver", "report", _events(f"after-{batch}", 10))  # not in this batch
+            reported = reader.reportLatestOffset()
+            assert {int(s): o for s, o in reported["positions"].items()} == tail, "everything read: the end is the tail"
+            assert reported == end
+            read = _read(reader, start, end)
+            expected = _events(f"in-{batch}", 30) + (_events("after-0", 10) if batch else [])
+            assert read == sorted(e for e, _ in expected)
+            start = end
+            streams.split_first("driver", "report")  # the next batch crosses a scale
+        limited = reader.latestOffset(start, ReadMaxRows(5))  # a limit: the tail is looked up, beyond the end
+        tail = streams.tail("driver", "report").positions
+        assert {int(s): o for s, o in reader.reportLatestOffset()["positions"].items()} == tail
+        assert limited != reader.reportLatestOffset()
     finally:
         reader.stop()
