@@ -13,7 +13,9 @@ first table of a segment store waits for pyiceberg's imports and the catalog: se
 event = the time the watcher first saw it in the table minus its acknowledgement (so it
 includes up to one poll interval of the watcher). At the end every event written must be in the table exactly
 once (the run fails otherwise). Printed: freshness percentiles, acknowledgement latency, and what the table
-is made of (data files, snapshots kept, manifests, files under the table's metadata directory).
+is made of (data files, snapshots kept, manifests, files under the table's metadata directory), and data files per
+hour at this rate: those that came into the table (every chunk the segment stores committed: before compaction) and
+those left at the end (after compaction merged them).
 
 ``--no-tables`` runs the same writes on a standalone without tables: the acknowledgement latency to compare
 (what the maintainer's commits, on a worker thread of the segment store, cost the appends).
@@ -126,6 +128,7 @@ class Watcher:
         self.data_dir, self.poll_s, self.stop = data_dir, poll_s, stop
         self.seen: dict[int, float] = {}
         self.files: set[str] = set()
+        self.files_added = 0  # data files that came into the table (chunks committed, compaction's merged files)
         self.snapshots_seen = 0
 
     def catalog(self) -> Any:
@@ -154,6 +157,7 @@ class Watcher:
             last = tbl.metadata_location
             self.snapshots_seen += 1
             paths = {task.file.file_path for task in tbl.scan().plan_files()}
+            self.files_added += len(paths - self.files)
             for path in sorted(paths - self.files):
                 events = pq.read_table(path.removeprefix("file://"), columns=["event", "framed"])
                 for value, framed in zip(events.column("event").to_pylist(), events.column("framed").to_pylist(),
@@ -212,6 +216,7 @@ def watched(
     report = json.loads(seen_json.read_text())
     watcher.seen = {int(n): t for n, t in report["seen"].items()}
     watcher.snapshots_seen = report["snapshots_seen"]
+    watcher.files_added = report["files_added"]
     counts, shape = watcher.final()
     return sent_at, written_s, watcher, counts, shape
 
@@ -220,7 +225,8 @@ def watch_main(data_dir: str, poll_ms: str, stop: str, out: str) -> None:
     """``--watch DATA_DIR POLL_MS STOP_FILE OUT_JSON``: watch until STOP_FILE exists, then write what was seen."""
     watcher = Watcher(Path(data_dir), int(poll_ms) / 1000, Path(stop))
     watcher.watch()
-    Path(out).write_text(json.dumps({"seen": watcher.seen, "snapshots_seen": watcher.snapshots_seen}))
+    report = {"seen": watcher.seen, "snapshots_seen": watcher.snapshots_seen, "files_added": watcher.files_added}
+    Path(out).write_text(json.dumps(report))
 
 
 def main() -> None:
@@ -290,13 +296,18 @@ def main() -> None:
         result["freshness_s"] = {q: round(percentile(fresh, float(q)), 3) for q in ("50", "90", "99", "100")}
         result["snapshots_seen"] = watcher.snapshots_seen
         result.update(shape)
+        # files per hour at this rate: those that came in (before compaction) and those left (after it)
+        result["files_added"] = watcher.files_added
+        result["files_added_per_hour"] = round(watcher.files_added * 3600 / args.seconds)
+        result["data_files_per_hour"] = round(shape["data_files"] * 3600 / args.seconds)
         table(
             f"Iceberg freshness: {title} (acknowledged -> in the table, seen by a reader polling every "
             f"{args.poll_ms} ms)",
             [{"q": f"p{q}", "s": v} for q, v in result["freshness_s"].items()],
             [("q", "percentile"), ("s", "freshness s")],
         )
-        columns = ("data_files", "snapshots_kept", "manifests", "metadata_dir_files", "snapshots_seen")
+        columns = ("data_files", "files_added", "files_added_per_hour", "data_files_per_hour", "snapshots_kept",
+                   "manifests", "metadata_dir_files", "snapshots_seen")  # fmt: skip
         table("The table at the end", [{k: result[k] for k in columns}], [(k, k) for k in columns])
     table(
         f"Acknowledgement latency, tables {'off' if args.no_tables else 'on'}: {title}",

@@ -32,6 +32,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ class _Status:
 
 class SimulatedStream:
     """A stream's history in memory, answering as a :class:`~pravega_spark.connection.StreamConnection` does the
-    calls :class:`LiveCatalog` makes (``segment_status``, ``successors``), with its mark segment's bytes."""
+    calls :class:`LiveCatalog` makes (``segment_statuses``, ``successors``), with its mark segment's bytes."""
 
     def __init__(self, seed: int = 1) -> None:
         self.rng = random.Random(seed)
@@ -77,8 +78,8 @@ class SimulatedStream:
         self.watermarks = 0
 
     # ---- what LiveCatalog asks of a connection ----
-    def segment_status(self, scope: str, stream: str, segment: int) -> _Status:
-        return _Status(0, self.lengths[segment], segment in self.sealed)
+    def segment_statuses(self, scope: str, stream: str, segments: Iterable[int]) -> dict[int, _Status]:
+        return {s: _Status(0, self.lengths[s], s in self.sealed) for s in segments}
 
     def successors(self, scope: str, stream: str, segment: int) -> dict[int, list[int]]:
         return self.succ.get(segment, {})
