@@ -60,6 +60,8 @@ Cases:
      time with the client under cProfile (which slows it several fold) and, with ``--py-spy PATH``, the
      segment store process sampled by py-spy; the top functions are printed and kept in the JSON.
    * latency: as for the official client (4 segments, 100 keys), with ``write_event`` futures.
+   * open loop (``--open-loop-rates``, default 10,000 events/s): ``write_event`` at a fixed offered rate, never
+     waiting for acknowledgements; latency from each event's scheduled time (``bench/e2e_open_loop.py``).
 
    The client's default configuration is used: the pool's ``max_connections_per_endpoint`` (``conns``, 4)
    connections per segment store carry every segment session (each has its own writer id).
@@ -141,6 +143,7 @@ from e2e_common import (
     count_events,
     fall_result,
     latency_row,
+    ours_writer,
     payload_bytes,
     throughput_row,
     turn_order,
@@ -149,6 +152,7 @@ from e2e_common import (
 from e2e_group import add_arguments as add_group_arguments
 from e2e_group import report_group, run_group
 from e2e_official import official_fall, official_latency, official_throughput
+from e2e_open_loop import ours_open_loop
 from e2e_report import report
 from e2e_system import Auth, Meter, Standalone, pin_process
 from e2e_variants import (
@@ -162,7 +166,7 @@ from e2e_variants import (
 )
 from profiles import cprofile_top, py_spy, pyspy_top
 
-from controller_client import ControllerClient, EventStreamWriter, ScalingPolicy, StreamConfiguration, StreamManager
+from controller_client import ControllerClient, EventStreamWriter, StreamManager
 from segment_store.client.config import ClientConfig
 from segstore_shared.coordination.zookeeper_server import free_port
 
@@ -173,24 +177,6 @@ RESULTS = REPO / "bench" / "results"
 
 
 # ---- 2. our client library ---------------------------------------------------------------------------------
-async def ours_writer(controller: ControllerClient, stream: str, segments: int, keys: list[str]):
-    """A stream of ``segments``, a manager (default client config) and a writer that wrote and flushed one
-    event per key (every session set up). Returns (manager, writer)."""
-    manager = StreamManager(controller)
-    try:
-        await manager.create_stream(SCOPE, stream, StreamConfiguration(ScalingPolicy.fixed(segments)))
-        writer = await manager.create_writer(SCOPE, stream)
-        payload = payload_bytes()
-        for key in keys:
-            await writer.write_event(payload, key)
-        await writer.flush()
-    except BaseException:
-        with contextlib.suppress(Exception):
-            await manager.close()
-        raise
-    return manager, writer
-
-
 async def produce(
     writer: EventStreamWriter, payload: bytes, keys: list[str], n: int, until: float, yield_every: int
 ) -> int:
@@ -384,6 +370,11 @@ async def run_ours(args: argparse.Namespace, system: Standalone, results: dict[s
             await system.flush_tier2()
             results["latency"].append(await ours_latency(system, controller, args.latency_seconds, window))
             print(f"  ours latency, window {window}: p99 {results['latency'][-1]['p99_ms']} ms", flush=True)
+        for rate in (int(r) for r in args.open_loop_rates.split(",") if r.strip()):
+            await system.flush_tier2()
+            row = await ours_open_loop(system, controller, rate, args.latency_seconds)
+            results.setdefault("open_loop", []).append(row)
+            print(f"  ours open loop, {rate:,} events/s: p99 {row['p99_ms']} ms", flush=True)
 
 
 # ---- driver ----------------------------------------------------------------------------------------------
@@ -453,6 +444,9 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, help="duration of each latency case (default 5)")
     parser.add_argument("--segments", default="1,10,100", help="segment counts of our throughput cases")
     parser.add_argument("--windows", default="1,100", help="outstanding events of the latency cases")
+    parser.add_argument(
+        "--open-loop-rates", default="10000", help="events/s offered in our open-loop latency cases ('' for none)"
+    )
     parser.add_argument(
         "--rounds",
         type=positive_int,

@@ -1,9 +1,10 @@
-"""Pieces shared by the cases of ``bench/e2e.py``: the events written, read-back checks, result rows and the
-windowed latency loop."""
+"""Pieces shared by the cases of ``bench/e2e.py``: the events written, our writers' set-up, read-back checks, result
+rows and the windowed latency loop."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import random
 import string
@@ -13,7 +14,14 @@ from typing import Any
 
 from benchlib import mb_per_s, percentile
 
-from controller_client import ControllerClient, ControllerClientConfig, StreamManager
+from controller_client import (
+    ControllerClient,
+    ControllerClientConfig,
+    EventStreamWriter,
+    ScalingPolicy,
+    StreamConfiguration,
+    StreamManager,
+)
 
 EVENT_BYTES = 100
 FRAME_HEADER = 8
@@ -27,6 +35,26 @@ def payload_bytes(seed: int = 7) -> bytes:
 def payload_text(seed: int = 7) -> str:
     rng = random.Random(seed)
     return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(EVENT_BYTES))
+
+
+async def ours_writer(
+    controller: ControllerClient, stream: str, segments: int, keys: list[str]
+) -> tuple[StreamManager, EventStreamWriter]:
+    """A stream of ``segments``, a manager (default client config) and a writer that wrote and flushed one
+    event per key (every session set up). Returns (manager, writer)."""
+    manager = StreamManager(controller)
+    try:
+        await manager.create_stream(SCOPE, stream, StreamConfiguration(ScalingPolicy.fixed(segments)))
+        writer = await manager.create_writer(SCOPE, stream)
+        payload = payload_bytes()
+        for key in keys:
+            await writer.write_event(payload, key)
+        await writer.flush()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await manager.close()
+        raise
+    return manager, writer
 
 
 async def count_events(uri: str, stream: str, config: ControllerClientConfig | None = None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchlib import table
+from e2e_open_loop import open_loop_verdicts
 
 CPU_COLUMNS = [
     ("cpu_client", "cpu cli"),
@@ -36,6 +37,15 @@ def report(results: dict[str, Any], event_bytes: int, fall_ratio: float) -> None
         [("client", "client"), ("window", "window"), ("events", "events"), ("events_per_s", "events/s"),
          ("p50_ms", "p50"), ("p99_ms", "p99"), ("p99_9_ms", "p99.9"), ("max_ms", "max"), *CPU_COLUMNS],
     )  # fmt: skip
+    if results.get("open_loop"):
+        table(
+            f"open-loop latency, {event_bytes} B events offered at a fixed rate, 4 segments, 100 keys (ms)",
+            results["open_loop"],
+            [("client", "client"), ("offered_events_per_s", "offered ev/s"), ("events", "events"), ("p50_ms", "p50"),
+             ("p99_ms", "p99"), ("p99_9_ms", "p99.9"), ("max_ms", "max"), *CPU_COLUMNS],
+        )  # fmt: skip
+        for line in open_loop_verdicts(results["open_loop"]):
+            print(line)
     ratios = results.get("ours_largest_over_smallest", {})
     if ratios:
         said = ", ".join(f"yield every {k}: {v}" if k != "0" else f"no yield: {v}" for k, v in ratios.items())

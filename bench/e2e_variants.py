@@ -113,9 +113,12 @@ def compare_tier1(by_tier1: dict[str, dict[str, Any]]) -> None:
             if latency.get("client") == "ours":
                 row[f"p50_w{latency['window']}"] = latency["p50_ms"]
                 row[f"p99_w{latency['window']}"] = latency["p99_ms"]
+        for open_loop in found.get("open_loop", []):
+            row[f"p99_at_{open_loop['offered_events_per_s']}"] = open_loop["p99_ms"]
         rows.append(row)
     columns = [("tier1", "tier1"), ("events_per_s", "ours events/s")]
-    columns += [(key, key.replace("_w", " ms, window ")) for key in rows[0] if key.startswith("p")]
+    columns += [(key, key.replace("_w", " ms, window ").replace("_at_", " ms, open loop ")) for key in rows[0]
+                if key.startswith("p")]  # fmt: skip
     table("Tier-1 backends compared (our client, 100 B events)", rows, columns)
 
 
@@ -132,6 +135,8 @@ def headline(found: dict[str, Any]) -> dict[str, Any]:
     for latency in found.get("latency", []):
         row[f"{latency['client']} p50 ms, w{latency['window']}"] = latency["p50_ms"]
         row[f"{latency['client']} p99 ms, w{latency['window']}"] = latency["p99_ms"]
+    for open_loop in found.get("open_loop", []):
+        row[f"ours p99 ms, open loop {open_loop['offered_events_per_s']}/s"] = open_loop["p99_ms"]
     reads = [t["read_events_per_s"] for t in found.get("throughput", []) if t["client"] == "ours"]
     if reads:
         row["ours read ev/s (best)"] = max(reads)

@@ -24,8 +24,9 @@ False, that a subjectAltName of the certificate names the host it connected to. 
 clients (the official Python client among them) refuse IP literals as TLS host names, so servers with TLS
 must be reached, and must advertise themselves, by host name (``localhost`` on one machine).
 
-Files are read when a context is made (a server: once, at start; a client: once per process and setting,
-the context is cached). Every problem with them raises :class:`TlsConfigError`, which names the setting
+Files are read when a context is made (a server: once, at start; a client: once per process, setting and version
+of the files, the context is cached: a file replaced on disk, such as a rotated CA bundle, is read again for the next
+connection). Every problem with them raises :class:`TlsConfigError`, which names the setting
 and the path: a missing, unreadable or non-PEM file, an encrypted key, a key that does not belong to the
 certificate, a CA file without a certificate.
 
@@ -241,8 +242,10 @@ class TrustConfig:
             raise TlsConfigError("client_key", None, "a client certificate needs both cert_path and key_path")
 
     def client_context(self, alpn_protocols: tuple[str, ...] = ()) -> ssl.SSLContext:
-        """A client context (TLS >= 1.2), made once per process and setting; raises TlsConfigError."""
-        return _client_context(self, alpn_protocols)
+        """A client context (TLS >= 1.2), made once per process, setting and version of its files (a trust store
+        or client certificate replaced on disk, say a rotated CA bundle, is read again for the next connection);
+        raises TlsConfigError."""
+        return _client_context(self, alpn_protocols, _files_version(self.trust_store, self.cert_path, self.key_path))
 
     def root_certificates(self) -> bytes | None:
         """The trust store's bytes for gRPC; without one, the system's CA bundle (as OpenSSL finds it), or
@@ -267,8 +270,26 @@ class TrustConfig:
         return where + ("" if self.verify_hostname else "; host names not checked")
 
 
+def _files_version(*paths: Path | None) -> tuple[tuple[object, ...], ...]:
+    """What tells one version of the files from the next: each file's identity, size and modification time (a
+    missing file is left to the reading, which raises the error naming the setting)."""
+    version: list[tuple[object, ...]] = []
+    for path in paths:
+        if path is None:
+            continue
+        try:
+            status = path.stat()
+        except OSError:
+            version.append((str(path),))
+            continue
+        version.append((str(path), status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns))
+    return tuple(version)
+
+
 @functools.lru_cache(maxsize=64)
-def _client_context(config: TrustConfig, alpn_protocols: tuple[str, ...]) -> ssl.SSLContext:
+def _client_context(
+    config: TrustConfig, alpn_protocols: tuple[str, ...], _files: tuple[tuple[object, ...], ...]
+) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if config.trust_store is not None:

@@ -247,3 +247,23 @@ def test_empty_paths_are_refused_naming_the_option(files: TlsFiles) -> None:
         TlsConfig(" ", files.key)  # type: ignore[arg-type]
     with pytest.raises(TlsConfigError, match=r"^--tls-ca: empty path$"):
         TlsConfig(files.cert, files.key, "")  # type: ignore[arg-type]
+
+
+def test_a_client_reads_a_replaced_trust_store_again_for_its_next_connection(tmp_path: Path) -> None:
+    # a long-lived client (a Spark driver, a service) while its CA bundle is rotated: the next connection must trust
+    # the new CA, not a context cached with the old one
+    first, second = trustme.CA(organization_name="first CA"), trustme.CA(organization_name="second CA")
+    bundle = tmp_path / "ca.pem"
+    first.cert_pem.write_to_path(str(bundle))
+    config = TrustConfig(bundle)
+
+    def trusted() -> list[str]:
+        issuers = [dict(part[0] for part in cert["subject"]) for cert in config.client_context().get_ca_certs()]
+        return [issuer.get("organizationName", "") for issuer in issuers]
+
+    assert trusted() == ["first CA"]
+    assert config.client_context() is config.client_context()  # unchanged files: made once
+    rotated = tmp_path / "ca.pem.new"
+    second.cert_pem.write_to_path(str(rotated))
+    os.replace(rotated, bundle)
+    assert trusted() == ["second CA"]
