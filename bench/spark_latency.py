@@ -192,14 +192,18 @@ class LatencyCases:
                   f"({row['rows']:,} rows, {row['micro_batches']} micro-batches)", flush=True)  # fmt: skip
         return row
 
-    def segstore(self, rate: int) -> dict:
+    def _writing(self, scope: str, stream: str, rate: int) -> Writer:
+        """A new stream of ``self.segments`` segments and the writer process writing ``rate`` events/s to it."""
         from controller_client import BlockingStreamManager, ScalingPolicy, StreamConfiguration
 
-        scope, stream = "latency", f"tail-{rate}-{self.queries}"
         with BlockingStreamManager.connect(self.uri) as manager:
             manager.create_scope(scope)
             manager.create_stream(scope, stream, StreamConfiguration(ScalingPolicy.fixed(self.segments)))
-        writer = Writer(self.uri, scope, stream, rate, self.seconds)
+        return Writer(self.uri, scope, stream, rate, self.seconds)
+
+    def segstore(self, rate: int) -> dict:
+        scope, stream = "latency", f"tail-{rate}-{self.queries}"
+        writer = self._writing(scope, stream, rate)
         try:
             options = {"controller": self.uri, "scope": scope, "stream": stream}
             frame = self.spark.readStream.format("segstore").options(**options).load()
@@ -230,13 +234,7 @@ class LatencyCases:
     def loaded_floor(self, rate: int) -> dict:
         """The trivial source while the segstore case's writer writes as much to a stream nobody reads: the floor
         with the same two cores taken by the writer and the segment store (what of the difference is the load)."""
-        from controller_client import BlockingStreamManager, ScalingPolicy, StreamConfiguration
-
-        scope, stream = "latency", f"unread-{rate}-{self.queries}"
-        with BlockingStreamManager.connect(self.uri) as manager:
-            manager.create_scope(scope)
-            manager.create_stream(scope, stream, StreamConfiguration(ScalingPolicy.fixed(self.segments)))
-        writer = Writer(self.uri, scope, stream, rate, self.seconds)
+        writer = self._writing("latency", f"unread-{rate}-{self.queries}", rate)
         try:
             frame = self.spark.readStream.format("bench_ticks").option("rowsPerSecond", str(rate)).load()
             written: list[int] = []

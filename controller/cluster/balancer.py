@@ -71,6 +71,8 @@ class ContainerBalancer:
         self._watch: WatchHandle | None = None
         self.writes = 0
         """How many assignments this balancer wrote; for tests and metrics."""
+        self.rounds = 0
+        """How many rounds (after a settle delay) it ran, whether they wrote or not; for tests and metrics."""
         self.failure: BaseException | None = None
         """Why the latest round wrote nothing it should have (count mismatch, unreadable assignment), else None."""
 
@@ -113,6 +115,8 @@ class ContainerBalancer:
                 log.warning("%s balancer: coordination trouble, retrying: %r", self._what, exc)
                 await asyncio.sleep(self._retry_delay_s)
                 self._changed.set()
+            finally:
+                self.rounds += 1
 
     async def balance_once(self) -> ContainerAssignment:
         """Read the live hosts and the assignment now and write the rebalanced one if it differs.

@@ -65,15 +65,16 @@ async def test_balancer_with_hosts_joining_and_leaving(zk: MemoryCoordinationSer
 async def test_balancer_with_flapping_host_coalesces_changes(zk: MemoryCoordinationServer) -> None:
     store = zk.connect()
     await register_host(zk, "a:1")
-    balancer = ContainerBalancer(store, 4, settle_delay_s=0.3)
+    # the settle delay is far longer than the three flaps take, even on a loaded machine (0.3 s was not, in CI)
+    balancer = ContainerBalancer(store, 4, settle_delay_s=2.0)
     await balancer.start()
     try:
-        await wait_until(lambda: balancer.writes == 1)
+        await wait_until(lambda: balancer.writes == 1 and balancer.rounds == 1, timeout_s=30)
         for _ in range(3):  # joins and leaves within the settle delay
             flapper = await register_host(zk, "b:1")
             await asyncio.sleep(0.02)
             await flapper.close()
-        await asyncio.sleep(0.8)
+        await wait_until(lambda: balancer.rounds == 2, timeout_s=30)  # the round the flaps caused
         assert balancer.writes == 1, "a host that came and went within the settle delay moved containers"
         assert (await read_assignment(store)) == ContainerAssignment.of(4, {"a:1": [0, 1, 2, 3]})
     finally:
