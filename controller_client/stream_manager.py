@@ -541,4 +541,6 @@ class StreamManager:
         """A reader from ``start`` (None: head) to ``end`` (None: follow the tail)."""
         if segment_reader is not None:
             config = dataclasses.replace(config or StreamReaderConfig(), segment_reader=segment_reader)
-        return StreamReader(self.controller, self.client, scope, stream, start, end, config, self._invalidate)
+        return StreamReader(
+            self.controller, self.client, scope, stream, start, end, config, self._invalidate, self.retry_timeout_s
+        )

@@ -71,6 +71,11 @@ class GroupManager(Protocol):
     @property
     def client(self) -> SegmentClient: ...
 
+    @property
+    def retry_timeout_s(self) -> float:
+        """The budget of its calls (and of a reader's segment readers failing in a row)."""
+        ...
+
     async def segment_call(self, segment: str, call: Callable[[], Awaitable[_T]]) -> _T:
         """Run ``call`` on ``segment``, retried after WrongHost or a lost connection."""
         ...
@@ -170,6 +175,7 @@ class ReaderGroup:
             config,
             self._manager.invalidate_segment,
             self._automatic(),
+            self._manager.retry_timeout_s,
         )
         await member.join()
         return member

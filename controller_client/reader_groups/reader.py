@@ -55,6 +55,7 @@ from controller_client.reader_groups.state import (
 )
 from controller_client.reader_groups.table import GroupTable, Update
 from segment_store.client import (
+    Backoff,
     ClientClosedError,
     ConnectionLostError,
     ReaderConfig,
@@ -67,6 +68,7 @@ from segment_store.client import (
 from segment_store.protocol.constants import HEADER_SIZE
 from segment_store.protocol.errors import ProtocolError
 from segment_store.protocol.events import EventParser, SegmentEvent
+from segstore_shared.deadline import DEFAULT_UNREACHABLE_TIMEOUT_S
 
 _log = logging.getLogger(__name__)
 
@@ -101,8 +103,11 @@ class GroupReaderConfig:
     """Events read ahead of the application across the reader's segments."""
     segment_reader: ReaderConfig | None = None
     controller_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=10, max_delay_ms=2_000))
-    segment_restarts: int = 5
-    """How often a segment reader that lost its segment store is restarted before the reader fails."""
+    segment_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=1_000, max_delay_ms=1_000))
+    """Backoff of a segment reader restarted after its segment store answered WrongHost or dropped the connection."""
+    segment_retry_timeout_s: float | None = None
+    """How long a segment reader may keep failing that way, without reading anything, before the reader fails with
+    the error; None: the stream manager's ``retry_timeout_s`` (30 s by default)."""
 
     def __post_init__(self) -> None:
         if self.refresh_interval_s <= 0:
@@ -111,6 +116,8 @@ class GroupReaderConfig:
             raise ValueError("reader_timeout_s: must exceed refresh_interval_s (or be None)")
         if self.max_buffered_events < 1:
             raise ValueError("max_buffered_events: must be at least 1")
+        if self.segment_retry_timeout_s is not None and self.segment_retry_timeout_s <= 0:
+            raise ValueError(f"segment_retry_timeout_s: must be positive, not {self.segment_retry_timeout_s}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +168,9 @@ class EventStreamReader:
         config: GroupReaderConfig | None = None,
         on_endpoint_error: Callable[[str], None] | None = None,
         automatic: AutomaticCheckpoints | None = None,
+        retry_timeout_s: float = DEFAULT_UNREACHABLE_TIMEOUT_S,
     ) -> None:
+        """``retry_timeout_s``: the segment readers' budget when the config names none (the manager's)."""
         self.name = name
         self._automatic = automatic
         self._published: str | None = None
@@ -172,6 +181,7 @@ class EventStreamReader:
         self._client = client
         self._end = dict(end_positions)
         self._on_endpoint_error = on_endpoint_error
+        self._segment_retry_timeout_s = self.config.segment_retry_timeout_s or retry_timeout_s
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(max(1, self.config.max_buffered_events // 64))
         self._held: dict[ScopedSegment, _Held] = {}
         self._batch: deque[SegmentEvent] = deque()
@@ -447,7 +457,7 @@ class EventStreamReader:
         ``_Done`` (or a ``_Failed``)."""
         segment = held.segment
         name = qualified_segment_name(segment.scope, segment.stream, segment.segment.number)
-        restarts = 0
+        backoff = Backoff(self.config.segment_retry, self._segment_retry_timeout_s)
         put = self._queue.put
         try:
             while True:
@@ -458,6 +468,7 @@ class EventStreamReader:
                         parser.feed(chunk)
                         events = list(parser)
                         if events:
+                            backoff.succeeded()
                             await put((held, events))
                     if parser.pending_bytes:
                         raise ProtocolError(f"{name} ends inside an event at offset {parser.offset}")
@@ -468,13 +479,12 @@ class EventStreamReader:
                     _log.warning("reader %s: %s is truncated at %d, past %d: skipping", self.name, name, start, offset)
                     offset = start
                 except (WrongHostError, ConnectionLostError) as error:
-                    restarts += 1
-                    if restarts > self.config.segment_restarts:
-                        raise
                     _log.info("reader %s: %s restarts at %d after %r", self.name, name, parser.offset, error)
                     if self._on_endpoint_error is not None:
                         self._on_endpoint_error(name)
                     offset = parser.offset
+                    await reader.close()
+                    await backoff.failed(error)  # raises once the failures in a row outlast the budget
                 finally:
                     await reader.close()
             await put((held, _Done(offset)))

@@ -14,7 +14,10 @@ stream is sealed and fully read.
 
 Invariants: events of one segment come out in offset order, each exactly once; ``offset`` is where the
 event's header starts in its segment. A read below a segment's start (truncated data) raises
-``SegmentIsTruncatedError``. The cuts must be consistent (as head, tail and at-time cuts are): every
+``SegmentIsTruncatedError``. A segment store that answers ``WrongHost`` (its container is moving) or drops the
+connection is asked again with backoff (the endpoint re-resolved) for as long as the failures in a row last less
+than the manager's ``retry_timeout_s``: reading anything ends the run, so a reader that follows the tail for hours
+outlives any number of failovers. The cuts must be consistent (as head, tail and at-time cuts are): every
 predecessor of a segment the reader reaches is itself read, or the successor is never started.
 
 Use from one event loop.
@@ -32,6 +35,7 @@ from typing import TypeVar
 from controller_client.model import SegmentRange, StreamCut, qualified_segment_name
 from controller_client.ports import ControllerApi
 from segment_store.client import (
+    Backoff,
     ClientClosedError,
     ConnectionLostError,
     ReaderConfig,
@@ -40,6 +44,7 @@ from segment_store.client import (
     SegmentReader,
     WrongHostError,
 )
+from segstore_shared.deadline import DEFAULT_UNREACHABLE_TIMEOUT_S
 from segstore_shared.errors import RetriableError
 
 _log = logging.getLogger(__name__)
@@ -67,14 +72,17 @@ class StreamReaderConfig:
     """Events read ahead of the caller across all segments (each segment reader also prefetches bytes)."""
     controller_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=10, max_delay_ms=2_000))
     """Retries of controller calls that fail retriably (controller unavailable)."""
-    segment_restarts: int = 5
-    """How often a segment reader that lost its segment store (connection, WrongHost) is restarted."""
+    segment_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=1_000, max_delay_ms=1_000))
+    """Backoff of a segment reader restarted after its segment store answered WrongHost or dropped the connection."""
+    segment_retry_timeout_s: float | None = None
+    """How long a segment reader may keep failing that way, without reading anything, before the reader fails with
+    the error; None: the stream manager's ``retry_timeout_s`` (30 s by default)."""
 
     def __post_init__(self) -> None:
         if self.max_buffered_events < 1:
             raise ValueError("max_buffered_events: must be at least 1")
-        if self.segment_restarts < 0:
-            raise ValueError("segment_restarts: must not be negative")
+        if self.segment_retry_timeout_s is not None and self.segment_retry_timeout_s <= 0:
+            raise ValueError(f"segment_retry_timeout_s: must be positive, not {self.segment_retry_timeout_s}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +116,9 @@ class StreamReader:
         end: StreamCut | None = None,
         config: StreamReaderConfig | None = None,
         on_endpoint_error: Callable[[str], None] | None = None,
+        retry_timeout_s: float = DEFAULT_UNREACHABLE_TIMEOUT_S,
     ) -> None:
+        """``retry_timeout_s``: the segment readers' budget when the config names none (the manager's)."""
         for cut, what in ((start, "start"), (end, "end")):
             if cut is not None and (cut.scope, cut.stream) != (scope, stream):
                 raise ValueError(f"{what}: a cut of {cut.scope}/{cut.stream}, not of {scope}/{stream}")
@@ -120,6 +130,7 @@ class StreamReader:
         self._start_cut = start
         self._end = dict(end.positions) if end is not None else None
         self._on_endpoint_error = on_endpoint_error
+        self._segment_retry_timeout_s = self.config.segment_retry_timeout_s or retry_timeout_s
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(self.config.max_buffered_events)
         self._active: dict[int, asyncio.Task[None]] = {}
         self._finished: set[int] = set()
@@ -236,7 +247,7 @@ class StreamReader:
 
     async def _pump(self, segment_id: int, name: str, offset: int, end: int | None) -> None:
         """Feed the segment's events into the queue, then a ``_Done`` (or a ``_Failed``)."""
-        restarts = 0
+        backoff = Backoff(self.config.segment_retry, self._segment_retry_timeout_s)
         reader: SegmentReader | None = None
         try:
             while True:
@@ -244,17 +255,16 @@ class StreamReader:
                 self._readers[segment_id] = reader
                 try:
                     while (event := await reader.next_event()) is not None:
+                        backoff.succeeded()
                         await self._queue.put(StreamEvent(segment_id, event.offset, event.data))
                     break
                 except (WrongHostError, ConnectionLostError) as error:
-                    restarts += 1
-                    if restarts > self.config.segment_restarts:
-                        raise
                     _log.info("reader of %s restarts at %d after %r", name, reader.offset, error)
                     if self._on_endpoint_error is not None:
                         self._on_endpoint_error(name)
                     offset = reader.offset
                     await reader.close()
+                    await backoff.failed(error)  # raises once the failures in a row outlast the budget
             await self._queue.put(_Done(segment_id))
         except asyncio.CancelledError:
             raise

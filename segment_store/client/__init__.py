@@ -73,7 +73,7 @@ from segment_store.client.results import (
     VersionedEntry,
     VersionedKey,
 )
-from segment_store.client.retry import RetryPolicy
+from segment_store.client.retry import Backoff, RetryPolicy
 from segment_store.client.sync import BlockingClient, BlockingConditionalWriter, BlockingReader, BlockingWriter
 from segment_store.client.writer import ProgressListener, SegmentWriter
 
@@ -81,6 +81,7 @@ __all__ = [
     "NOT_EXISTS",
     "NO_VERSION",
     "AuthTokenCheckFailedError",
+    "Backoff",
     "BlockingClient",
     "BlockingConditionalWriter",
     "BlockingReader",

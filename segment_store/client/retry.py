@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -96,3 +97,31 @@ class RetryPolicy:
                     delay = delay if left is None else min(delay, left)  # the last attempt at the deadline
                     _log.debug("retrying in %.3f s after %r", delay, error)
                     await self.sleep(delay)
+
+
+class Backoff:
+    """The waits of a long-lived reader that its segment store keeps failing (WrongHost while a container moves, a
+    lost connection): :meth:`failed` sleeps the policy's next delay, or re-raises the error once the failures in a
+    row have lasted ``timeout_s`` (or used up the policy's attempts); :meth:`succeeded` (the reader read something)
+    ends the run of failures, so a reader that lives for hours survives any number of moves, each within the
+    budget."""
+
+    def __init__(self, policy: RetryPolicy, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.policy, self.timeout_s, self._clock = policy, timeout_s, clock
+        self.failures = 0
+        """Failures in a row (0 after a success)."""
+        self._first_at = 0.0
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+    async def failed(self, error: BaseException) -> None:
+        """Wait before the next attempt, or raise ``error`` if this run of failures has used up the budget."""
+        now = self._clock()
+        if self.failures == 0:
+            self._first_at = now
+        self.failures += 1
+        left = self.timeout_s - (now - self._first_at)
+        if left <= 0 or self.failures >= self.policy.max_attempts:
+            raise error
+        await self.policy.sleep(min(self.policy.delay_s(self.failures + 1), left))

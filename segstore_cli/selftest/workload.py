@@ -95,8 +95,9 @@ class PlainWriter:
         self.rng = random.Random(seed)
         self.incarnation = 0
         self.last_error: BaseException | None = None
-        self.last_acked: dict[str, EventId] = {}
-        """Per key, the last event of the current incarnation that was acknowledged."""
+        self.last_acked: dict[str, tuple[EventId, float]] = {}
+        """Per key, the last event of the current incarnation that was acknowledged, with the loop time it was
+        handed to the writer."""
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -115,8 +116,9 @@ class PlainWriter:
                     key = self.rng.choice(self.keys)
                     seqs[key] += 1
                     event = EventId("P", source, key, seqs[key])
+                    sent_at = asyncio.get_running_loop().time()
                     future = await writer.write_event(encode(event), key)
-                    future.add_done_callback(partial(self._on_ack, event))
+                    future.add_done_callback(partial(self._on_ack, event, sent_at))
                     self.stats.written += 1
                     await self.pacer.tick()
                 await writer.flush()
@@ -131,7 +133,7 @@ class PlainWriter:
         self.stats.writer_failures += 1
         self.last_error = exc
 
-    def _on_ack(self, event: EventId, future: asyncio.Future[None]) -> None:
+    def _on_ack(self, event: EventId, sent_at: float, future: asyncio.Future[None]) -> None:
         if future.cancelled() or future.exception() is not None:
             return
         now = asyncio.get_running_loop().time()
@@ -139,8 +141,8 @@ class PlainWriter:
         if self.stalls is not None:
             self.stalls.acked(now)
         last = self.last_acked.get(event.key)
-        if event.source == f"{self.name}.{self.incarnation}" and (last is None or last.seq < event.seq):
-            self.last_acked[event.key] = event
+        if event.source == f"{self.name}.{self.incarnation}" and (last is None or last[0].seq < event.seq):
+            self.last_acked[event.key] = event, sent_at
 
 
 class TxnWriter:
@@ -254,6 +256,9 @@ class TailReader:
         self.order = SequenceTracker()
         self.reader: StreamReader | None = None
         """The current incarnation's reader."""
+        self.started_at = 0.0
+        """Loop time at which the current incarnation had the tail it starts at: it reads every event handed to a
+        writer after that (appended after the lengths in its start cut), none acknowledged before it asked."""
 
     async def describe(self) -> str:
         """Where the current incarnation's reader is, for a report that it stopped: per segment it reads, its
@@ -283,6 +288,7 @@ class TailReader:
         while not stop.is_set():
             try:
                 start: StreamCut = await self.manager.tail_cut(self.scope, self.stream)
+                self.started_at = asyncio.get_running_loop().time()
                 await self._follow(start, stop)
                 if not stop.is_set():  # the reader ended: it found no segment left to read (a restart too)
                     self.stats.tail_restarts += 1

@@ -4,17 +4,20 @@ reset, readers going offline. Processes, kill -9 and the official client: test_r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import defaultdict
 from types import SimpleNamespace
 
 import pytest
 from fake_controller import FakeController
+from moving_segments import MovingSegments
 
 from controller_client.model import ReaderGroupRetention, ScalingPolicy, StreamConfiguration, StreamCut
 from controller_client.reader_groups.group import CheckpointTimeoutError, ReaderGroup, ReaderGroupNotInitializedError
 from controller_client.reader_groups.reader import EventStreamReader, GroupReaderConfig
 from controller_client.reader_groups.state import ReaderAlreadyOnlineError, ReaderOfflineError
 from controller_client.stream_manager import StreamManager
+from segment_store.client import ReaderConfig, RetryPolicy
 
 pytestmark = pytest.mark.integration
 
@@ -306,3 +309,41 @@ async def test_a_reader_waiting_with_a_timeout_ends_when_cancelled_as_an_item_ar
         async with asyncio.timeout(10.0):
             await task
     await reader.close()
+
+
+async def test_a_group_reader_outlives_any_number_of_container_moves(manager: StreamManager) -> None:
+    """A group's reader on a segment whose container moves eight times (every read answered ``WrongHost`` for a
+    while, its segment reader restarted again and again) reads every event once and in order (it failed after its
+    fifth restart in all, however far apart)."""
+    await _stream(manager, 1)
+    moving = MovingSegments(manager.client)
+    fast = RetryPolicy(max_attempts=1_000, initial_delay_ms=2, max_delay_ms=10)
+    segment_reader = ReaderConfig(retry=RetryPolicy(max_attempts=3, initial_delay_ms=2, max_delay_ms=5))
+    config = dataclasses.replace(FAST, segment_reader=segment_reader, segment_retry=fast, segment_retry_timeout_s=5.0)
+    reader = await (await _group(manager)).create_reader("r", config)
+    read: list[tuple[str, bytes]] = []
+
+    async def read_up_to(count: int) -> None:
+        async with asyncio.timeout(10.0):
+            while len(read) < count:
+                event = await reader.next_event(timeout_s=10.0)
+                if event is not None and event.data is not None:
+                    read.append((reader.name, event.data))
+
+    written = 0
+    for _ in range(8):
+        await _write(manager, 4, written, 20)
+        written += 20
+        await read_up_to(written)
+        refused = moving.refused
+        moving.moving = True
+        await _write(manager, 4, written, 5)  # wakes the reader waiting at the tail
+        written += 5
+        async with asyncio.timeout(10.0):
+            while moving.refused < refused + 10:  # the reader tries again and again (with backoff)
+                await asyncio.sleep(0.01)
+        moving.moving = False
+    await read_up_to(written)
+    await reader.close()
+    _check_once_in_key_order(read, written)
+    assert moving.refused >= 80

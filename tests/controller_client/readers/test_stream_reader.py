@@ -8,12 +8,13 @@ from collections import defaultdict
 
 import pytest
 from fake_controller import FakeController
+from moving_segments import MovingSegments
 
 from controller_client.model import ScalingPolicy, SegmentRange, StreamConfiguration, StreamCut
 from controller_client.readers.stream_reader import StreamEvent, StreamReader, StreamReaderConfig
 from controller_client.stream_manager import StreamManager
 from controller_client.writers.event_writer import EventStreamWriter
-from segment_store.client import SegmentIsTruncatedError
+from segment_store.client import ReaderConfig, RetryPolicy, SegmentIsTruncatedError, WrongHostError
 
 pytestmark = pytest.mark.integration
 
@@ -254,3 +255,55 @@ async def test_a_reader_waiting_with_a_timeout_ends_when_cancelled_as_an_event_a
     with pytest.raises(asyncio.CancelledError):
         async with asyncio.timeout(5.0):
             await task
+
+
+async def test_a_reader_outlives_any_number_of_container_moves_and_fails_after_its_budget(
+    manager: StreamManager,
+) -> None:
+    """A reader following the tail while its segment's container moves eight times (each move answered with
+    ``WrongHost`` by every read for a while, the segment reader restarted again and again) reads every event once
+    and in order: a run of failures ends when it reads again. (It gave up after its fifth restart in all, however
+    far apart.) A move that never ends fails the reader with ``WrongHost`` once the failures in a row have lasted
+    its budget."""
+    await _stream(manager, "moves", 1)
+    moving = MovingSegments(manager.client)
+    fast = RetryPolicy(max_attempts=1_000, initial_delay_ms=2, max_delay_ms=10)
+    segment_reader = ReaderConfig(retry=RetryPolicy(max_attempts=3, initial_delay_ms=2, max_delay_ms=5))
+    config = StreamReaderConfig(segment_reader=segment_reader, segment_retry=fast, segment_retry_timeout_s=1.0)
+    counters: dict[str, int] = defaultdict(int)
+    written: list[bytes] = []
+    async with (
+        await manager.create_writer(SCOPE, "moves") as writer,
+        manager.create_reader(SCOPE, "moves", config=config) as reader,
+    ):
+        read: list[bytes] = []
+
+        async def read_up_to(count: int) -> None:
+            while len(read) < count:
+                event = await reader.next_event(timeout_s=10.0)
+                assert event is not None
+                read.append(event.data)
+
+        for move in range(8):
+            written += await _write(writer, f"M{move}", 20, counters)
+            await read_up_to(len(written))
+            refused = moving.refused
+            moving.moving = True
+            written += await _write(writer, f"D{move}", 5, counters)  # wakes the reader waiting at the tail
+            async with asyncio.timeout(10.0):
+                while moving.refused < refused + 10:  # the reader tries again and again (with backoff)
+                    await asyncio.sleep(0.01)
+            moving.moving = False
+        written += await _write(writer, "after", 20, counters)
+        await read_up_to(len(written))  # read after the last move: its run of failures ended
+        assert read == written  # one segment: the order written, each once
+        assert moving.refused >= 80
+
+        started = asyncio.get_running_loop().time()
+        moving.moving = True  # for good
+        written += await _write(writer, "end", 1, counters)
+        await read_up_to(len(written))  # the read in flight when it moved
+        with pytest.raises(WrongHostError):
+            async with asyncio.timeout(10.0):
+                await reader.next_event(timeout_s=10.0)
+        assert asyncio.get_running_loop().time() - started >= 1.0  # the failures in a row lasted the budget
