@@ -9,10 +9,11 @@ segment already has fails its condition instead of being stored twice (the clien
 ``DataAppended`` replies sent in order, each naming the previous acknowledged number and the
 segment's length after the append.
 
-Appends are submitted to their containers strictly in arrival order (one pump per connection),
-so one writer's appends reach the durable log in order. A writer's first failure is answered
-once (``SegmentIsSealed``, ``NoSuchSegment``, ``WrongHost``, ...); its later pipelined appends
-fail silently until it sets up again.
+Appends are submitted to their containers strictly in arrival order, so one writer's appends reach the
+durable log in order: at once when nothing waits before them (the common case: no event-loop turn between
+the socket and the durable log), else by the connection's pump, which waits while a container throttles.
+A writer's first failure is answered once (``SegmentIsSealed``, ``NoSuchSegment``, ``WrongHost``, ...); its
+later pipelined appends fail silently until it sets up again.
 
 Replies of one session (writer and segment) go out in the order of its appends, as Pravega's
 protocol requires: an ack for event *n* precedes any reply about a later event. Some failures are
@@ -54,6 +55,7 @@ from segstore_shared.contracts import (
     AttributeUpdateType,
     BadAttributeUpdateError,
     BadOffsetError,
+    ContainerNotOwnedError,
 )
 
 log = logging.getLogger(__name__)
@@ -110,8 +112,19 @@ class ConnectionAppends:
         self._send(AppendSetup(command.request_id, command.segment, command.writer_id, last))
 
     def append(self, append: Append) -> None:
-        """Take an assembled append (in wire order); it is submitted by the pump, in this order."""
+        """Take an assembled append (in wire order) and submit it, in this order: at once if nothing waits
+        before it and its container takes appends now (one event-loop turn less per append block), else the pump
+        does (it waits while the container throttles, and answers a container that is not here)."""
         self._bytes_changed(len(append.data))
+        if not self._queue:
+            try:
+                container = self._registry.for_segment(append.segment)
+            except ContainerNotOwnedError:
+                pass  # the pump answers WrongHost, in order
+            else:
+                if not container.throttled:
+                    self._submit(container, append)
+                    return
         self._queue.append(append)
         self._wake.set()
 

@@ -398,7 +398,8 @@ class FileLedgerLog:
                 await self._blocking(writer.write_group, [item.data for item in group])
                 ACTIVITY.note("tier1_group_commit", started, time.perf_counter())
                 self._written = group[-1].address
-                self._synced.set()
+                if not self._acknowledge_within_lease(self._written):
+                    self._synced.set()  # the confirmer asks ZooKeeper first
         except DurableDataLogError as exc:
             self._fail(exc)
         except OSError as exc:
@@ -448,10 +449,7 @@ class FileLedgerLog:
                     self._renew_if_halfway(lease)
                 if self._state is not _State.OPEN:
                     return
-                self._acked = target
-                outstanding = self._outstanding
-                while outstanding and outstanding[0].address is not None and outstanding[0].address <= target:
-                    _settle(outstanding.popleft(), None)
+                self._acknowledge(target)
         except DurableDataLogError as exc:
             self._fail(exc)
         except CoordinationError as exc:
@@ -459,6 +457,26 @@ class FileLedgerLog:
         except Exception as exc:
             self._fail(with_cause(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
             raise
+
+    def _acknowledge_within_lease(self, target: LogAddress) -> bool:
+        """Acknowledge the appends up to ``target`` (synced) at once if the lease holds, as the confirmer would
+        without asking ZooKeeper, saving the event-loop turn of waking it (one of the few every append block
+        takes); False if the lease needs a check first (then the confirmer does it)."""
+        lease = self._keeper.lease_ms / 2000
+        if self._lease_expired(lease):
+            return False
+        if self._renewal is None or self._renewal.done():
+            self._renew_if_halfway(lease)
+        self._acknowledge(target)
+        return True
+
+    def _acknowledge(self, target: LogAddress) -> None:
+        """Settle the appends up to ``target``, in order (the confirmer and the writer both call this)."""
+        if self._acked is None or target > self._acked:
+            self._acked = target
+        outstanding = self._outstanding
+        while outstanding and outstanding[0].address is not None and outstanding[0].address <= target:
+            _settle(outstanding.popleft(), None)
 
     def _lease_expired(self, lease: float) -> bool:
         return self._lease_start is None or self._clock() - self._lease_start >= lease
