@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from controller_client.controller.api import ControllerClient, ControllerClientConfig
@@ -28,14 +28,18 @@ from controller_client.model import StreamCut, qualified_segment_name
 from controller_client.stream_manager import StreamManager, StreamManagerConfig
 from pravega_spark.errors import SegstoreOptionError, shown_alone
 from segment_store.client import (
+    Backoff,
     ClientClosedError,
     ClientConfig,
     ConnectionLostError,
     NoSuchSegmentError,
     OperationUnsupportedError,
     ReaderConfig,
+    RetryPolicy,
     SegmentIsTruncatedError,
     SegmentStatus,
+    StorageChunkLocations,
+    WrongHostError,
 )
 from segstore_shared.auth.tls import TlsConfigError
 from segstore_shared.loop_thread import LoopThread
@@ -43,6 +47,9 @@ from segstore_shared.loop_thread import LoopThread
 _log = logging.getLogger("pravega_spark.offsets")  # its logger before it had a module of its own
 _T = TypeVar("_T")
 MIB = 1024 * 1024
+MOVED_RETRY = RetryPolicy(max_attempts=1_000, max_delay_ms=1_000)
+"""Backoff of a segment call or read asked again after its segment store answered WrongHost (the container moves),
+within the connection's budget."""
 
 
 def shipped_file(path: str | None) -> str | None:
@@ -195,12 +202,34 @@ class StreamConnection:
     def chunks(self, scope: str, stream: str, segment_id: int, start: int, end: int) -> Iterator[bytes]:
         """The bytes ``[start, end)`` of a segment, as the segment store returns them."""
         name = qualified_segment_name(scope, stream, segment_id)
-        reader = self.manager.client.reader(name, start, end)
-        try:
-            while chunk := self.run(reader.read()):
-                yield chunk
-        finally:
-            self.run(reader.close())
+        backoff = Backoff(MOVED_RETRY, self.manager.retry_timeout_s)
+        offset = start
+        while True:  # read again from where it stopped after a move, with its owner looked up anew
+            reader = self.manager.client.reader(name, offset, end)
+            try:
+                while chunk := self.run(reader.read()):
+                    backoff.succeeded()
+                    offset += len(chunk)
+                    yield chunk
+                return
+            except (WrongHostError, ConnectionLostError) as error:
+                _log.info("%s: reading again at %d after %r", name, offset, error)
+                self.manager.invalidate_segment(name)
+                self.run(backoff.failed(error))  # raises once the failures in a row outlast the budget
+            finally:
+                self.run(reader.close())
+
+    async def _on_its_owner(self, segment: str, call: Callable[[], Awaitable[_T]]) -> _T:
+        """``call`` on ``segment``, asked again with its owner looked up anew (and backoff) while its segment store
+        answers WrongHost (the container moves between segment stores), within the connection's budget. A lost
+        connection is the caller's to judge (a Pravega segment store hangs up on commands it does not know)."""
+        backoff = Backoff(MOVED_RETRY, self.manager.retry_timeout_s)
+        while True:
+            try:
+                return await call()
+            except WrongHostError as error:
+                self.manager.invalidate_segment(segment)
+                await backoff.failed(error)
 
     def event_starts(self, scope: str, stream: str, segment_id: int, targets: Sequence[int]) -> list[int] | None:
         """Per offset of ``targets``, an event start of the segment at or after it (the first one, from a segstore
@@ -213,8 +242,11 @@ class StreamConnection:
         async def locate() -> list[int]:
             return list(await asyncio.gather(*(client.locate_offset(name, t) for t in targets)))
 
+        async def located() -> list[int]:
+            return await self._on_its_owner(name, locate)
+
         try:
-            return self.run(locate())
+            return self.run(located())
         except OperationUnsupportedError:
             _log.warning("%s: the segment store does not know LocateOffset; its ranges are read whole", name)
             return None
@@ -236,7 +268,8 @@ class StreamConnection:
             return None
         name = qualified_segment_name(scope, stream, segment_id)
         try:
-            return self.run(self.manager.client.ingest_times(name, start, end))
+            client = self.manager.client
+            return self.run(self._on_its_owner(name, lambda: client.ingest_times(name, start, end)))
         except (OperationUnsupportedError, ConnectionLostError) as error:
             self._no_ingest_times = True
             _log.warning(
@@ -249,10 +282,18 @@ class StreamConnection:
 
     # the blocking segment calls :func:`pravega_spark.read.tier2_direct.read_range` makes (segment names)
     def get_segment_info(self, segment: str) -> SegmentStatus:
-        return self.run(self.manager.client.get_segment_info(segment))
+        client = self.manager.client
+        return self.run(self.manager.segment_call(segment, lambda: client.get_segment_info(segment)))
+
+    def list_storage_chunk_locations(self, segment: str, start: int, end: int) -> StorageChunkLocations:
+        """segstore's extension (:mod:`pravega_spark.read.tier2_locations`); a lost connection is raised (a segment
+        store that does not know the extension hangs up)."""
+        client = self.manager.client
+        return self.run(self._on_its_owner(segment, lambda: client.list_storage_chunk_locations(segment, start, end)))
 
     def list_storage_chunks(self, segment: str) -> list[Any]:
-        return self.run(self.manager.client.list_storage_chunks(segment))
+        client = self.manager.client
+        return self.run(self.manager.segment_call(segment, lambda: client.list_storage_chunks(segment)))
 
     def is_valid_cut(self, cut: StreamCut) -> bool:
         return bool(self.run(self.controller.is_stream_cut_valid(cut)))

@@ -91,15 +91,11 @@ def refused_stores() -> set[tuple[str, str]]:
 
 
 def _locations_call(client: Any) -> _Call | None:
-    """The blocking extension call of ``client``: a BlockingClient's, ``pravega_spark.connection.StreamConnection``'s
-    (through its segment client), a stand-in's ``list_storage_chunk_locations``; None if it has none."""
+    """The blocking extension call of ``client``: the ``list_storage_chunk_locations`` of a BlockingClient, of a
+    ``pravega_spark.connection.StreamConnection`` (which asks the segment's owner again after a move), of a
+    stand-in; None if it has none."""
     call: _Call | None = getattr(client, "list_storage_chunk_locations", None)
-    if call is not None:
-        return call
-    manager = getattr(client, "manager", None)
-    if manager is not None and hasattr(client, "run"):
-        return lambda segment, start, end: client.run(manager.client.list_storage_chunk_locations(segment, start, end))
-    return None
+    return call
 
 
 def speaks_extension(client: Any) -> bool:

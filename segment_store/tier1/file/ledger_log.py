@@ -397,8 +397,10 @@ class FileLedgerLog:
                 started = time.perf_counter()
                 await self._blocking(writer.write_group, [item.data for item in group])
                 ACTIVITY.note("tier1_group_commit", started, time.perf_counter())
-                self._written = group[-1].address
-                if not self._acknowledge_within_lease(self._written):
+                written = group[-1].address
+                assert written is not None  # _take_group gave every entry its address
+                self._written = written
+                if not self._acknowledge_within_lease(written):
                     self._synced.set()  # the confirmer asks ZooKeeper first
         except DurableDataLogError as exc:
             self._fail(exc)
