@@ -18,7 +18,10 @@ hour at this rate: those that came into the table (every chunk the segment store
 those left at the end (after compaction merged them).
 
 ``--no-tables`` runs the same writes on a standalone without tables: the acknowledgement latency to compare
-(what the maintainer's commits, on a worker thread of the segment store, cost the appends).
+(what the maintainer's commits, on a worker thread of the segment store, cost the appends); ``--no-watcher`` keeps
+the tables but runs no watcher (its CPU then does not weigh on the writer and the segment store; no freshness).
+Every run also prints the segment store's own view of the timed part (:mod:`server_view`): its append and Tier-1
+write latencies, its event loop's stalls and timed activities.
 
     PYTHONPATH=. .venv/bin/python bench/iceberg_freshness.py [--rate 10000] [--seconds 30] [--json PATH]
 """
@@ -31,6 +34,7 @@ import collections
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -42,6 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchlib import percentile, table
+from server_view import View, server_view, span
 
 SCOPE, STREAM = "bench", "fresh"
 KEYS = 16
@@ -80,11 +85,14 @@ async def write(
     acked: dict[int, float],
     latencies: list[float],
     data_dir: Path | None,
+    metrics_port: int,
+    views: list[View],
 ) -> tuple[int, float]:
     """Create the stream, write the warm-up events and wait for the table, then write ``rate`` events/s for
     ``seconds``; ``acked[n]`` = when event n's batch was acknowledged (epoch s), ``latencies`` gets each timed
-    event's acknowledgement latency (s). No table is awaited without ``data_dir``. Returns how many in all, and the
-    seconds the timed part took."""
+    event's acknowledgement latency (s); ``views`` the segment store's own view (:mod:`server_view`) before and
+    after the timed part. No table is awaited without ``data_dir``. Returns how many in all, and the seconds the
+    timed part took."""
     from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
 
     async with await ControllerClient.connect(uri) as controller, StreamManager(controller) as manager:
@@ -94,6 +102,7 @@ async def write(
             await (await writer.write_events([(event(n, size), f"key-{n % KEYS}") for n in range(WARM_UP)]))
             if data_dir is not None:
                 await asyncio.to_thread(wait_for_table, data_dir)
+            views.append(await asyncio.to_thread(server_view, metrics_port))
             started = time.monotonic()
             written = WARM_UP
             pending: list[asyncio.Future[None]] = []
@@ -117,6 +126,7 @@ async def write(
             await writer.flush()
             await asyncio.gather(*pending)
             took = time.monotonic() - started
+            views.append(await asyncio.to_thread(server_view, metrics_port))
     return written, took
 
 
@@ -195,6 +205,8 @@ def watched(
     env: dict[str, str],
     acked: dict[int, float],
     latencies: list[float],
+    metrics_port: int,
+    views: list[View],
 ) -> tuple[int, float, Watcher, collections.Counter[int], dict[str, int]]:
     """The timed writes with a watcher process noting when each event is first in the table."""
     stop, seen_json = temporary / "stop", temporary / "seen.json"
@@ -202,7 +214,18 @@ def watched(
     watcher_process = subprocess.Popen(watch, env=env)
     try:
         sent_at, written_s = asyncio.run(
-            write(uri, args.rate, args.seconds, args.event_bytes, args.segments, acked, latencies, data_dir)
+            write(
+                uri,
+                args.rate,
+                args.seconds,
+                args.event_bytes,
+                args.segments,
+                acked,
+                latencies,
+                data_dir,
+                metrics_port,
+                views,
+            )
         )
         watcher = Watcher(data_dir, args.poll_ms / 1000, stop)
         deadline = time.monotonic() + 60
@@ -243,37 +266,58 @@ def main() -> None:
     parser.add_argument(
         "--no-tables", action="store_true", help="the same writes without tables: acknowledgement latency only"
     )
+    parser.add_argument(
+        "--no-watcher", action="store_true",
+        help="tables on, but no watcher process (its CPU out of the acknowledgement latency): no freshness",
+    )  # fmt: skip
     args = parser.parse_args()
 
     from segstore_shared.coordination.zookeeper_server import free_port
 
     acked: dict[int, float] = {}
     latencies: list[float] = []
+    views: list[View] = []
     with tempfile.TemporaryDirectory() as temporary:
         data_dir = Path(temporary) / "data"
         port = free_port()
         command = [sys.executable, "-m", "segstore_cli", "standalone", "--data-dir", str(data_dir),
-                   "--controller-port", str(port), "--segmentstore-port", str(free_port()),
+                   "--controller-port", str(port), "--segmentstore-port", str(free_port()), "--metrics-port", "0",
                    *([] if args.no_tables else ["--iceberg-tables", f"{SCOPE}/*"])]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
         standalone = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
         try:
             assert standalone.stdout is not None
-            next(line for line in standalone.stdout if "ready" in line)
+            ready = next(line for line in standalone.stdout if "ready" in line)
+            found = re.search(r":(\d+) \(segment store\)", ready)
+            assert found is not None, ready
+            metrics_port = int(found.group(1))
             uri = f"tcp://127.0.0.1:{port}"
-            if args.no_tables:
+            if args.no_tables or args.no_watcher:
                 sent_at, written_s = asyncio.run(
-                    write(uri, args.rate, args.seconds, args.event_bytes, args.segments, acked, latencies, None)
+                    write(
+                        uri,
+                        args.rate,
+                        args.seconds,
+                        args.event_bytes,
+                        args.segments,
+                        acked,
+                        latencies,
+                        None if args.no_tables else data_dir,
+                        metrics_port,
+                        views,
+                    )
                 )
             else:
-                sent_at, written_s, watcher, counts, shape = watched(args, data_dir, Path(temporary), uri, env,
-                                                                     acked, latencies)  # fmt: skip
+                sent_at, written_s, watcher, counts, shape = watched(
+                    args, data_dir, Path(temporary), uri, env, acked, latencies, metrics_port, views
+                )
         finally:
             standalone.terminate()
             standalone.wait(60)
     latencies.sort()
     result: dict[str, Any] = {
         "tables": not args.no_tables,
+        "watcher": not (args.no_tables or args.no_watcher),
         "rate_events_per_s": args.rate,
         "achieved_events_per_s": round((sent_at - WARM_UP) / written_s),
         "seconds": args.seconds,
@@ -287,7 +331,7 @@ def main() -> None:
     title = (
         f"{sent_at:,} events of {args.event_bytes} B at {result['achieved_events_per_s']:,}/s, {args.segments} segments"
     )
-    if not args.no_tables:
+    if not (args.no_tables or args.no_watcher):
         missing = sent_at - len(counts)
         twice = sum(1 for c in counts.values() if c > 1)
         assert missing == 0 and twice == 0 and set(counts) == set(range(sent_at)), (missing, twice)
@@ -314,6 +358,16 @@ def main() -> None:
         [{"q": f"p{q}", "ms": v} for q, v in result["ack_latency_ms"].items()],
         [("q", "percentile"), ("ms", "latency ms")],
     )
+    server = result["server"] = span(views[0], views[1])
+    quantiles = ("p50", "p99", "p99.9")
+    rows = [{"what": f"{key} ({server[key]['count']:,})", **{q: server[key][f"{q}_le_ms"] for q in quantiles}}
+            for key in ("append", "tier1_write")]  # fmt: skip
+    table("The segment store's view of the timed part (ms, upper bound of the histogram bucket)", rows,
+          [("what", "what (count)"), ("p50", "p50 <="), ("p99", "p99 <="), ("p99.9", "p99.9 <=")])  # fmt: skip
+    causes = [{"kind": kind, "cause": cause, **numbers} for kind in ("stall", "activity")
+              for cause, numbers in server[kind].items()]  # fmt: skip
+    table("Its event loop's stalls and timed activities meanwhile", causes,
+          [("kind", "kind"), ("cause", "cause"), ("count", "count"), ("ms", "ms")])  # fmt: skip
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwritten {args.json}")
