@@ -78,22 +78,21 @@ WARM_UP = KEYS
 
 async def write(
     uri: str,
-    rate: int,
-    seconds: float,
-    size: int,
-    segments: int,
+    args: argparse.Namespace,
     acked: dict[int, float],
     latencies: list[float],
     data_dir: Path | None,
     metrics_port: int,
     views: list[View],
 ) -> tuple[int, float]:
-    """Create the stream, write the warm-up events and wait for the table, then write ``rate`` events/s for
-    ``seconds``; ``acked[n]`` = when event n's batch was acknowledged (epoch s), ``latencies`` gets each timed
-    event's acknowledgement latency (s); ``views`` the segment store's own view (:mod:`server_view`) before and
-    after the timed part. No table is awaited without ``data_dir``. Returns how many in all, and the seconds the
-    timed part took."""
+    """Create the stream (``args.segments``), write the warm-up events and wait for the table, then write
+    ``args.rate`` events/s of ``args.event_bytes`` for ``args.seconds``; ``acked[n]`` = when event n's batch was
+    acknowledged (epoch s), ``latencies`` gets each timed event's acknowledgement latency (s); ``views`` the
+    segment store's own view (:mod:`server_view`) before and after the timed part. No table is awaited without
+    ``data_dir``. Returns how many in all, and the seconds the timed part took."""
     from controller_client import ControllerClient, ScalingPolicy, StreamConfiguration, StreamManager
+
+    rate, seconds, size, segments = args.rate, args.seconds, args.event_bytes, args.segments
 
     async with await ControllerClient.connect(uri) as controller, StreamManager(controller) as manager:
         await manager.create_scope(SCOPE)
@@ -213,20 +212,7 @@ def watched(
     watch = [sys.executable, __file__, "--watch", str(data_dir), str(args.poll_ms), str(stop), str(seen_json)]
     watcher_process = subprocess.Popen(watch, env=env)
     try:
-        sent_at, written_s = asyncio.run(
-            write(
-                uri,
-                args.rate,
-                args.seconds,
-                args.event_bytes,
-                args.segments,
-                acked,
-                latencies,
-                data_dir,
-                metrics_port,
-                views,
-            )
-        )
+        sent_at, written_s = asyncio.run(write(uri, args, acked, latencies, data_dir, metrics_port, views))
         watcher = Watcher(data_dir, args.poll_ms / 1000, stop)
         deadline = time.monotonic() + 60
         while len(watcher.final()[0]) < sent_at and time.monotonic() < deadline:
@@ -294,18 +280,7 @@ def main() -> None:
             uri = f"tcp://127.0.0.1:{port}"
             if args.no_tables or args.no_watcher:
                 sent_at, written_s = asyncio.run(
-                    write(
-                        uri,
-                        args.rate,
-                        args.seconds,
-                        args.event_bytes,
-                        args.segments,
-                        acked,
-                        latencies,
-                        None if args.no_tables else data_dir,
-                        metrics_port,
-                        views,
-                    )
+                    write(uri, args, acked, latencies, None if args.no_tables else data_dir, metrics_port, views)
                 )
             else:
                 sent_at, written_s, watcher, counts, shape = watched(
