@@ -4,16 +4,14 @@ A log is an ordered list of ledgers (files, see :mod:`.ledger_file`) plus one me
 record in the coordination store (:mod:`.log_metadata`: epoch, owner, ledgers with the
 end of each closed one, truncation point), changed only by versioned compare-and-set.
 
-Writing (group commit). ``append`` queues the entry and returns a future. A writer task
-takes every queued entry (up to ``max_batch_bytes``), and a dedicated writer thread
-writes them with one ``writev`` and one ``fdatasync``. A confirmer task then checks
-ownership with a linearized metadata read (``sync`` + ``get``: the epoch is still ours;
-:meth:`CoordinationStore.read_linearized` sends both at once, and the logs of one process
-share a sync sent after all of them asked) and only then completes the futures, in order.
-The check of one group overlaps the write of the next, and one check covers every group
-synced before it started, and (the lease, below) every group synced in the half lease after
-it started; halfway through that, a check runs in the background, so under steady load no
-acknowledgement waits for ZooKeeper.
+Writing (group commit). ``append`` queues the entry and returns a future. A writer task takes every queued entry
+(up to ``max_batch_bytes``), and a dedicated writer thread writes them with one ``writev`` and one ``fdatasync``.
+Ownership is then proven by a linearized metadata read (``sync`` + ``get``: the epoch is still ours;
+:meth:`CoordinationStore.read_linearized` sends both at once, and the logs of one process share a sync sent after
+all of them asked), and only then are the futures completed, in order. One check covers every group synced before
+it started, and (the lease, below) every group synced in the half lease after it started: the writer task completes
+such a group itself; else a confirmer task checks, overlapping the write of the next group. Halfway through the
+lease a check runs in the background, so under steady load no acknowledgement waits for ZooKeeper.
 Rollover (by size) creates and syncs the next ledger file and its directory entry, then
 CASes the metadata (close the current ledger at its last entry, add the new one).
 
@@ -402,15 +400,9 @@ class FileLedgerLog:
                 self._written = written
                 if not self._acknowledge_within_lease(written):
                     self._synced.set()  # the confirmer asks ZooKeeper first
-        except DurableDataLogError as exc:
-            self._fail(exc)
-        except OSError as exc:
-            self._fail(with_cause(DataLogWriteError(f"log {self.name}: write failed: {exc}"), exc))
-        except CoordinationError as exc:
-            self._fail(with_cause(DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}"), exc))
         except Exception as exc:
-            self._fail(with_cause(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
-            raise
+            if self._fail_with(exc):
+                raise
 
     async def _rollover(self, old: LedgerWriter) -> LedgerWriter:
         async with self._metadata_lock:
@@ -452,13 +444,9 @@ class FileLedgerLog:
                 if self._state is not _State.OPEN:
                     return
                 self._acknowledge(target)
-        except DurableDataLogError as exc:
-            self._fail(exc)
-        except CoordinationError as exc:
-            self._fail(with_cause(DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}"), exc))
         except Exception as exc:
-            self._fail(with_cause(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
-            raise
+            if self._fail_with(exc):
+                raise
 
     def _acknowledge_within_lease(self, target: LogAddress) -> bool:
         """Acknowledge the appends up to ``target`` (synced) at once if the lease holds, as the confirmer would
@@ -497,17 +485,25 @@ class FileLedgerLog:
         started = self._clock()
         try:
             await self._keeper.check_owner(self._epoch)
-        except DurableDataLogError as exc:
-            self._fail(exc)
-            return
-        except CoordinationError as exc:
-            self._fail(with_cause(DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}"), exc))
-            return
         except Exception as exc:
-            _log.exception("log %s: lease renewal failed", self.name)
-            self._fail(with_cause(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
+            if self._fail_with(exc):
+                _log.exception("log %s: lease renewal failed", self.name)
             return
         self._renewed(started)
+
+    def _fail_with(self, exc: Exception) -> bool:
+        """Fail the log with ``exc`` as the Tier-1 error it means (a disk or a coordination failure); True if it was
+        unexpected (an internal error, which the caller lets propagate or logs)."""
+        if isinstance(exc, DurableDataLogError):
+            self._fail(exc)
+        elif isinstance(exc, OSError):
+            self._fail(with_cause(DataLogWriteError(f"log {self.name}: write failed: {exc}"), exc))
+        elif isinstance(exc, CoordinationError):
+            self._fail(with_cause(DataLogNotAvailableError(f"log {self.name}: coordination failed: {exc}"), exc))
+        else:
+            self._fail(with_cause(DataLogWriteError(f"log {self.name}: internal error: {exc!r}"), exc))
+            return True
+        return False
 
     def _fail(self, error: DurableDataLogError) -> None:
         """Fail every accepted, unacknowledged append (in call order) and stop accepting."""
