@@ -22,18 +22,21 @@ inject faults.
 from __future__ import annotations
 
 import contextlib
+import logging
 import mmap
 import os
 import re
 import struct
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from segment_store.tier1.log import DataLogCorruptedError
 from segstore_shared.loop_stalls import ACTIVITY
+
+_log = logging.getLogger(__name__)
 
 FILE_MAGIC = b"SSLEDGR1"
 FILE_HEADER = struct.Struct(">8sQQI4x")
@@ -102,6 +105,24 @@ class LedgerStorage(Protocol):
     def delete(self, path: Path) -> None: ...
 
     def list_directory(self, path: Path) -> list[str]: ...
+
+
+def unreferenced_ledger_files(
+    storage: LedgerStorage, directory: Path, referenced: set[tuple[int, int]], epoch: int
+) -> list[Path]:
+    """The ledger files in ``directory`` of epochs before ``epoch`` that ``referenced`` (``(ledger_id, epoch)``
+    pairs: the log metadata's ledgers) does not name: nobody can need them."""
+    names = [(name, parse_ledger_file_name(name)) for name in storage.list_directory(directory)]
+    return [directory / name for name, key in names if key is not None and key not in referenced and key[1] < epoch]
+
+
+def delete_ledger_files(storage: LedgerStorage, paths: Iterable[Path], log_name: str) -> None:
+    """Delete ``paths``; one that cannot be deleted is logged and left (a later collection tries again)."""
+    for path in paths:
+        try:
+            storage.delete(path)
+        except OSError as exc:
+            _log.warning("log %s: could not delete ledger file %s: %s", log_name, path.name, exc)
 
 
 class _OsSink:

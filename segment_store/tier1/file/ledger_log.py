@@ -108,9 +108,10 @@ from segment_store.tier1.file.ledger_file import (
     LedgerStorage,
     LedgerWriter,
     OsLedgerStorage,
+    delete_ledger_files,
     ledger_file_name,
-    parse_ledger_file_name,
     recover_ledger,
+    unreferenced_ledger_files,
 )
 from segment_store.tier1.file.serial_worker import SerialWorker
 from segment_store.tier1.log import (
@@ -316,14 +317,8 @@ class FileLedgerLog:
         referenced = {(ledger.ledger_id, ledger.epoch) for ledger in self._keeper.metadata.ledgers}
 
         def collect() -> None:
-            for name in self._storage.list_directory(self._dir):
-                parsed = parse_ledger_file_name(name)
-                if parsed is None or parsed in referenced or parsed[1] >= self._epoch:
-                    continue
-                try:
-                    self._storage.delete(self._dir / name)
-                except OSError as exc:
-                    _log.warning("log %s: could not delete ledger file %s: %s", self.name, name, exc)
+            files = unreferenced_ledger_files(self._storage, self._dir, referenced, self._epoch)
+            delete_ledger_files(self._storage, files, self.name)
 
         try:
             await asyncio.to_thread(collect)
@@ -580,14 +575,8 @@ class FileLedgerLog:
                 self._fail(exc)  # the metadata version we hold is no longer trustworthy
                 raise
 
-        def delete() -> None:
-            for ledger in dropped:
-                try:
-                    self._storage.delete(self._dir / ledger_file_name(ledger.ledger_id, ledger.epoch))
-                except OSError as exc:
-                    _log.warning("log %s: could not delete truncated ledger %d: %s", self.name, ledger.ledger_id, exc)
-
-        await asyncio.to_thread(delete)
+        files = [self._dir / ledger_file_name(ledger.ledger_id, ledger.epoch) for ledger in dropped]
+        await asyncio.to_thread(delete_ledger_files, self._storage, files, self.name)
 
     async def close(self) -> None:
         """Fail unacknowledged appends, wait for a write in progress, release the files."""
