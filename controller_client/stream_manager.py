@@ -63,6 +63,7 @@ from segment_store.client import (
     SegmentStoreUnreachableError,
     WrongHostError,
 )
+from segment_store.client.retry import is_retriable
 from segment_store.protocol import parse_events
 from segstore_shared import deadline
 from segstore_shared.auth.tls import TrustConfig
@@ -71,6 +72,11 @@ from segstore_shared.deadline import DEFAULT_UNREACHABLE_TIMEOUT_S
 _T = TypeVar("_T")
 TAIL_CUT_SCALE_WAIT_S = 10.0
 """How long :meth:`StreamManager.tail_cut` waits for a scale it finds half done (seals made, epoch not yet moved)."""
+
+
+def _moved(error: BaseException) -> bool:
+    """A segment call to try again on the segment's new owner: its old one answered WrongHost."""
+    return isinstance(error, WrongHostError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,9 +243,10 @@ class StreamManager:
         with deadline.budget(self.retry_timeout_s):
             return await self.config.controller_retry.call(call)
 
-    async def _segment_call(self, segment: str, call: Callable[[], Awaitable[_T]]) -> _T:
-        """A segment call that forgets the cached endpoint and retries after WrongHost or a lost connection, within
-        the budget; a segment store not reached within it raises SegmentStoreUnreachableError."""
+    async def _segment_call(self, segment: str, call: Callable[[], Awaitable[_T]], moved_only: bool = False) -> _T:
+        """A segment call that forgets the cached endpoint and retries after WrongHost or a lost connection (only
+        after WrongHost if ``moved_only``), within the budget; a segment store not reached within it raises
+        SegmentStoreUnreachableError."""
 
         async def attempt() -> _T:
             try:
@@ -252,7 +259,7 @@ class StreamManager:
         with deadline.budget(self.retry_timeout_s) as budget:
             retried_outside = budget.retrying
             try:
-                return await self.config.segment_retry.call(attempt)
+                return await self.config.segment_retry.call(attempt, _moved if moved_only else is_retriable)
             except ConnectFailedError as error:
                 if retried_outside:
                     raise  # the retry loop around this call goes on, or gives up, itself
@@ -262,9 +269,11 @@ class StreamManager:
         if self.resolver is not None:
             self.resolver.invalidate(segment)
 
-    async def segment_call(self, segment: str, call: Callable[[], Awaitable[_T]]) -> _T:
-        """Run ``call`` on ``segment``, retried after WrongHost or a lost connection (for reader groups)."""
-        return await self._segment_call(segment, call)
+    async def segment_call(self, segment: str, call: Callable[[], Awaitable[_T]], moved_only: bool = False) -> _T:
+        """Run ``call`` on ``segment``, retried after WrongHost or a lost connection (for reader groups); with
+        ``moved_only``, after WrongHost only (a lost connection is the caller's to judge: a Pravega segment store
+        hangs up on a command it does not know)."""
+        return await self._segment_call(segment, call, moved_only)
 
     def invalidate_segment(self, segment: str) -> None:
         """Forget the cached endpoint of ``segment`` (its segment store moved or went away)."""

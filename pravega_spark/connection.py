@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from controller_client.controller.api import ControllerClient, ControllerClientConfig
@@ -35,7 +35,6 @@ from segment_store.client import (
     NoSuchSegmentError,
     OperationUnsupportedError,
     ReaderConfig,
-    RetryPolicy,
     SegmentIsTruncatedError,
     SegmentStatus,
     StorageChunkLocations,
@@ -47,9 +46,6 @@ from segstore_shared.loop_thread import LoopThread
 _log = logging.getLogger("pravega_spark.offsets")  # its logger before it had a module of its own
 _T = TypeVar("_T")
 MIB = 1024 * 1024
-MOVED_RETRY = RetryPolicy(max_attempts=1_000, max_delay_ms=1_000)
-"""Backoff of a segment call or read asked again after its segment store answered WrongHost (the container moves),
-within the connection's budget."""
 
 
 def shipped_file(path: str | None) -> str | None:
@@ -202,7 +198,7 @@ class StreamConnection:
     def chunks(self, scope: str, stream: str, segment_id: int, start: int, end: int) -> Iterator[bytes]:
         """The bytes ``[start, end)`` of a segment, as the segment store returns them."""
         name = qualified_segment_name(scope, stream, segment_id)
-        backoff = Backoff(MOVED_RETRY, self.manager.retry_timeout_s)
+        backoff = Backoff(self.manager.config.segment_retry, self.manager.retry_timeout_s)
         offset = start
         while True:  # read again from where it stopped after a move, with its owner looked up anew
             reader = self.manager.client.reader(name, offset, end)
@@ -219,18 +215,6 @@ class StreamConnection:
             finally:
                 self.run(reader.close())
 
-    async def _on_its_owner(self, segment: str, call: Callable[[], Awaitable[_T]]) -> _T:
-        """``call`` on ``segment``, asked again with its owner looked up anew (and backoff) while its segment store
-        answers WrongHost (the container moves between segment stores), within the connection's budget. A lost
-        connection is the caller's to judge (a Pravega segment store hangs up on commands it does not know)."""
-        backoff = Backoff(MOVED_RETRY, self.manager.retry_timeout_s)
-        while True:
-            try:
-                return await call()
-            except WrongHostError as error:
-                self.manager.invalidate_segment(segment)
-                await backoff.failed(error)
-
     def event_starts(self, scope: str, stream: str, segment_id: int, targets: Sequence[int]) -> list[int] | None:
         """Per offset of ``targets``, an event start of the segment at or after it (the first one, from a segstore
         segment store; Pravega's ``LocateOffset``, asked for all at once); None (logged) if the segment store does
@@ -242,11 +226,8 @@ class StreamConnection:
         async def locate() -> list[int]:
             return list(await asyncio.gather(*(client.locate_offset(name, t) for t in targets)))
 
-        async def located() -> list[int]:
-            return await self._on_its_owner(name, locate)
-
         try:
-            return self.run(located())
+            return self.run(self.manager.segment_call(name, locate, moved_only=True))
         except OperationUnsupportedError:
             _log.warning("%s: the segment store does not know LocateOffset; its ranges are read whole", name)
             return None
@@ -269,7 +250,9 @@ class StreamConnection:
         name = qualified_segment_name(scope, stream, segment_id)
         try:
             client = self.manager.client
-            return self.run(self._on_its_owner(name, lambda: client.ingest_times(name, start, end)))
+            return self.run(
+                self.manager.segment_call(name, lambda: client.ingest_times(name, start, end), moved_only=True)
+            )
         except (OperationUnsupportedError, ConnectionLostError) as error:
             self._no_ingest_times = True
             _log.warning(
@@ -289,7 +272,10 @@ class StreamConnection:
         """segstore's extension (:mod:`pravega_spark.read.tier2_locations`); a lost connection is raised (a segment
         store that does not know the extension hangs up)."""
         client = self.manager.client
-        return self.run(self._on_its_owner(segment, lambda: client.list_storage_chunk_locations(segment, start, end)))
+        call = self.manager.segment_call
+        return self.run(
+            call(segment, lambda: client.list_storage_chunk_locations(segment, start, end), moved_only=True)
+        )
 
     def list_storage_chunks(self, segment: str) -> list[Any]:
         client = self.manager.client
