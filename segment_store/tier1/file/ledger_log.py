@@ -425,17 +425,17 @@ class FileLedgerLog:
                 if self._state is not _State.OPEN:
                     return
                 target = self._written
-                lease = self._keeper.lease_ms / 2000  # half the lease: room for clocks that run at other rates
-                if self._lease_expired(lease) and self._renewal is not None and not self._renewal.done():
+                if self._acknowledge_within_lease(target):
+                    continue
+                if self._renewal is not None and not self._renewal.done():
                     await asyncio.shield(self._renewal)  # a renewal in flight may cover ``target``
                     if self._state is not _State.OPEN:
                         return
-                if self._lease_expired(lease):
-                    started = self._clock()  # after ``target`` was synced
-                    await self._keeper.check_owner(self._epoch)
-                    self._renewed(started)
-                elif self._renewal is None or self._renewal.done():
-                    self._renew_if_halfway(lease)
+                    if self._acknowledge_within_lease(target):
+                        continue
+                started = self._clock()  # after ``target`` was synced
+                await self._keeper.check_owner(self._epoch)
+                self._renewed(started)
                 if self._state is not _State.OPEN:
                     return
                 self._acknowledge(target)
@@ -444,10 +444,9 @@ class FileLedgerLog:
                 raise
 
     def _acknowledge_within_lease(self, target: LogAddress) -> bool:
-        """Acknowledge the appends up to ``target`` (synced) at once if the lease holds, as the confirmer would
-        without asking ZooKeeper, saving the event-loop turn of waking it (one of the few every append block
-        takes); False if the lease needs a check first (then the confirmer does it)."""
-        lease = self._keeper.lease_ms / 2000
+        """Acknowledge the appends up to ``target`` (synced) at once if the lease holds (the writer does, saving the
+        event-loop turn of waking the confirmer); False if the lease needs a check first (the confirmer's)."""
+        lease = self._keeper.lease_ms / 2000  # half the lease: room for clocks that run at other rates
         if self._lease_expired(lease):
             return False
         if self._renewal is None or self._renewal.done():
