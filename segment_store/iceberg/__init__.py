@@ -10,7 +10,9 @@ files, registered in place as they become final: no copy, segstore stays their o
 * :mod:`.truncation`: the truncation boundary chunk as a trimmed copy (blocking).
 * :mod:`.cleanup`: a table directory's files no kept snapshot refers to, deleted wherever its FileIO reaches.
 * :mod:`.status`: what the maintainer knows of each table after a pass (snapshot, files, lag, failures).
-* :mod:`.maintainer`: the passes, on a worker thread, over the containers running here.
+* :mod:`.maintainer`: the passes over the containers running here, each handed to the worker process.
+* :mod:`.worker`: the worker process (every pyiceberg call: the syncs, their statuses); :mod:`.worker_process`:
+  the segment store's end of it (started, restarted, killed when hung; the pins it asks for).
 
 Layer: above Tier-2 (:mod:`segment_store.storage`: its chunk metadata and pins), beside the storage writer;
 wired by the server's composition root. pyiceberg is imported only when a table is opened.

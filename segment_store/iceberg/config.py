@@ -40,6 +40,9 @@ class IcebergConfig:
     """Life of the pins holding the tables' chunk files (renewed at half life while the maintainer runs)."""
     retry_max_delay_ms: int = 30_000
     """Longest pause between attempts while a table's catalog fails (doubling from the commit interval)."""
+    pass_timeout_ms: int = 300_000
+    """A pass over the tables taking longer is taken as hung (a catalog call that never returns): the worker process
+    is killed and started again, the pass counts as failed for every table."""
 
     def __post_init__(self) -> None:
         if not self.tables:
@@ -59,6 +62,8 @@ class IcebergConfig:
             raise ValueError(f"iceberg pin_ttl_ms: must be at least 60000, not {self.pin_ttl_ms}")
         if self.retry_max_delay_ms < self.commit_interval_ms:
             raise ValueError("iceberg retry_max_delay_ms: must be at least commit_interval_ms")
+        if self.pass_timeout_ms < 10_000:
+            raise ValueError(f"iceberg pass_timeout_ms: must be at least 10000, not {self.pass_timeout_ms}")
 
     @classmethod
     def parse_tables(cls, value: str) -> tuple[str, ...]:

@@ -17,14 +17,16 @@ Definitions (one segment store's view: the segments of the stream in the contain
 * **failures**: consecutive failed passes (0 after a good one), ``failed_passes`` all of them since start,
   ``last_error`` the last failure while failing ("" once a pass succeeds).
 
-Computed on the worker thread after each pass from what the pass collected on the event loop and the sync's
-in-memory list of the table's files: a set difference, no catalog or file IO; tables not due for an attempt
-(backing off a failing catalog) are measured too, so their lag keeps growing in the view.
+Computed in the maintainer's worker process after each pass (:mod:`.worker`) from what the pass collected on the
+event loop and the sync's in-memory list of the table's files: a set difference, no catalog or file IO; tables not
+due for an attempt (backing off a failing catalog) are measured too, so their lag keeps growing in the view. A
+pass that never ends (the worker process died or hung: :mod:`.worker_process`) counts as a failed pass of every
+table it was for, the rest of their status as before it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,11 @@ class TableStatus:
     def name(self) -> str:
         """``scope/stream``."""
         return f"{self.scope}/{self.stream}"
+
+    def failed(self, error: str, now_ms: int) -> TableStatus:
+        """This status after one more failed pass at ``now_ms`` (``error``: what failed, one line)."""
+        return replace(self, failures=self.failures + 1, failed_passes=self.failed_passes + 1, last_error=error,
+                       last_pass_at_ms=now_ms)  # fmt: skip
 
     def lag_age_ms(self, now_ms: int) -> int:
         """How long ago the oldest event final in Tier-2 but not in the table was ingested (0: no lag)."""

@@ -38,7 +38,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from segment_store.iceberg.cleanup import delete_unreferenced_files
 from segment_store.iceberg.config import IcebergConfig
@@ -46,7 +46,7 @@ from segment_store.iceberg.incarnation import PROPERTY, fresh_location, predeces
 from segment_store.iceberg.names import stream_segment
 from segment_store.iceberg.stream_table import ChunkFile, data_file, load_or_create, write_version_hint
 from segment_store.iceberg.truncation import delete_unreferenced_copies, trimmed_location, write_trimmed
-from segment_store.storage.chunk_pins import ChunkPins
+from segment_store.storage.chunk_pins import Pin
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -57,6 +57,17 @@ log = logging.getLogger(__name__)
 
 PIN_ID = "iceberg"
 """The pin id holding the chunk files of the tables' kept snapshots (``segstore admin pins`` lists them)."""
+
+
+class Pins(Protocol):
+    """What a sync does with one container's pins: :class:`~segment_store.storage.chunk_pins.ChunkPins` (those
+    methods, same meaning), or the worker process's proxy of the segment store's (:mod:`.worker`)."""
+
+    def pin(self, pin_id: str, segment: str, chunks: frozenset[str], ttl_ms: int) -> Pin: ...
+
+    def release(self, pin_id: str, segment: str) -> bool: ...
+
+    def live(self) -> list[Pin]: ...
 
 
 @dataclass(slots=True)
@@ -90,7 +101,7 @@ class TableSync:
     scope: str
     stream: str
     config: IcebergConfig
-    pins_of: Callable[[int], ChunkPins | None]
+    pins_of: Callable[[int], Pins | None]
     wall_clock_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     _table: Table | None = None
     _files: dict[str, DataFile] = field(default_factory=dict)
@@ -315,4 +326,4 @@ def delete_unreferenced_manifests(table: Table) -> int:
     return delete_unreferenced_files(table.io, table.metadata_location.rsplit("/", 1)[0], ".avro", referenced)
 
 
-__all__ = ["PIN_ID", "SyncResult", "TableSync", "delete_unreferenced_manifests"]
+__all__ = ["PIN_ID", "Pins", "SyncResult", "TableSync", "delete_unreferenced_manifests"]

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from iceberg_readers import catalog, poll, rows_by_position
 from prometheus_client.parser import text_string_to_metric_families
@@ -152,3 +153,31 @@ def test_deleted_stream_keeps_its_table_as_of_its_last_snapshot(
     assert table_rows(standalone, "gone") == expected  # its files are still there (pinned)
     catalog(standalone.data_dir).drop_table(("ops", "gone"))
     assert not catalog(standalone.data_dir).table_exists(("ops", "gone"))
+
+
+def table_workers(standalone: StandaloneProcess) -> list[psutil.Process]:
+    """The standalone's table worker processes (spawned: ``spawn_main`` on their command line)."""
+    assert standalone.process is not None
+    children = psutil.Process(standalone.process.pid).children(recursive=True)
+    return [p for p in children if "spawn_main" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_killed_table_worker_process_is_started_again_and_the_table_catches_up(
+    standalone: StandaloneProcess, streams: Streams
+) -> None:
+    """pyiceberg runs in a worker process of the segment store (its appends never wait for its interpreter lock);
+    killed (-9) while the stream is written, appends go on, a new worker is started and the table holds every
+    event once."""
+    streams.create("ops", "worker")
+    write(streams, "worker", 100, "before")
+    poll(lambda: (row := table_row(standalone, "ops/worker")) and row["data_files"], "the table is listed")
+    poll(lambda: table_rows(standalone, "worker") == sorted(streams.events("ops", "worker")), "the table holds them")
+    (worker,) = table_workers(standalone)
+    worker.kill()
+    worker.wait(30)
+    write(streams, "worker", 100, "after")  # acknowledged: nothing of the append path waits on the tables
+    expected = sorted(streams.events("ops", "worker"))
+    assert len(expected) == 200
+    poll(lambda: table_rows(standalone, "worker") == expected, "the table caught up with every event once")
+    (again,) = table_workers(standalone)
+    assert again.pid != worker.pid

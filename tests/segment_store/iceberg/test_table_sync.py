@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from iceberg_chunks import SEGMENT, T0, Chunks
 
 from segment_store.iceberg.config import IcebergConfig
 from segment_store.iceberg.file_io import file_io_properties
@@ -17,47 +16,10 @@ from segment_store.iceberg.names import stream_segment
 from segment_store.iceberg.stream_table import ChunkFile, file_path, local_path, open_catalog
 from segment_store.iceberg.sync import PIN_ID, TableSync
 from segment_store.protocol import encode_events
-from segment_store.storage.backends.filesystem import FsChunkStorage
-from segment_store.storage.chunk_pins import ChunkPins
-from segment_store.storage.data_chunk_names import data_chunk_name
 from segment_store.storage.format import parquet_chunk
 from segment_store.storage.tier2_config import Tier2Config
-from segstore_shared.chunk_format import as_reader_schema
 
 pytestmark = pytest.mark.unit
-SEGMENT = "lake/clicks/0.#epoch.0"
-T0 = 1_780_000_000_000
-
-
-class Chunks:
-    """Chunk files of one segment, written one after another, as the storage writer would."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.storage = FsChunkStorage(tmp_path / "tier2", durable=False)
-        self.pins = ChunkPins(self.storage, 0)
-        self.length = 0
-        self.seq = 0
-
-    def write(self, events: list[bytes], *, version: int = 2) -> ChunkFile:
-        data = encode_events(events)
-        encoded = parquet_chunk.encode(data, T0 + self.seq, "events")
-        if version == 1:
-            pf = pq.ParquetFile(pa.BufferReader(encoded))
-            sink = pa.BufferOutputStream()
-            with pq.ParquetWriter(sink, parquet_chunk.SCHEMA, store_schema=False) as writer:
-                writer.write_table(as_reader_schema(pf.read()))
-                writer.add_key_value_metadata({**pf.metadata.metadata, parquet_chunk.META_VERSION: b"1"})
-            encoded = sink.getvalue().to_pybytes()
-        name = data_chunk_name(0, SEGMENT, 1, self.seq)
-        self.storage.write_chunk(name, encoded)
-        location = self.storage.location(name)
-        assert location is not None
-        where = stream_segment(SEGMENT)
-        assert where is not None
-        chunk = ChunkFile(file_path(location), SEGMENT, where, name, self.length, 0)
-        self.length += len(data)
-        self.seq += 1
-        return chunk
 
 
 def make_sync(tmp_path: Path, chunks: Chunks, **settings: int) -> TableSync:

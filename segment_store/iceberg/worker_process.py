@@ -1,0 +1,182 @@
+"""The segment store's end of the table maintainer's worker process (:mod:`.worker`: why a process, the conversation).
+
+:meth:`WorkerProcess.run_pass` is blocking: the maintainer calls it on its one worker thread, which is where the
+pin operations the pass asks for run (they write to Tier-2), on the very :class:`ChunkPins` the container's
+garbage collector consults. The process is started on the first pass (``spawn``: a fresh interpreter, nothing of
+the segment store's threads or sockets inherited) and started again on the pass after one it did not finish.
+
+A pass that does not finish raises :class:`WorkerFailedError`, after which the process is gone:
+
+* the process died (killed, out of memory, a crash in a native library): its exit code is in the error;
+* the pass outlived ``pass_timeout_s`` (a catalog call that never returns): the process is killed;
+* :meth:`WorkerProcess.interrupt` was called and the pass did not finish within ``stop_grace_s``: killed.
+
+Killing the process mid-commit is safe: an Iceberg commit is one atomic swap of the table's metadata pointer in
+the catalog; the next process's first pass re-reads the tables and finds what landed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import pickle
+import threading
+import time
+from collections.abc import Mapping
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any
+
+from segment_store.iceberg.config import IcebergConfig
+from segment_store.iceberg.status import TableStatus
+from segment_store.iceberg.sync import SyncResult
+from segment_store.iceberg.worker import TableKey, serve
+from segment_store.storage.chunk_pins import ChunkPins
+
+if TYPE_CHECKING:
+    from segment_store.iceberg.maintainer import Snapshot
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.2
+"""How often a waiting pass checks for a dead process, its deadline and a stop."""
+_PIN_METHODS = frozenset({"pin", "release", "live"})
+
+
+class WorkerFailedError(RuntimeError):
+    """A pass the worker process did not finish (see the module docstring); the process is gone."""
+
+
+class WorkerProcess:
+    """See the module docstring. ``config`` and ``file_io`` (pyiceberg FileIO properties, secrets included) go to
+    the process through its pipe, never its command line."""
+
+    def __init__(
+        self, config: IcebergConfig, file_io: Mapping[str, str], pass_timeout_s: float, stop_grace_s: float = 10.0
+    ) -> None:
+        self._config = config
+        self._file_io = dict(file_io)
+        self._pass_timeout_s = pass_timeout_s
+        self._stop_grace_s = stop_grace_s
+        self._process: BaseProcess | None = None
+        self._connection: Connection | None = None
+        self._stopping = threading.Event()
+        self.starts = 0
+        """How many processes were started (1 while none failed)."""
+
+    @property
+    def pid(self) -> int | None:
+        """The running process's id (None: none running)."""
+        return self._process.pid if self._process is not None and self._process.is_alive() else None
+
+    def run_pass(
+        self, snapshot: Snapshot, pins: Mapping[int, ChunkPins], previous: Mapping[TableKey, TableStatus]
+    ) -> tuple[list[SyncResult], dict[TableKey, TableStatus]]:
+        """One pass in the process (blocking; one caller at a time): what each table's sync did and every table's
+        status. ``pins``: the pins of the containers running here, by id. Raises WorkerFailedError."""
+        if self._stopping.is_set():
+            raise WorkerFailedError("the table maintainer is stopping")
+        connection = self._start()
+        try:
+            connection.send(("pass", snapshot, sorted(pins), dict(previous)))
+            deadline = time.monotonic() + self._pass_timeout_s
+            stop_deadline: float | None = None
+            while True:
+                if not connection.poll(_POLL_S):
+                    now = time.monotonic()
+                    if self._stopping.is_set():
+                        stop_deadline = stop_deadline or now + self._stop_grace_s
+                    if now > deadline:
+                        raise self._fail(f"a pass took longer than {self._pass_timeout_s:g} s: killed")
+                    if stop_deadline is not None and now > stop_deadline:
+                        raise self._fail(f"stopping: the pass did not end in {self._stop_grace_s:g} s: killed")
+                    continue
+                message = connection.recv()
+                if message[0] == "done":
+                    return message[1], message[2]
+                if message[0] == "log":
+                    record: logging.LogRecord = message[1]
+                    logging.getLogger(record.name).handle(record)
+                elif message[0] == "call":
+                    connection.send(_call(pins, *message[1:]))
+                else:
+                    raise self._fail(f"unexpected message {message[0]!r}: killed")
+        except (EOFError, OSError) as error:
+            raise self._fail(f"the process ended ({error!r})") from error
+
+    def interrupt(self) -> None:
+        """End the pass under way within ``stop_grace_s`` (killed if it does not end by then), and refuse new ones."""
+        self._stopping.set()
+
+    def stop(self) -> None:
+        """End the process (blocking; no pass under way: :meth:`interrupt` first): asked to exit, killed if it does
+        not within a second. New passes are refused."""
+        self._stopping.set()
+        process, connection = self._process, self._connection
+        if process is None or connection is None:
+            return
+        with contextlib.suppress(OSError):  # already gone
+            connection.send(("stop",))
+        process.join(1.0)
+        self._reap()
+
+    def _start(self) -> Connection:
+        if self._connection is not None and self._process is not None and self._process.is_alive():
+            return self._connection
+        self._reap()
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = context.Pipe(duplex=True)
+        process = context.Process(
+            target=serve,
+            args=(theirs, self._config, self._file_io, logging.getLogger().getEffectiveLevel()),
+            name="segstore-iceberg-tables",
+            daemon=True,
+        )
+        process.start()
+        theirs.close()
+        self._process, self._connection = process, ours
+        self.starts += 1
+        log.info("iceberg: table worker process %s started", process.pid)
+        return ours
+
+    def _fail(self, why: str) -> WorkerFailedError:
+        code = self._reap()
+        ended = f" (exit code {code})" if code is not None and code >= 0 else ""
+        error = WorkerFailedError(f"the table worker process failed: {why}{ended}")
+        log.error("iceberg: %s; started again on the next pass", error)
+        return error
+
+    def _reap(self) -> int | None:
+        """Kill the process if alive, wait for it, forget it; its exit code (None: none)."""
+        process, connection = self._process, self._connection
+        self._process = self._connection = None
+        if connection is not None:
+            connection.close()
+        if process is None:
+            return None
+        if process.is_alive():
+            process.kill()
+        process.join(5.0)
+        code = process.exitcode
+        process.close() if code is not None else None
+        return code
+
+
+def _call(pins: Mapping[int, ChunkPins], container_id: int, method: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Run a pin operation the worker asked for; the reply to send (its error if it raised)."""
+    holder = pins.get(container_id)
+    if holder is None or method not in _PIN_METHODS:
+        return ("reply", False, LookupError(f"no pins {method!r} of container {container_id} here"))
+    try:
+        value = getattr(holder, method)(*args)
+    except Exception as error:  # the worker's pass fails for this table, and says why
+        try:
+            pickle.loads(pickle.dumps(error))
+        except Exception:  # does not cross a pipe (its constructor takes other arguments): its text
+            error = RuntimeError(repr(error))
+        return ("reply", False, error)
+    return ("reply", True, value)
+
+
+__all__ = ["WorkerFailedError", "WorkerProcess"]
