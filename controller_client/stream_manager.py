@@ -212,7 +212,9 @@ class StreamManager:
                 retry=self.config.controller_retry,
             )
             tokens = ControllerTokens(controller.get_delegation_token)
-            segment_client = SegmentClient(self.resolver, self._client_config(controller), tokens=tokens)
+            segment_client = SegmentClient(
+                self.resolver, self._client_config(controller), tokens=tokens, on_moved=self.invalidate_segment
+            )
             holder.append(segment_client)
         self.client = segment_client
         self.hasher = KeyHasher()

@@ -141,8 +141,10 @@ class SegmentClient:
         config: ClientConfig | None = None,
         pool: ConnectionPool | None = None,
         tokens: TokenSource | None = None,
+        on_moved: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config or ClientConfig()
+        self._on_moved = on_moved
         self._owns_pool = pool is None
         self.pool = pool or ConnectionPool(self.config.connection, self.config.pool)
         self._static: Endpoint | None = endpoint if isinstance(endpoint, tuple) else None
@@ -167,6 +169,13 @@ class SegmentClient:
     def token_expired(self, segment: str) -> None:
         """A segment store said the token for ``segment`` expired: the next one is fetched anew."""
         self.tokens.expired(segment)
+
+    def moved(self, segment: str) -> None:
+        """A segment store answered ``WrongHost`` for ``segment``: where it was looked up is stale, and the next
+        connection for it asks the resolver anew (``on_moved``: e.g. the controller resolver's ``invalidate``;
+        nothing with one static endpoint). Sessions and readers call it before trying again."""
+        if self._on_moved is not None:
+            self._on_moved(segment)
 
     async def endpoint_for(self, segment: str) -> Endpoint:
         """The endpoint serving ``segment``."""

@@ -9,7 +9,9 @@ arrives or its wait times out, and the reader re-issues it. The end of a sealed 
 (``end_of_segment``) or ``end_offset`` ends the reader. ``SegmentIsTruncated`` raises
 :class:`~segment_store.client.errors.SegmentIsTruncatedError` (its ``start_offset`` says where data
 begins; :meth:`SegmentReader.seek` there to go on). A lost connection re-issues the requests after a
-backoff (``ReaderConfig.retry``).
+backoff (``ReaderConfig.retry``); so does ``WrongHost`` (the segment's container moved), after telling the
+connection source, so the re-issued requests go to the segment's new owner (a controller-resolved client asks
+the controller again: a move costs a reader one refused request and a look-up, not its whole retry budget).
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ from dataclasses import dataclass
 
 from segment_store.client.config import ReaderConfig
 from segment_store.client.connection import next_request_id
-from segment_store.client.errors import AuthTokenCheckFailedError, ClientClosedError, UnexpectedReplyError
+from segment_store.client.errors import (
+    AuthTokenCheckFailedError,
+    ClientClosedError,
+    UnexpectedReplyError,
+    WrongHostError,
+)
 from segment_store.client.retry import is_retriable
 from segment_store.client.session import ConnectionSource
 from segment_store.protocol import EventParser, ProtocolError, ReadSegment, SegmentEvent, SegmentRead
@@ -236,6 +243,8 @@ class SegmentReader:
     async def _recover(self, error: Exception) -> None:
         """A request failed: re-issue everything after a backoff if that may help, else raise."""
         self._reset()
+        if isinstance(error, WrongHostError):
+            self._source.moved(self.segment)  # its container moved: the re-issued reads go to its new owner
         if not is_retriable(error):
             raise error
         self._failures += 1

@@ -47,6 +47,8 @@ class ConnectionSource(Protocol):
 
     def token_expired(self, segment: str) -> None: ...
 
+    def moved(self, segment: str) -> None: ...
+
     async def connection_for(self, segment: str) -> Connection: ...
 
 
@@ -139,6 +141,7 @@ class AppendSession:
             connection.unregister_writer(self.writer_id, request_id, self)
             if isinstance(error, WrongHostError):
                 self.wrong_hosts += 1
+                self._source.moved(self.segment)  # the reconnect asks for the segment's owner again
             if isinstance(error, AuthTokenCheckFailedError) and error.retriable:
                 self._source.token_expired(self.segment)  # the reconnect asks for a new one
             raise
@@ -257,6 +260,7 @@ class AppendSession:
         error: ReplyError = error_for_reply(reply)
         if isinstance(error, WrongHostError):
             self.wrong_hosts += 1
+            self._source.moved(self.segment)
         if isinstance(error, WrongHostError | InvalidEventNumberError) or error.retriable:
             self._detach(error)
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import defaultdict
 
 import pytest
@@ -307,3 +308,43 @@ async def test_a_reader_outlives_any_number_of_container_moves_and_fails_after_i
             async with asyncio.timeout(10.0):
                 await reader.next_event(timeout_s=10.0)
         assert asyncio.get_running_loop().time() - started >= 1.0  # the failures in a row lasted the budget
+
+
+async def test_a_move_costs_a_tail_reader_one_refused_read(
+    manager: StreamManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At its first ``WrongHost`` a segment reader tells its client, which asks the controller for the segment's
+    owner again before the read is re-issued: a move (here: one that ends when the owner is looked up again) costs
+    one refused read and no restart of the segment reader. (Before, the segment reader retried the old owner until
+    its own retries ran out, ~3.3 s with the defaults, and only the stream reader's restart looked the owner up
+    again.) A move begins at the reader's next read request: some reads of a move's events are answered by the
+    request already in flight, so a move may carry over to the next one; each costs at most one refusal."""
+    caplog.set_level(logging.INFO, logger="controller_client.readers.stream_reader")
+    await _stream(manager, "moved", 1)
+    moving = MovingSegments(manager.client)
+    assert manager.resolver is not None
+    manager.resolver.invalidate = moving.ends_when_looked_up(manager.resolver.invalidate)  # type: ignore[method-assign]
+    segment_reader = ReaderConfig(retry=RetryPolicy(max_attempts=3, initial_delay_ms=2, max_delay_ms=5))
+    config = StreamReaderConfig(segment_reader=segment_reader)
+    counters: dict[str, int] = defaultdict(int)
+    written: list[bytes] = []
+    read: list[bytes] = []
+    async with (
+        await manager.create_writer(SCOPE, "moved") as writer,
+        manager.create_reader(SCOPE, "moved", config=config) as reader,
+    ):
+        for move in range(5):
+            written += await _write(writer, f"M{move}", 10, counters)
+            while len(read) < len(written):
+                event = await reader.next_event(timeout_s=10.0)
+                assert event is not None
+                read.append(event.data)
+            moving.moving = True  # the next read is refused
+        written += await _write(writer, "after", 10, counters)
+        while len(read) < len(written):
+            event = await reader.next_event(timeout_s=10.0)
+            assert event is not None
+            read.append(event.data)
+    assert read == written
+    assert 1 <= moving.refused <= 5
+    assert not [r.getMessage() for r in caplog.records if "restarts" in r.getMessage()]
