@@ -117,7 +117,8 @@ class TableMaintainer:
                  self.config.catalog or f"sqlite under {self.config.home}")  # fmt: skip
 
     async def stop(self) -> None:
-        """Stop after the pass under way (its commit is not interrupted unless it outlives the worker's grace)."""
+        """Stop at once: a pass under way is cut short (its worker process killed; a commit either landed or did not,
+        and the next start catches up: :mod:`.worker_process`)."""
         self._worker.interrupt()
         if self._task is not None:
             self._task.cancel()

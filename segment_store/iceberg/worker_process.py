@@ -5,11 +5,15 @@ pin operations the pass asks for run (they write to Tier-2), on the very :class:
 garbage collector consults. The process is started on the first pass (``spawn``: a fresh interpreter, nothing of
 the segment store's threads or sockets inherited) and started again on the pass after one it did not finish.
 
+The process starts with SIGINT blocked (and then ignores it): a Ctrl-C in the terminal reaches the whole process
+group, and stopping the worker is the segment store's call, even while the worker is still importing pyiceberg.
+
 A pass that does not finish raises :class:`WorkerFailedError`, after which the process is gone:
 
 * the process died (killed, out of memory, a crash in a native library): its exit code is in the error;
 * the pass outlived ``pass_timeout_s`` (a catalog call that never returns): the process is killed;
-* :meth:`WorkerProcess.interrupt` was called and the pass did not finish within ``stop_grace_s``: killed.
+* :meth:`WorkerProcess.interrupt` was called (the segment store stops): the pass under way is cut short, killed, so
+  that stopping never waits for a catalog or for the worker's start-up.
 
 Killing the process mid-commit is safe: an Iceberg commit is one atomic swap of the table's metadata pointer in
 the catalog; the next process's first pass re-reads the tables and finds what landed.
@@ -20,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import os
 import pickle
+import signal
 import threading
 import time
 from collections.abc import Mapping
@@ -52,13 +58,10 @@ class WorkerProcess:
     """See the module docstring. ``config`` and ``file_io`` (pyiceberg FileIO properties, secrets included) go to
     the process through its pipe, never its command line."""
 
-    def __init__(
-        self, config: IcebergConfig, file_io: Mapping[str, str], pass_timeout_s: float, stop_grace_s: float = 10.0
-    ) -> None:
+    def __init__(self, config: IcebergConfig, file_io: Mapping[str, str], pass_timeout_s: float) -> None:
         self._config = config
         self._file_io = dict(file_io)
         self._pass_timeout_s = pass_timeout_s
-        self._stop_grace_s = stop_grace_s
         self._process: BaseProcess | None = None
         self._connection: Connection | None = None
         self._stopping = threading.Event()
@@ -81,16 +84,12 @@ class WorkerProcess:
         try:
             connection.send(("pass", snapshot, sorted(pins), dict(previous)))
             deadline = time.monotonic() + self._pass_timeout_s
-            stop_deadline: float | None = None
             while True:
                 if not connection.poll(_POLL_S):
-                    now = time.monotonic()
                     if self._stopping.is_set():
-                        stop_deadline = stop_deadline or now + self._stop_grace_s
-                    if now > deadline:
+                        raise self._fail("the segment store stops: the pass was cut short")
+                    if time.monotonic() > deadline:
                         raise self._fail(f"a pass took longer than {self._pass_timeout_s:g} s: killed")
-                    if stop_deadline is not None and now > stop_deadline:
-                        raise self._fail(f"stopping: the pass did not end in {self._stop_grace_s:g} s: killed")
                     continue
                 message = connection.recv()
                 if message[0] == "done":
@@ -106,8 +105,12 @@ class WorkerProcess:
             raise self._fail(f"the process ended ({error!r})") from error
 
     def interrupt(self) -> None:
-        """End the pass under way within ``stop_grace_s`` (killed if it does not end by then), and refuse new ones."""
+        """Cut the pass under way short (the process is killed: any thread), and refuse new ones."""
         self._stopping.set()
+        process = self._process
+        if process is not None and process.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)  # the pass's wait sees the pipe close at once
 
     def stop(self) -> None:
         """End the process (blocking; no pass under way: :meth:`interrupt` first): asked to exit, killed if it does
@@ -133,7 +136,11 @@ class WorkerProcess:
             name="segstore-iceberg-tables",
             daemon=True,
         )
-        process.start()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # inherited: a Ctrl-C is the parent's
+        try:
+            process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         theirs.close()
         self._process, self._connection = process, ours
         self.starts += 1
@@ -144,7 +151,10 @@ class WorkerProcess:
         code = self._reap()
         ended = f" (exit code {code})" if code is not None and code >= 0 else ""
         error = WorkerFailedError(f"the table worker process failed: {why}{ended}")
-        log.error("iceberg: %s; started again on the next pass", error)
+        if self._stopping.is_set():
+            log.info("iceberg: %s (the segment store stops)", error)
+        else:
+            log.error("iceberg: %s; started again on the next pass", error)
         return error
 
     def _reap(self) -> int | None:

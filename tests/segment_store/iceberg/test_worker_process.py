@@ -15,6 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 from iceberg_chunks import Chunks
+from spark_fixtures import Streams
+from standalone_process import StandaloneProcess
 
 from segment_store.iceberg.config import IcebergConfig
 from segment_store.iceberg.maintainer import Snapshot
@@ -138,3 +140,28 @@ def test_a_pass_on_a_catalog_that_never_answers_is_killed_at_its_timeout(
             assert worker.pid is None and worker.starts == 1 and chunks.pins.live() == []
         finally:
             worker.stop()
+
+
+def test_ctrl_c_stops_a_standalone_with_tables_at_once_and_its_worker_with_it(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group) while a table is kept, the worker still starting: the worker
+    ignores it (SIGINT blocked from its start: no KeyboardInterrupt in pyiceberg's imports), the segment store stops
+    it at once (its pass cut short) and stops within the standalone's own stop (no "SIGTERM again"), exit 0, no
+    worker process left."""
+    with StandaloneProcess(tmp_path / "data", extra_args=("--iceberg-tables", "lake/*")) as standalone:
+        streams = Streams(standalone)
+        try:
+            streams.create("lake", "clicks")
+            streams.write("lake", "clicks", [(f"e{i}".encode(), "k") for i in range(100)])
+            assert standalone.process is not None
+            workers = [p for p in psutil.Process(standalone.process.pid).children(recursive=True)
+                       if "spawn_main" in " ".join(p.cmdline())]  # fmt: skip
+            assert workers, "the segment store runs a table worker process"
+        finally:
+            streams.close()
+        process = standalone.process
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(60) == 0
+        standalone.process = None
+    log = (tmp_path / "data" / "segmentstore.log").read_text()
+    assert "again" not in log and "Traceback" not in log, log[-2000:]
+    assert all(gone(worker.pid) for worker in workers)
