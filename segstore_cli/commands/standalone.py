@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from segment_store.iceberg.config import ICEBERG_FLAGS
+from segment_store.iceberg.config import ICEBERG_FLAGS, IcebergConfig
 from segstore_cli.arguments import (
     PERIODS,
     Subparsers,
@@ -19,6 +19,7 @@ from segstore_cli.arguments import (
     check_data_dir,
     controller_auth,
     controller_tls,
+    fail,
     setup_logging,
     warn_ip_literal,
 )
@@ -69,6 +70,11 @@ def run(args: argparse.Namespace) -> int:
 
     data_dir = Path(args.data_dir).resolve()
     check_data_dir("standalone", data_dir)
+    try:  # refused here, before ZooKeeper starts (its segment store would refuse it seconds later)
+        IcebergConfig.from_cli(args, data_dir)
+    except ValueError as exc:
+        fail("standalone", str(exc))
+        return 2
     setup_logging("standalone", args.log_level, data_dir / LOG_FILE, flag="--data-dir")
     tls, trust = controller_tls("standalone", args, own_trust=True)
     auth = controller_auth("standalone", args, make_key=True)
