@@ -26,7 +26,6 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from segment_store.iceberg.config import IcebergConfig
@@ -35,7 +34,7 @@ from segment_store.iceberg.names import stream_segment
 from segment_store.iceberg.status import TableStatus
 from segment_store.iceberg.stream_table import ChunkFile, file_path
 from segment_store.iceberg.sync import SyncResult
-from segment_store.iceberg.worker import TableKey, error_line
+from segment_store.iceberg.worker import Snapshot, TableKey, error_line
 from segment_store.iceberg.worker_process import WorkerFailedError, WorkerProcess
 from segment_store.storage.chunk_pins import ChunkPins
 from segment_store.storage.journal.chunk_metadata import SegmentLayout
@@ -59,16 +58,6 @@ class ChunkSource(Protocol):
     def segment_names(self) -> list[str]: ...
 
     def layout(self, name: str) -> SegmentLayout | None: ...
-
-
-@dataclass(slots=True)
-class Snapshot:
-    """What the segments of the containers running here held at one moment, per table."""
-
-    chunks: dict[TableKey, dict[str, ChunkFile]] = field(default_factory=dict)
-    segments: dict[TableKey, set[int]] = field(default_factory=dict)
-    incarnations: dict[TableKey, int] = field(default_factory=dict)
-    """The stream's incarnation where known here (:mod:`.incarnation`)."""
 
 
 class TableMaintainer:
@@ -95,6 +84,8 @@ class TableMaintainer:
         self._worker = WorkerProcess(config, self._file_io, config.pass_timeout_ms / 1000)
         self._task: asyncio.Task[None] | None = None
         self._pins: dict[int, ChunkPins] = {}
+        self._known: dict[str, ChunkFile] = {}
+        """Chunk name -> its file as the last pass collected it."""
         self._unreachable_logged = False
         self._restart_delay_s = 0.0
         """After a failed worker process: the pause before the next pass (doubling, like a table's retry)."""
@@ -160,9 +151,12 @@ class TableMaintainer:
         return results
 
     def collect(self) -> Snapshot:
-        """The chunk files of the opted-in streams' segments in the containers running here (event loop)."""
+        """The chunk files of the opted-in streams' segments in the containers running here (event loop). A chunk
+        file seen by the pass before, unchanged, is the very same :class:`ChunkFile` (the worker is sent only what
+        changed: :mod:`.worker_process`)."""
         snapshot = Snapshot()
         pins: dict[int, ChunkPins] = {}
+        known, self._known = self._known, {}
         for source in self._sources():
             try:
                 names = source.segment_names()
@@ -184,16 +178,24 @@ class TableMaintainer:
                     if born is not None:
                         snapshot.incarnations[key] = born
                 for chunk in layout.chunks:
-                    uri = self._location(chunk.name)
-                    if uri is None:
-                        if not self._unreachable_logged:
-                            log.error("iceberg: chunk %s has no location readers can open: no tables", chunk.name)
-                            self._unreachable_logged = True
-                        continue
-                    location = file_path(uri)
                     cut = max(layout.start_offset - chunk.start_offset, 0)  # > 0: the truncation boundary chunk
-                    files[location] = ChunkFile(location, name, where, chunk.name, chunk.start_offset,
-                                                source.container_id, chunk.length - cut, chunk.min_ms, cut)  # fmt: skip
+                    file = known.get(chunk.name)
+                    if (
+                        file is None
+                        or file.cut != cut
+                        or file.segment != name
+                        or file.chunk_start != chunk.start_offset
+                    ):
+                        uri = self._location(chunk.name)
+                        if uri is None:
+                            if not self._unreachable_logged:
+                                log.error("iceberg: chunk %s has no location readers can open: no tables", chunk.name)
+                                self._unreachable_logged = True
+                            continue
+                        file = ChunkFile(file_path(uri), name, where, chunk.name, chunk.start_offset,
+                                         source.container_id, chunk.length - cut, chunk.min_ms, cut)  # fmt: skip
+                    self._known[chunk.name] = file
+                    files[file.location] = file
         self._pins = pins
         return snapshot
 

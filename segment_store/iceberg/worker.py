@@ -10,9 +10,10 @@ garbage collector consults (:class:`~segment_store.storage.chunk_pins.ChunkPins`
 The conversation, over one duplex pipe of pickled tuples, one pass at a time, the parent driving
 (:mod:`.worker_process` is the parent's end):
 
-* parent -> child ``("pass", snapshot, containers, previous)``: one pass over every table due (:class:`TableWorker`);
-  ``containers`` are the ids whose pins the parent holds, ``previous`` the statuses after the last pass (their
-  counters carry on through a restart of this process).
+* parent -> child ``("pass", change, containers, previous)``: one pass over every table due (:class:`TableWorker`);
+  ``change`` is the :class:`Snapshot` as a :class:`SnapshotChange` from the one this process holds (the last pass's:
+  a pass costs the segment store what changed, not every chunk of every table), ``containers`` the ids whose pins
+  the parent holds, ``previous`` the statuses after the last pass (their counters carry on through a restart).
 * child -> parent, during a pass: ``("call", container_id, method, args)``, a pin operation (``pin``, ``release``,
   ``live``) on that container's pins in the parent, answered ``("reply", True, value)`` or ``("reply", False,
   error)`` before the pass goes on (a pin is durable before the commit that needs it); ``("log", record)``, a
@@ -35,6 +36,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
@@ -47,11 +49,62 @@ from segment_store.storage.chunk_pins import Pin
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from segment_store.iceberg.maintainer import Snapshot
-
 log = logging.getLogger(__name__)
 
 TableKey = tuple[str, str]
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """What the segments of the containers running here held at one moment, per table."""
+
+    chunks: dict[TableKey, dict[str, ChunkFile]] = field(default_factory=dict)
+    segments: dict[TableKey, set[int]] = field(default_factory=dict)
+    incarnations: dict[TableKey, int] = field(default_factory=dict)
+    """The stream's incarnation where known here (:mod:`.incarnation`)."""
+
+
+@dataclass(slots=True)
+class SnapshotChange:
+    """A :class:`Snapshot` as the change from ``held``, the chunk files the worker holds (:func:`change_of`)."""
+
+    full: bool
+    """The worker holds nothing: ``added`` has every chunk file."""
+    added: dict[TableKey, dict[str, ChunkFile]]
+    """Per table of the snapshot (every one, maybe with nothing added): its chunk files new or changed since."""
+    gone: dict[TableKey, list[str]]
+    """Per table: the locations of its chunk files no longer there."""
+    segments: dict[TableKey, set[int]]
+    incarnations: dict[TableKey, int]
+
+
+def change_of(snapshot: Snapshot, held: Mapping[TableKey, Mapping[str, ChunkFile]] | None) -> SnapshotChange:
+    """``snapshot`` as the change from ``held`` (None: nothing held). A chunk file is unchanged when it is the same
+    object (the maintainer's collect reuses unchanged ones), so this walks the chunk files without comparing them."""
+    added: dict[TableKey, dict[str, ChunkFile]] = {}
+    gone: dict[TableKey, list[str]] = {}
+    for key, files in snapshot.chunks.items():
+        before = held.get(key) if held is not None else None
+        if before is None:
+            added[key] = files
+            continue
+        added[key] = {location: file for location, file in files.items() if before.get(location) is not file}
+        gone[key] = [location for location in before if location not in files]
+    return SnapshotChange(held is None, added, gone, snapshot.segments, snapshot.incarnations)
+
+
+def apply_change(change: SnapshotChange, held: dict[TableKey, dict[str, ChunkFile]]) -> Snapshot:
+    """Bring ``held`` to the snapshot ``change`` describes (in place); that snapshot."""
+    if change.full:
+        held.clear()
+    for key in [key for key in held if key not in change.added]:
+        del held[key]
+    for key, files in change.added.items():
+        table = held.setdefault(key, {})
+        for location in change.gone.get(key, ()):
+            table.pop(location, None)
+        table.update(files)
+    return Snapshot(held, change.segments, change.incarnations)
 
 
 class Channel:
@@ -225,20 +278,30 @@ def serve(connection: Connection, config: IcebergConfig, file_io: Mapping[str, s
         return RemotePins(channel, container_id) if container_id in containers else None
 
     worker = TableWorker(config, file_io, pins_of)
+    held: dict[TableKey, dict[str, ChunkFile]] = {}
     try:
         worker.warm_up()
         while True:
             message = connection.recv()
             if message[0] == "stop":
                 break
-            _, snapshot, running, previous = message
+            _, change, running, previous = message
             containers.clear()
             containers.update(running)
-            results, statuses = worker.run_pass(snapshot, previous)
+            results, statuses = worker.run_pass(apply_change(change, held), previous)
             channel.send(("done", results, statuses))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the segment store is gone
     os._exit(0)  # nothing to flush (logs went through the pipe): no teardown of pyiceberg and pyarrow, which takes long
 
 
-__all__ = ["RemotePins", "TableWorker", "error_line", "serve"]
+__all__ = [
+    "RemotePins",
+    "Snapshot",
+    "SnapshotChange",
+    "TableWorker",
+    "apply_change",
+    "change_of",
+    "error_line",
+    "serve",
+]

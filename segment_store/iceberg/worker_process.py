@@ -32,16 +32,14 @@ import time
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from segment_store.iceberg.config import IcebergConfig
 from segment_store.iceberg.status import TableStatus
+from segment_store.iceberg.stream_table import ChunkFile
 from segment_store.iceberg.sync import SyncResult
-from segment_store.iceberg.worker import TableKey, serve
+from segment_store.iceberg.worker import Snapshot, TableKey, change_of, serve
 from segment_store.storage.chunk_pins import ChunkPins
-
-if TYPE_CHECKING:
-    from segment_store.iceberg.maintainer import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +63,8 @@ class WorkerProcess:
         self._process: BaseProcess | None = None
         self._connection: Connection | None = None
         self._stopping = threading.Event()
+        self._held: dict[TableKey, dict[str, ChunkFile]] | None = None
+        """The chunk files the worker holds (the last pass it finished); None: nothing (the next pass sends all)."""
         self.starts = 0
         """How many processes were started (1 while none failed)."""
 
@@ -82,7 +82,7 @@ class WorkerProcess:
             raise WorkerFailedError("the table maintainer is stopping")
         connection = self._start()
         try:
-            connection.send(("pass", snapshot, sorted(pins), dict(previous)))
+            connection.send(("pass", change_of(snapshot, self._held), sorted(pins), dict(previous)))
             deadline = time.monotonic() + self._pass_timeout_s
             while True:
                 if not connection.poll(_POLL_S):
@@ -93,6 +93,7 @@ class WorkerProcess:
                     continue
                 message = connection.recv()
                 if message[0] == "done":
+                    self._held = snapshot.chunks  # what the worker holds now
                     return message[1], message[2]
                 if message[0] == "log":
                     record: logging.LogRecord = message[1]
@@ -161,6 +162,7 @@ class WorkerProcess:
         """Kill the process if alive, wait for it, forget it; its exit code (None: none)."""
         process, connection = self._process, self._connection
         self._process = self._connection = None
+        self._held = None  # a new worker holds nothing
         if connection is not None:
             connection.close()
         if process is None:
