@@ -10,6 +10,7 @@ group, and stopping the worker is the segment store's call, even while the worke
 
 A pass that does not finish raises :class:`WorkerFailedError`, after which the process is gone:
 
+* the process could not be started (``OSError``: out of memory, of processes, of file descriptors);
 * the process died (killed, out of memory, a crash in a native library): its exit code is in the error;
 * the pass outlived ``pass_timeout_s`` (a catalog call that never returns): the process is killed;
 * :meth:`WorkerProcess.interrupt` was called (the segment store stops): the pass under way is cut short, killed, so
@@ -80,7 +81,10 @@ class WorkerProcess:
         status. ``pins``: the pins of the containers running here, by id. Raises WorkerFailedError."""
         if self._stopping.is_set():
             raise WorkerFailedError("the table maintainer is stopping")
-        connection = self._start()
+        try:
+            connection = self._start()
+        except OSError as error:  # no process (out of memory, of process slots, of file descriptors)
+            raise self._fail(f"it could not be started ({error!r})") from error
         try:
             connection.send(("pass", change_of(snapshot, self._held), sorted(pins), dict(previous)))
             deadline = time.monotonic() + self._pass_timeout_s
@@ -140,9 +144,12 @@ class WorkerProcess:
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # inherited: a Ctrl-C is the parent's
         try:
             process.start()
+        except BaseException:
+            ours.close()
+            raise
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        theirs.close()
+            theirs.close()
         self._process, self._connection = process, ours
         self.starts += 1
         log.info("iceberg: table worker process %s started", process.pid)

@@ -165,3 +165,22 @@ def test_ctrl_c_stops_a_standalone_with_tables_at_once_and_its_worker_with_it(tm
     log = (tmp_path / "data" / "segmentstore.log").read_text()
     assert "again" not in log and "Traceback" not in log, log[-2000:]
     assert all(gone(worker.pid) for worker in workers)
+
+
+def test_a_worker_that_cannot_be_started_fails_the_pass_and_the_next_one_starts_it(
+    tmp_path: Path, config: IcebergConfig, worker: WorkerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machine out of processes or memory when the worker starts: the pass fails with a clear error (the
+    maintainer counts it and tries again later), not an exception that would end the maintainer's passes."""
+    chunks = Chunks(tmp_path)
+    first = chunks.write([b"a"])
+
+    def refuse(self: object) -> None:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("multiprocessing.process.BaseProcess.start", refuse)
+        with pytest.raises(WorkerFailedError, match=r"it could not be started \(BlockingIOError"):
+            worker.run_pass(snapshot_of(first), {0: chunks.pins}, {})
+    results, _ = worker.run_pass(snapshot_of(first), {0: chunks.pins}, {})
+    assert results[0].added == 1 and table_events(config) == [b"a"]
