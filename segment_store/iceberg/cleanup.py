@@ -1,7 +1,7 @@
 """Deleting the files of a table directory that no kept snapshot refers to (manifests after snapshot expiry,
 trimmed copies), wherever the table's FileIO reaches: a local directory, S3, GCS, HDFS, ...
 
-Blocking pyiceberg code: only on the table's committer thread (the maintainer's worker thread: :mod:`.sync`).
+Blocking pyiceberg code: only in the table's one committer, the maintainer's worker process (:mod:`.worker`).
 
 pyiceberg's FileIO opens, writes and deletes files but lists none, so the listing goes to the filesystem under it:
 a ``PyArrowFileIO``'s pyarrow filesystem for the URL's scheme and bucket (the one its reads and writes use: same

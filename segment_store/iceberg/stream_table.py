@@ -1,6 +1,6 @@
 """A stream's Iceberg table: its schema, and its rows as the stream's chunk files registered in place.
 
-Blocking pyiceberg code: call it from the maintainer's worker thread only (:mod:`.maintainer`).
+Blocking pyiceberg code: call it from the maintainer's worker process only (:mod:`.worker`).
 
 The table (format v2, identifier ``<scope>.<stream>``) has one data file per chunk file of the stream's segments,
 registered as it is (no copy, no rewrite; segstore stays the owner and the only writer of the files):

@@ -1,4 +1,4 @@
-"""Bringing one stream's table up to date with the stream's chunk files (blocking; the worker thread's job).
+"""Bringing one stream's table up to date with the stream's chunk files (blocking: the worker process's job).
 
 :meth:`TableSync.sync` takes what the segments hold now (every chunk file of the segments seen, by location) and
 makes the table's current snapshot hold exactly those files of those segments, in one commit:
@@ -314,7 +314,7 @@ def delete_unreferenced_manifests(table: Table) -> int:
     """Delete the manifest lists and manifests under the table's metadata directory that no kept snapshot refers
     to (expiry deletes none: they would pile up, several per commit), wherever the table's FileIO can list
     (:mod:`.cleanup`: a local directory, S3, ...); only ``.avro`` files, and only while no commit of ours is under
-    way (the worker thread is the table's one committer). Returns how many were deleted."""
+    way (the worker process is the table's one committer). Returns how many were deleted."""
 
     def referenced() -> set[str]:
         names: set[str] = set()
