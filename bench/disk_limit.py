@@ -14,6 +14,11 @@ do, under the same directory. Then:
 * ``disk B per B``: bytes the disk took per byte of segment data (about 2: both tiers, plus metadata);
 * ``limit MB/s``: segment data per second the disk allows = disk MB/s / disk B per B;
 * ``of limit``: the case's segment MB/s / limit MB/s (issue 39's target: >= 0.8 if 350 MB/s is out of reach).
+
+Where the case's time went, from the same counters: ``tier1_ms_per_group`` (a Tier-1 group commit's mean time in its
+entry checksums, its ``writev`` into the page cache, its ``fdatasync``, and the rest: the hand-off between the event
+loop and the log's thread, GIL waits between the steps) and ``server_threads`` (the segment store's threads, summed:
+cores of user and of kernel CPU time, and threads runnable but waiting for a CPU, per second of the case).
 """
 
 from __future__ import annotations
@@ -56,12 +61,28 @@ class DiskProbe:
         self._activity = activity_totals(server.metrics_port)
         self._written = server.io("write_bytes")
         self._tier2 = server.tier2_disk_bytes()
+        self._threads = server.thread_times()
+        self._started = time.perf_counter()
 
     def pattern(self, segment_bytes: int) -> WritePattern:
         activity = activity_totals(self._server.metrics_port)
 
+        def during(cause: str) -> tuple[float, float]:
+            count, seconds = activity.get(cause, (0.0, 0.0))
+            before = self._activity.get(cause, (0.0, 0.0))
+            return count - before[0], seconds - before[1]
+
         def fsyncs(cause: str) -> int:
-            return int(activity.get(cause, (0.0, 0.0))[0] - self._activity.get(cause, (0.0, 0.0))[0])
+            return int(during(cause)[0])
+
+        groups = max(during("tier1_group_commit")[0], 1)
+        steps = {step: during(f"tier1_{step}")[1] * 1000 / groups for step in ("crc", "write", "fsync")}
+        steps["hand-off"] = during("tier1_group_commit")[1] * 1000 / groups - sum(steps.values())
+        self.tier1_ms_per_group = {step: round(ms, 1) for step, ms in steps.items()}
+        wall = time.perf_counter() - self._started
+        now = self._server.thread_times()
+        user, system, waiting = (round((a - b) / wall, 2) for a, b in zip(now, self._threads, strict=True))
+        self.server_threads = {"user": user, "system": system, "waiting_for_cpu": waiting}
 
         tier2 = max(self._server.tier2_disk_bytes() - self._tier2, 0)
         written = self._server.io("write_bytes") - self._written

@@ -347,6 +347,8 @@ async def run_cases(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                         if probe is not None:  # the disk's limit (bench/disk_limit.py)
                             pattern = await asyncio.to_thread(probe.pattern, rows[-1]["segment_bytes"])
                             rows[-1].update(await asyncio.to_thread(disk_alone, root / "disk-alone", pattern))
+                            rows[-1]["tier1_ms_per_group"] = probe.tier1_ms_per_group
+                            rows[-1]["server_threads"] = probe.server_threads
                             rows[-1]["of_limit"] = round(rows[-1]["mb_per_s"] / rows[-1]["limit_mb_per_s"], 2)
                         print(f"  write {size} B {api}: {rows[-1]['events_per_s']:,} events/s", flush=True)
                 results["write"] = rows
@@ -415,6 +417,12 @@ def report(results: dict[str, Any]) -> None:
                 f"{row['tier2_kib_per_fsync']} KiB), wrote {row['disk_alone_mb_per_s']} MB/s; segstore writes "
                 f"{row['disk_bytes_per_byte']} B to disk per B of data, so the disk's limit is {row['limit_mb_per_s']} "
                 f"MB/s of data: {row['mb_per_s']} MB/s is {row['of_limit']} of it"
+            )
+            steps = ", ".join(f"{step} {ms}" for step, ms in row["tier1_ms_per_group"].items())
+            threads = row["server_threads"]
+            print(
+                f"  a Tier-1 group commit took (ms): {steps}; the server's threads used {threads['user']} cores of "
+                f"user and {threads['system']} of kernel time and waited {threads['waiting_for_cpu']} s/s for a CPU"
             )
     if "latency" in results:
         table(

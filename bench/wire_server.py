@@ -110,6 +110,22 @@ class ServerProcess:
         ZooKeeper's JVM)."""
         return _cpu_s(self.pid) + sum(_cpu_s(pid) for pid in self.helpers())
 
+    def thread_times(self) -> tuple[float, float, float]:
+        """``(user, system, waiting)`` seconds so far over the server process's threads now alive: CPU time in user
+        and in kernel mode (``stat``), and time runnable but waiting for a CPU (``schedstat``: the run queue)."""
+        user = system = waiting = 0.0
+        tick = os.sysconf("SC_CLK_TCK")
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            try:
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                waited = int((task / "schedstat").read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # the thread ended meanwhile
+            user += int(fields[11]) / tick
+            system += int(fields[12]) / tick
+            waiting += waited / 1e9
+        return user, system, waiting
+
     def loop_cpu_s(self) -> float:
         """CPU seconds of the server's main thread, which runs its event loop."""
         return _cpu_s(self.pid, f"{self.pid}/task/{self.pid}")

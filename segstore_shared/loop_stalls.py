@@ -53,6 +53,8 @@ from prometheus_client import CollectorRegistry, Histogram
 _T = TypeVar("_T")
 CAUSES = (
     "gc",
+    "tier1_crc",
+    "tier1_write",
     "tier1_fsync",
     "tier2_fsync",
     "parquet_encode",

@@ -232,11 +232,15 @@ class LedgerWriter:
         first = self.next_entry_id
         buffers: list[bytes | memoryview] = []
         size = 0
+        started = time.perf_counter()
         for offset, payload in enumerate(payloads):
             buffers.append(entry_header(payload, first + offset, first))
             buffers.append(payload)
             size += ENTRY_HEADER.size + len(payload)
+        checksummed = time.perf_counter()
+        ACTIVITY.note("tier1_crc", started, checksummed)
         self._sink.write(buffers)
+        ACTIVITY.note("tier1_write", checksummed, time.perf_counter())
         self._sink.sync()
         self.next_entry_id = first + len(payloads)
         self.size_bytes += size
