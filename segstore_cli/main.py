@@ -13,6 +13,7 @@ else is a bug and shows its traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import faulthandler
 import logging
 import os
@@ -57,8 +58,20 @@ class SegstoreParser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    commands: dict[str, argparse.ArgumentParser] | None = None
+    """The subcommands' parsers by name (set on the top parser)."""
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """As argparse's, but a flag the subcommand does not know is named by the subcommand ("segstore standalone:
+        unrecognized arguments: --prot 0 (did you mean --port?)", its help), not by the top parser."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = (self.commands or {}).get(getattr(parsed, "command", None) or "", self)
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{_did_you_mean(parser, extras)}")
+        return parsed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +84,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(sub)
+    parser.commands = dict(sub.choices)
     return parser
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """`` (did you mean --data-dir?)`` for the first unknown flag close to one ``parser`` knows; else nothing."""
+    known = [option for action in parser._actions for option in action.option_strings]
+    for extra in extras:
+        flag = extra.split("=", 1)[0]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75) if flag.startswith("--") else []
+        if close:
+            return f" (did you mean {close[0]}?)"
+    return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -319,8 +319,10 @@ class Standalone:
             env = status_file_env(self._status_path, die_with_parent_env())
             if self.config.auth is not None:
                 env[SIGNING_KEY_ENV] = self.config.auth.token_signing_key
+            # A session of its own: a Ctrl-C on the terminal reaches this process only, which stops the segment
+            # store (one SIGTERM: a second signal would cut its clean stop short); it dies with this process (env).
             self._segmentstore = await asyncio.create_subprocess_exec(
-                *self._segmentstore_command(), stdout=log_file, stderr=log_file, env=env
+                *self._segmentstore_command(), stdout=log_file, stderr=log_file, env=env, start_new_session=True
             )
         self._pid_path.write_text(str(self._segmentstore.pid))
         self._pid_path.with_suffix(".parent").write_text(str(os.getpid()))

@@ -10,6 +10,8 @@ through one registry in ``segment_store.client``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class SegstoreError(Exception):
     """Base class of every error segstore raises deliberately."""
@@ -21,3 +23,11 @@ class RetriableError(SegstoreError):
     """An error after which the same call may succeed if repeated."""
 
     retriable = True
+
+
+def naming_flags(error: ValueError, flags: Mapping[str, str]) -> ValueError:
+    """``error`` (a settings error, ``"<setting>: what is wrong"``) with its setting named as the command-line flag
+    that sets it: ``flags`` maps settings to flags (``{"s3_bucket": "--s3-bucket"}``); other messages stay."""
+    setting, colon, rest = str(error).partition(":")
+    flag = flags.get(setting)
+    return ValueError(f"{flag}:{rest}") if colon and flag else error

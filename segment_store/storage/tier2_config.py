@@ -46,6 +46,7 @@ from segment_store.storage.backends.filesystem import FsChunkStorage
 from segment_store.storage.backends.s3 import MIN_PART_BYTES, S3ChunkStorage, make_s3_client
 from segment_store.storage.chunk_storage import ChunkStorage
 from segment_store.storage.storage_config import parse_bool
+from segstore_shared.errors import naming_flags
 
 MIB = 1024 * 1024
 ENV_PREFIX = "SEGSTORE_TIER2_"
@@ -104,7 +105,7 @@ class Tier2Config:
             if value is not None and not isinstance(value, Path):
                 object.__setattr__(self, key, Path(value))
         if self.backend == "s3" and not self.s3_bucket:
-            raise ValueError("s3_bucket: required with backend 's3'")
+            raise ValueError("s3_bucket: required with backend 's3' (--tier2 s3)")
         if self.s3_part_bytes < MIN_PART_BYTES:
             raise ValueError(f"s3_part_bytes: must be at least {MIN_PART_BYTES}")
         if self.s3_multipart_threshold_bytes < self.s3_part_bytes:
@@ -136,7 +137,10 @@ class Tier2Config:
             value = getattr(args, flag, None)
             if value is not None:
                 values[key] = value
-        return cls(**values)  # type: ignore[arg-type]
+        try:
+            return cls(**values)  # type: ignore[arg-type]
+        except ValueError as exc:  # "--s3-bucket: ...", not "s3_bucket: ..."
+            raise naming_flags(exc, {key: f"--{flag.replace('_', '-')}" for flag, key in _CLI_FIELDS.items()}) from exc
 
 
 def _env_values(env: Mapping[str, str]) -> dict[str, str]:

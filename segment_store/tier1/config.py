@@ -32,6 +32,7 @@ from typing import Literal
 
 from segment_store.tier1.jetstream.config import JetStreamLogConfig, parse_servers, redacted
 from segment_store.tier1.jetstream.sync_check import parse_monitors
+from segstore_shared.errors import naming_flags
 
 Backend = Literal["file", "jetstream"]
 _ENV = {
@@ -81,9 +82,9 @@ class Tier1Config:
         if self.backend == "jetstream" and not self.nats:
             raise ValueError("nats: the JetStream Tier-1 needs NATS server URLs (--nats nats://host:4222,...)")
         if self.nats_tls_ca is not None and not os.path.isfile(self.nats_tls_ca):
-            raise ValueError(f"nats_tls_ca: {self.nats_tls_ca}: no such file (--nats-tls-ca)")
+            raise ValueError(f"nats_tls_ca: {self.nats_tls_ca}: no such file")
         if self.nats_creds is not None and not os.path.isfile(self.nats_creds):
-            raise ValueError(f"nats_creds: {self.nats_creds}: no such file (--nats-creds)")
+            raise ValueError(f"nats_creds: {self.nats_creds}: no such file")
         if not 0 <= self.lease_ms <= 60_000:
             raise ValueError(f"tier1_lease_ms: must be between 0 and 60000, not {self.lease_ms}")
         if self.replicas is not None and not 1 <= self.replicas <= 5:
@@ -150,7 +151,10 @@ class Tier1Config:
             value = getattr(args, flag, None)
             if value is not None:
                 values[key] = str(value)
-        return cls.from_mapping(values)
+        try:
+            return cls.from_mapping(values)
+        except ValueError as exc:  # "--tier1-lease-ms: ...", not "tier1_lease_ms: ..."
+            raise naming_flags(exc, {flag: f"--{flag.replace('_', '-')}" for flag in _FLAGS}) from exc
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,6 +19,7 @@ from segstore_cli.arguments import (
     controller_tls,
     log_file_of,
     port_in_use,
+    positive_int,
     setup_logging,
     warn_ip_literal,
 )
@@ -41,7 +42,9 @@ def add_parser(sub: Subparsers) -> None:
     ct.add_argument("--port", type=int, default=9090, help="gRPC port (default 9090; 0: a free one)")
     ct.add_argument("--advertise-host", help="host name clients use for this controller (default --host)")
     ct.add_argument("--zookeeper", required=True, help="ZooKeeper connect string, e.g. zk1:2181,zk2:2181")
-    ct.add_argument("--container-count", type=int, default=4, help="segment containers in the cluster (default 4)")
+    ct.add_argument(
+        "--container-count", type=positive_int, default=4, help="segment containers in the cluster (default 4)"
+    )
     ct.add_argument(
         "--zookeeper-session-timeout-ms",
         type=int,

@@ -29,6 +29,7 @@ from segstore_cli.arguments import (
     fail,
     log_file_of,
     port_in_use,
+    positive_int,
     setup_logging,
     warn_ip_literal,
 )
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from segment_store.iceberg.config import IcebergConfig
     from segment_store.server.config import ServerConfig
     from segment_store.server.service import SegmentStoreService, ServiceConfig
+    from segment_store.storage.tier2_config import Tier2Config
     from segment_store.tier1.config import Tier1Config
     from segstore_shared.auth.tls import TlsConfig
 
@@ -64,7 +66,7 @@ def add_parser(sub: Subparsers) -> None:
     ss.add_argument("--data-dir", default="segstore-data", help="Tier-1 and Tier-2 data (default ./segstore-data)")
     ss.add_argument("--zookeeper", help="ZooKeeper connect string (default: an embedded one under --data-dir)")
     ss.add_argument("--in-memory", action="store_true", help="keep everything in memory (lost at exit)")
-    ss.add_argument("--container-count", type=int, default=4, help="containers in the cluster (default 4)")
+    ss.add_argument("--container-count", type=positive_int, default=4, help="containers in the cluster (default 4)")
     ss.add_argument("--run-containers", help="comma-separated container ids to run here (default: all)")
     ss.add_argument(
         "--cluster",
@@ -114,6 +116,7 @@ class _Settings:
     run: tuple[int, ...] | None
     """The containers to run here (None: all)."""
     tier1: Tier1Config
+    tier2: Tier2Config
     tls: TlsConfig | None
     key: str | None
     """The delegation tokens' signing key (None: tokens are not checked)."""
@@ -153,6 +156,7 @@ async def _serve(args: argparse.Namespace) -> int:
 def _settings(args: argparse.Namespace) -> _Settings | None:
     """The checked flags, or None after saying on stderr what is wrong (exit 2)."""
     from segment_store.iceberg.config import IcebergConfig
+    from segment_store.storage.tier2_config import Tier2Config
     from segment_store.tier1.config import Tier1Config
     from segstore_shared.auth.settings import AuthSettingsError, signing_key
     from segstore_shared.auth.tls import TlsConfig, TlsConfigError
@@ -163,6 +167,7 @@ def _settings(args: argparse.Namespace) -> _Settings | None:
         return None
     try:
         tier1 = Tier1Config.from_cli(args)
+        tier2 = Tier2Config.from_cli(args)
     except ValueError as exc:
         fail(COMMAND, str(exc))
         return None
@@ -189,7 +194,7 @@ def _settings(args: argparse.Namespace) -> _Settings | None:
     if iceberg is not None and args.in_memory:
         fail(COMMAND, "--iceberg-tables needs chunk files readers can open: it excludes --in-memory")
         return None
-    return _Settings(run=run, tier1=tier1, tls=tls, key=key, iceberg=iceberg)
+    return _Settings(run=run, tier1=tier1, tier2=tier2, tls=tls, key=key, iceberg=iceberg)
 
 
 async def _start(
@@ -244,7 +249,6 @@ def _durable_config(
 ) -> ServiceConfig:
     """The configuration of a durable service; starts an embedded ZooKeeper on ``stack`` without ``--zookeeper``."""
     from segment_store.server.service import ServiceConfig
-    from segment_store.storage.tier2_config import Tier2Config
     from segstore_shared.coordination.zookeeper_server import EmbeddedZooKeeper, ZooKeeperConfig, free_port
 
     data_dir = Path(args.data_dir).resolve()
@@ -264,7 +268,7 @@ def _durable_config(
         advertise_host=args.advertise_host,
         advertise_port=args.advertise_port,
         tier1=settings.tier1,
-        tier2=Tier2Config.from_cli(args),
+        tier2=settings.tier2,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         iceberg=settings.iceberg,

@@ -20,6 +20,7 @@ from segstore_cli.arguments import (
     controller_auth,
     controller_tls,
     fail,
+    positive_int,
     setup_logging,
     warn_ip_literal,
 )
@@ -45,7 +46,9 @@ def add_parser(sub: Subparsers) -> None:
     st.add_argument("--controller-port", type=int, default=9090, help="controller gRPC port (default 9090; 0: free)")
     st.add_argument("--segmentstore-port", type=int, default=12345, help="segment store port (default 12345; 0: free)")
     st.add_argument("--zookeeper-port", type=int, default=0, help="ZooKeeper client port (default: a free one)")
-    st.add_argument("--container-count", type=int, default=4, help="segment containers (default 4; fixed per data)")
+    st.add_argument(
+        "--container-count", type=positive_int, default=4, help="segment containers (default 4; fixed per data)"
+    )
     st.add_argument(
         "--advertise-host",
         help="host name in the controller URI and what getURI answers (default --host; with TLS: localhost)",
@@ -66,11 +69,15 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the standalone system until SIGINT/SIGTERM, logging to ``<data-dir>/controller.log`` (its segment store
     process to ``<data-dir>/segmentstore.log``); exit 2 naming a bad TLS or authentication setting."""
+    from segment_store.storage.tier2_config import Tier2Config
+    from segment_store.tier1.config import Tier1Config
     from segstore_cli.standalone import LOG_FILE, StandaloneConfig, run_standalone
 
     data_dir = Path(args.data_dir).resolve()
     check_data_dir("standalone", data_dir)
-    try:  # refused here, before ZooKeeper starts (its segment store would refuse it seconds later)
+    try:  # refused here, before ZooKeeper starts (its segment store would refuse them seconds later)
+        Tier1Config.from_cli(args)
+        Tier2Config.from_cli(args)
         IcebergConfig.from_cli(args, data_dir)
     except ValueError as exc:
         fail("standalone", str(exc))

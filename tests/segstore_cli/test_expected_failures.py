@@ -92,6 +92,37 @@ CASES = {
     "data dir is a file": Case(
         ["standalone", "--data-dir", "{file}"], 2, "segstore standalone: --data-dir {file}: not a directory"
     ),
+    "s3 tier2 without a bucket": Case(
+        ["segmentstore", "--data-dir", "{tmp}/data", "--port", "0", "--tier2", "s3"],
+        2,
+        "segstore segmentstore: --s3-bucket: required with backend 's3' (--tier2 s3)",
+    ),
+    "standalone with s3 tier2 without a bucket": Case(
+        ["standalone", "--data-dir", "{tmp}/data", "--tier2", "s3"],
+        2,
+        "segstore standalone: --s3-bucket: required with backend 's3' (--tier2 s3)",
+    ),
+    "standalone with a bad tier1 lease": Case(
+        ["standalone", "--data-dir", "{tmp}/data", "--tier1-lease-ms", "-1"],
+        2,
+        "segstore standalone: --tier1-lease-ms: must be between 0 and 60000, not -1",
+    ),
+    "standalone with jetstream and no nats": Case(
+        ["standalone", "--data-dir", "{tmp}/data", "--tier1", "jetstream"],
+        2,
+        "segstore standalone: --nats: the JetStream Tier-1 needs NATS server URLs",
+    ),
+    "standalone with no containers": Case(
+        ["standalone", "--data-dir", "{tmp}/data", "--container-count", "0"],
+        2,
+        "segstore standalone: argument --container-count: must be a positive integer, not 0",
+    ),
+    "misspelt flag": Case(
+        ["standalone", "--data-dri", "{tmp}/data"],
+        2,
+        "segstore standalone: unrecognized arguments: --data-dri {tmp}/data (did you mean --data-dir?) (see segstore "
+        "standalone --help)",
+    ),
     "zookeeper without java": Case(
         ["zookeeper", "--data-dir", "{tmp}/zk", "--port", "0"],
         1,
@@ -172,6 +203,8 @@ def test_expected_failure_is_one_line_and_an_exit_code(case: Case, tmp_path: Pat
         [sys.executable, *command, *args], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
     )
     assert_one_line(Finished(done.returncode, done.stdout, done.stderr), case.code, case.line.format(**values))
+    if case.args[0] == "standalone" and case.code == 2:  # a flag refused before anything started
+        assert not (tmp_path / "data" / "zookeeper").exists()
 
 
 def test_log_level_takes_any_case_of_a_level_name() -> None:

@@ -41,6 +41,21 @@ def test_restart_after_sigterm_finds_every_stream_and_event(tmp_path: Path) -> N
         assert sorted(events_read) == sorted(events)
 
 
+def test_ctrl_c_stops_the_segment_store_once_and_cleanly(tmp_path: Path) -> None:
+    """Ctrl-C sends SIGINT to the terminal's whole process group: the standalone alone gets it and stops its segment
+    store with one SIGTERM, so the segment store's clean stop is never cut short by a second signal ("SIGTERM again:
+    exiting without waiting further", exit 1, which the segment store in the standalone's group met under load)."""
+    standalone = StandaloneProcess(tmp_path).start()
+    _write(standalone.controller_uri, "ctrl", "c", [f"event-{i}" for i in range(100)])
+    assert standalone.process is not None
+    os.killpg(standalone.process.pid, signal.SIGINT)  # the group: as the terminal sends it
+    assert standalone.process.wait(60) == 0
+    standalone.process = None
+    log = (tmp_path / "segmentstore.log").read_text()
+    assert "SIGTERM received: stopping" in log, log[-2000:]
+    assert "SIGINT" not in log and "again" not in log and "Traceback" not in log, log[-2000:]
+
+
 def test_restart_after_kill_9_loses_no_acknowledged_event(tmp_path: Path) -> None:
     events = [f"event-{i}" for i in range(2000)]
     first = StandaloneProcess(tmp_path).start()
