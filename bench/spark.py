@@ -141,6 +141,7 @@ class Bench:
             .config("spark.driver.memory", "2g")
             .config("spark.sql.catalogImplementation", "in-memory")
             .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+            .config("spark.driver.extraJavaOptions", "-Xss64m")  # a quiet stop of streaming queries: docs/spark.md
             .getOrCreate()
         )
         self.spark.sparkContext.setLogLevel("ERROR")
