@@ -24,6 +24,7 @@ from segstore_shared.auth.settings import SIGNING_KEY_ENV
 from segstore_shared.auth.tls import TrustConfig
 from segstore_shared.auth.tokens import TokenSigner
 from segstore_shared.coordination.zookeeper_server import free_port
+from segstore_shared.processes import die_with_parent_env
 
 READY = "segstore standalone ready"
 REPO = Path(__file__).resolve().parent.parent
@@ -127,7 +128,8 @@ class Standalone:
         command = [sys.executable, "-m", "segstore_cli", "standalone", "--data-dir", str(self.data_dir),
                    "--controller-port", str(self.controller_port),
                    "--segmentstore-port", str(self.segmentstore_port), *self.extra_args]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        env = die_with_parent_env({**os.environ, "PYTHONPATH": path})  # a bench that crashes leaves nothing running
         if self.trust_store is not None:  # the official client reads its CA file from here when it is made
             os.environ["pravega_client_tls_cert_path"] = str(self.trust_store)  # noqa: SIM112 (its exact name)
         if self.auth is not None:  # the official client's credentials; the standalone's signing key

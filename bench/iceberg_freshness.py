@@ -259,6 +259,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from segstore_shared.coordination.zookeeper_server import free_port
+    from segstore_shared.processes import die_with_parent_env
 
     acked: dict[int, float] = {}
     latencies: list[float] = []
@@ -269,7 +270,7 @@ def main() -> None:
         command = [sys.executable, "-m", "segstore_cli", "standalone", "--data-dir", str(data_dir),
                    "--controller-port", str(port), "--segmentstore-port", str(free_port()), "--metrics-port", "0",
                    *([] if args.no_tables else ["--iceberg-tables", f"{SCOPE}/*"])]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+        env = die_with_parent_env({**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
         standalone = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
         try:
             assert standalone.stdout is not None

@@ -122,6 +122,7 @@ class Bench:
         self.meter: ProcessMeter | None = None
         self.rows: list[dict[str, Any]] = []
         self.latency: list[dict[str, Any]] = []
+        self.latency_cold_start: dict[str, Any] = {}
         self.queries = 0
 
     # ---- set-up ------------------------------------------------------------------------------------------
@@ -324,6 +325,7 @@ class Bench:
             print(f"latency: {args.latency_seconds:g} s per case at {args.latency_rates} events/s", flush=True)
             cases = LatencyCases(self.spark, self.system.uri, self.work, args.latency_seconds, args.segments)
             self.latency = cases.run(args.latency_rates)
+            self.latency_cold_start = cases.cold_start
         if args.latency_only:
             return info
         if args.pushdown_only:
@@ -547,6 +549,7 @@ def main() -> None:
         "load_average_after": [round(v, 2) for v in load_after],
         **info,
         "latency": bench.latency,
+        "latency_cold_start": bench.latency_cold_start,
         "results": bench.rows,
         "problems": problems,
     }

@@ -13,6 +13,7 @@ from benchlib import mb_per_s, reset_peak_rss
 from wire_stalls import rss_mb
 
 from segstore_shared.coordination.zookeeper_server import free_port
+from segstore_shared.processes import die_with_parent_env
 
 CONTAINERS = 4
 REPO = Path(__file__).resolve().parent.parent
@@ -61,7 +62,7 @@ class ServerProcess:
             args.append("--in-memory")
         args += self.extra_args
         path = [str(REPO), *self.extra_path, os.environ.get("PYTHONPATH")]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
+        env = die_with_parent_env({**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))})
         started = time.perf_counter()
         log = self.log_path.open("ab")
         log.write(f"---- start {self.starts}: {' '.join(args)}\n".encode())
