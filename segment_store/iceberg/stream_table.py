@@ -151,7 +151,9 @@ def load_or_create(
     with table.transaction() as tx:
         tx.set_properties({"schema.name-mapping.default": json.dumps(mapping)})
     log.info("iceberg: created table %s.%s at %s", scope, stream, table.location())
-    return catalog.load_table(identifier)
+    table = catalog.load_table(identifier)
+    write_version_hint(table)  # a reader of the directory finds the new (empty) table, not only after a first commit
+    return table
 
 
 def data_file(table: Table, chunk: ChunkFile, location: str | None = None) -> DataFile | None:

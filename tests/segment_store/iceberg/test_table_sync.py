@@ -13,7 +13,7 @@ from segment_store.iceberg.config import IcebergConfig
 from segment_store.iceberg.file_io import file_io_properties
 from segment_store.iceberg.incarnation import PROPERTY, TOLERANCE_MS, PredecessorTableError
 from segment_store.iceberg.names import stream_segment
-from segment_store.iceberg.stream_table import ChunkFile, file_path, local_path, open_catalog
+from segment_store.iceberg.stream_table import ChunkFile, file_path, load_or_create, local_path, open_catalog
 from segment_store.iceberg.sync import PIN_ID, TableSync
 from segment_store.protocol import encode_events
 from segment_store.storage.format import parquet_chunk
@@ -51,6 +51,16 @@ def test_sync_with_new_chunks_appends_them_once(tmp_path: Path) -> None:
     assert events_of(sync) == [b"a", b"b", b"c"]
     assert sync.table is not None and len(sync.table.metadata.snapshots) == 2
     metadata = Path(sync.table.metadata_location.removeprefix("file://"))
+    assert (metadata.parent / "version-hint.text").read_text() + ".metadata.json" == metadata.name
+
+
+def test_a_new_table_has_its_version_hint_before_its_first_commit(tmp_path: Path) -> None:
+    """A reader of the table's directory (DuckDB ``iceberg_scan``) that sees the table in the catalog finds its
+    hint too: the new, empty table reads as empty, not as "no version-hint could be found" until a first commit."""
+    config = IcebergConfig(tables=("lake/*",), data_dir=tmp_path)
+    table = load_or_create(open_catalog(config), "lake", "fresh")
+    assert table.current_snapshot() is None  # nothing committed yet
+    metadata = Path(table.metadata_location.removeprefix("file://"))
     assert (metadata.parent / "version-hint.text").read_text() + ".metadata.json" == metadata.name
 
 
