@@ -117,11 +117,13 @@ class ServerProcess:
         user = system = waiting = 0.0
         tick = os.sysconf("SC_CLK_TCK")
         for task in Path(f"/proc/{self.pid}/task").iterdir():
+            fields = _stat(self.pid, f"{self.pid}/task/{task.name}")
             try:
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
                 waited = int((task / "schedstat").read_text().split()[1])
-            except (OSError, IndexError, ValueError):
+            except OSError:
                 continue  # the thread ended meanwhile
+            if not fields:
+                continue
             user += int(fields[11]) / tick
             system += int(fields[12]) / tick
             waiting += waited / 1e9
